@@ -1,0 +1,177 @@
+// Package digest computes the content digests of ConfigMaps and Secrets and
+// the pod-template hash built from them.
+//
+// The encodings below are a compatibility contract: the hash is stamped on
+// pod templates and compared across versions of configward, so changing any
+// byte of them changes every hash and restarts every stamped workload.
+// Only data takes part; metadata (labels, annotations, resourceVersion, ...)
+// is never an input, so re-applying unchanged content changes nothing.
+//
+// Notation: u64(n) is n as 8 bytes big-endian; lp(s) is u64(len(s)) || s;
+// hex is lowercase hexadecimal; "\x00" is a zero byte.
+//
+// Key digest (KeyDigests, SecretKeyDigests), one per key:
+//
+//	hex(sha256("data\x00" || value))     ConfigMap data, Secret data
+//	hex(sha256("binary\x00" || value))   ConfigMap binaryData
+//
+// The tag keeps the same bytes in data and binaryData apart: the two fields
+// do not behave the same for consumers (only data can feed env vars).
+//
+// Content digest (Content) of one object restricted to a key set, where the
+// key set is every key present when keys is nil, and otherwise the requested
+// keys, sorted and deduplicated:
+//
+//	hex(sha256("configward/content/v1\x00" || for each key k in order:
+//	    lp(k) || "\x01" || lp(keyDigest)   if k is present
+//	    lp(k) || "\x00"                    if k is absent))
+//
+// Pod-template hash (PodTemplateHash), entries sorted by Kind, then Name
+// (then Missing, then Content, only so duplicates still order the same):
+//
+//	"sha256:" || hex(sha256("configward/pod-template/v1\x00" || for each entry:
+//	    lp(Kind) || lp(Name) || "\x01" || lp(Content)   if present
+//	    lp(Kind) || lp(Name) || "\x00"                  if Missing))
+package digest
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"hash"
+	"slices"
+)
+
+const (
+	dataTag   = "data\x00"
+	binaryTag = "binary\x00"
+
+	contentHeader     = "configward/content/v1\x00"
+	podTemplateHeader = "configward/pod-template/v1\x00"
+
+	absent  = 0x00
+	present = 0x01
+)
+
+// KeyDigests returns the digest of every key of a ConfigMap's data and
+// binaryData. The API server rejects a key in both maps; should one arrive
+// anyway, binaryData's digest wins so the result stays deterministic.
+func KeyDigests(data map[string]string, binaryData map[string][]byte) map[string]string {
+	out := make(map[string]string, len(data)+len(binaryData))
+	for k, v := range data {
+		out[k] = tagged(dataTag, []byte(v))
+	}
+	for k, v := range binaryData {
+		out[k] = tagged(binaryTag, v)
+	}
+	return out
+}
+
+// SecretKeyDigests returns the digest of every key of a Secret's data.
+// stringData is not an input: the API server folds it into data on write,
+// so it never reaches storage or the cache.
+func SecretKeyDigests(data map[string][]byte) map[string]string {
+	out := make(map[string]string, len(data))
+	for k, v := range data {
+		out[k] = tagged(dataTag, v)
+	}
+	return out
+}
+
+func tagged(tag string, value []byte) string {
+	h := sha256.New()
+	h.Write([]byte(tag))
+	h.Write(value)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Content returns the digest of an object's content restricted to keys, or
+// of all its keys when keys is nil; a non-nil empty keys is the empty set.
+// A requested key that is absent is encoded as absent, so its later arrival
+// changes the digest, while keys outside the set never do.
+func Content(keyDigests map[string]string, keys []string) string {
+	if keys == nil {
+		keys = make([]string, 0, len(keyDigests))
+		for k := range keyDigests {
+			keys = append(keys, k)
+		}
+	} else {
+		keys = slices.Clone(keys)
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+
+	h := sha256.New()
+	h.Write([]byte(contentHeader))
+	for _, k := range keys {
+		writeLP(h, k)
+		if d, ok := keyDigests[k]; ok {
+			h.Write([]byte{present})
+			writeLP(h, d)
+		} else {
+			h.Write([]byte{absent})
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Entry is one consumed object as it enters the pod-template hash.
+type Entry struct {
+	Kind string
+	Name string
+	// Missing marks an object that does not exist; Content is then ignored.
+	// Whether a missing optional object is passed as Missing or left out is
+	// the caller's choice: either way its creation changes the hash.
+	Missing bool
+	// Content is the object's Content digest over the keys the pod consumes.
+	Content string
+}
+
+// PodTemplateHash returns "sha256:<hex>" over entries in canonical order, so
+// the order callers find references in does not matter. No entries still
+// give a hash (of the header alone), a constant shared by every workload
+// that consumes nothing; callers that do not want to stamp those must check
+// for an empty list themselves.
+func PodTemplateHash(entries []Entry) string {
+	sorted := slices.Clone(entries)
+	slices.SortFunc(sorted, func(a, b Entry) int {
+		return cmp.Or(
+			cmp.Compare(a.Kind, b.Kind),
+			cmp.Compare(a.Name, b.Name),
+			compareBool(a.Missing, b.Missing),
+			cmp.Compare(a.Content, b.Content),
+		)
+	})
+
+	h := sha256.New()
+	h.Write([]byte(podTemplateHeader))
+	for _, e := range sorted {
+		writeLP(h, e.Kind)
+		writeLP(h, e.Name)
+		if e.Missing {
+			h.Write([]byte{absent})
+		} else {
+			h.Write([]byte{present})
+			writeLP(h, e.Content)
+		}
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+func writeLP(h hash.Hash, s string) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+	h.Write(n[:])
+	h.Write([]byte(s))
+}

@@ -1,0 +1,253 @@
+package digest
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The pinned literals were computed outside Go (sha256sum and Python's
+// hashlib) from the encoding in the package comment. If one of these tests
+// fails, the encoding changed and every stamped workload would restart:
+// change the literal only on purpose.
+const (
+	pinDataHello     = "a082b065ada0763a8085add0cf80fb78186ce03a70276b7b7b97836f7db4ba9d" // sha256("data\x00hello")
+	pinBinaryHello   = "2275ce18764a7ff29d0dcff2e6e3135ec310a29ae36e0232a30f538c6bc6d4eb" // sha256("binary\x00hello")
+	pinContentAll    = "c6e4162f9a2c63178b69f70af765ac573e366cd851b142bbbcca5b315d9ebfaf" // {a: data "hello"}, all keys
+	pinContentAbsent = "ea8fdfa8b8cbac0127e2d9a31fe108cb68f3624c4c34ffa7cbc0ceb1d20cc235" // same, keys [a, b]
+	pinPodTemplate   = "sha256:ed419a725ace94d30b7821f9b6c655907efb3a2273320c935fb92dc7c1ed45fa"
+	pinEmpty         = "sha256:242092c4ab182820b69abc79020ce14d466b09118491b716d13c051d52299262"
+)
+
+// preimage builds the documented encodings by hand, independently of the
+// streaming code under test.
+type preimage []byte
+
+func (p preimage) raw(s string) preimage { return append(p, s...) }
+func (p preimage) b(v byte) preimage     { return append(p, v) }
+func (p preimage) lp(s string) preimage {
+	return append(binary.BigEndian.AppendUint64(p, uint64(len(s))), s...)
+}
+func (p preimage) sum() string { s := sha256.Sum256(p); return hex.EncodeToString(s[:]) }
+
+func TestGoldenVectors(t *testing.T) {
+	kd := KeyDigests(map[string]string{"a": "hello"}, nil)
+	content := Content(kd, nil)
+	tests := []struct {
+		name, got, byHand, pinned string
+	}{
+		{
+			name:   "data key",
+			got:    kd["a"],
+			byHand: preimage{}.raw("data\x00hello").sum(),
+			pinned: pinDataHello,
+		},
+		{
+			name:   "binaryData key",
+			got:    KeyDigests(nil, map[string][]byte{"a": []byte("hello")})["a"],
+			byHand: preimage{}.raw("binary\x00hello").sum(),
+			pinned: pinBinaryHello,
+		},
+		{
+			name:   "secret data key uses the data tag",
+			got:    SecretKeyDigests(map[string][]byte{"a": []byte("hello")})["a"],
+			byHand: preimage{}.raw("data\x00hello").sum(),
+			pinned: pinDataHello,
+		},
+		{
+			name:   "content, all keys",
+			got:    content,
+			byHand: preimage{}.raw("configward/content/v1\x00").lp("a").b(1).lp(pinDataHello).sum(),
+			pinned: pinContentAll,
+		},
+		{
+			name:   "content, requested key absent",
+			got:    Content(kd, []string{"b", "a", "b"}),
+			byHand: preimage{}.raw("configward/content/v1\x00").lp("a").b(1).lp(pinDataHello).lp("b").b(0).sum(),
+			pinned: pinContentAbsent,
+		},
+		{
+			name: "pod template, one present one missing",
+			got: PodTemplateHash([]Entry{
+				{Kind: "Secret", Name: "db", Missing: true, Content: "ignored"},
+				{Kind: "ConfigMap", Name: "app", Content: content},
+			}),
+			byHand: "sha256:" + preimage{}.raw("configward/pod-template/v1\x00").
+				lp("ConfigMap").lp("app").b(1).lp(pinContentAll).
+				lp("Secret").lp("db").b(0).sum(),
+			pinned: pinPodTemplate,
+		},
+		{
+			name:   "pod template, no entries",
+			got:    PodTemplateHash(nil),
+			byHand: "sha256:" + preimage{}.raw("configward/pod-template/v1\x00").sum(),
+			pinned: pinEmpty,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.byHand {
+				t.Errorf("got %s, hand-built preimage gives %s", tt.got, tt.byHand)
+			}
+			if tt.got != tt.pinned {
+				t.Errorf("got %s, pinned %s: the encoding changed", tt.got, tt.pinned)
+			}
+		})
+	}
+}
+
+func TestMetadataIsNotAnInput(t *testing.T) {
+	a := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "a", ResourceVersion: "1", Labels: map[string]string{"x": "1"}},
+		Data:       map[string]string{"k": "v"},
+	}
+	b := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "b", ResourceVersion: "99", Annotations: map[string]string{"configward.dev/reload": "rollout"}},
+		Data:       map[string]string{"k": "v"},
+	}
+	if ca, cb := Content(KeyDigests(a.Data, a.BinaryData), nil), Content(KeyDigests(b.Data, b.BinaryData), nil); ca != cb {
+		t.Errorf("same data, different metadata: %s != %s", ca, cb)
+	}
+}
+
+func TestOrderDoesNotMatter(t *testing.T) {
+	// Many keys make it very likely that map iteration order differs
+	// between the two builds.
+	data1, data2 := map[string]string{}, map[string]string{}
+	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"}
+	for _, k := range keys {
+		data1[k] = "v" + k
+	}
+	for i := len(keys) - 1; i >= 0; i-- {
+		data2[keys[i]] = "v" + keys[i]
+	}
+	first := Content(KeyDigests(data1, nil), nil)
+	for range 20 {
+		if got := Content(KeyDigests(data2, nil), nil); got != first {
+			t.Fatalf("content digest depends on map order: %s != %s", got, first)
+		}
+	}
+	if Content(KeyDigests(data1, nil), []string{"c", "a"}) != Content(KeyDigests(data1, nil), []string{"a", "c", "a"}) {
+		t.Error("content digest depends on requested key order or duplicates")
+	}
+
+	e1 := []Entry{{Kind: "Secret", Name: "s", Content: "1"}, {Kind: "ConfigMap", Name: "b", Content: "2"}, {Kind: "ConfigMap", Name: "a", Missing: true}}
+	e2 := []Entry{e1[2], e1[0], e1[1]}
+	if PodTemplateHash(e1) != PodTemplateHash(e2) {
+		t.Error("pod-template hash depends on entry order")
+	}
+	if e1[0].Kind != "Secret" {
+		t.Error("PodTemplateHash reordered its input")
+	}
+}
+
+func TestDigestsDistinguish(t *testing.T) {
+	base := KeyDigests(map[string]string{"a": "1", "b": "2"}, nil)
+	tests := []struct {
+		name string
+		x, y string
+		same bool
+	}{
+		{
+			name: "data vs binaryData, same bytes",
+			x:    Content(KeyDigests(map[string]string{"a": "1"}, nil), nil),
+			y:    Content(KeyDigests(nil, map[string][]byte{"a": []byte("1")}), nil),
+		},
+		{
+			name: "restricted keys ignore edits to other keys",
+			x:    Content(base, []string{"a"}),
+			y:    Content(KeyDigests(map[string]string{"a": "1", "b": "changed", "c": "new"}, nil), []string{"a"}),
+			same: true,
+		},
+		{
+			name: "restricted keys see edits to their keys",
+			x:    Content(base, []string{"a"}),
+			y:    Content(KeyDigests(map[string]string{"a": "changed", "b": "2"}, nil), []string{"a"}),
+		},
+		{
+			name: "all keys see a new key",
+			x:    Content(base, nil),
+			y:    Content(KeyDigests(map[string]string{"a": "1", "b": "2", "c": "3"}, nil), nil),
+		},
+		{
+			name: "absent requested key vs present empty value",
+			x:    Content(KeyDigests(nil, nil), []string{"a"}),
+			y:    Content(KeyDigests(map[string]string{"a": ""}, nil), []string{"a"}),
+		},
+		{
+			name: "absent requested key vs no requested key",
+			x:    Content(KeyDigests(nil, nil), []string{"a"}),
+			y:    Content(KeyDigests(nil, nil), []string{}),
+		},
+		{
+			name: "requested key arriving later",
+			x:    Content(KeyDigests(map[string]string{"b": "2"}, nil), []string{"a", "b"}),
+			y:    Content(base, []string{"a", "b"}),
+		},
+		{
+			name: "all keys equals every present key requested",
+			x:    Content(base, nil),
+			y:    Content(base, []string{"a", "b"}),
+			same: true,
+		},
+		{
+			name: "key/value boundary",
+			x:    Content(KeyDigests(map[string]string{"ab": "c"}, nil), nil),
+			y:    Content(KeyDigests(map[string]string{"a": "bc"}, nil), nil),
+		},
+		{
+			name: "missing vs empty content",
+			x:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "a", Missing: true}}),
+			y:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "a"}}),
+		},
+		{
+			name: "missing vs empty-set content",
+			x:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "a", Missing: true}}),
+			y:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "a", Content: Content(nil, nil)}}),
+		},
+		{
+			name: "missing vs no entry",
+			x:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "a", Missing: true}}),
+			y:    PodTemplateHash(nil),
+		},
+		{
+			name: "same name, other kind",
+			x:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "a", Content: "c"}}),
+			y:    PodTemplateHash([]Entry{{Kind: "Secret", Name: "a", Content: "c"}}),
+		},
+		{
+			name: "kind/name boundary",
+			x:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "ab", Content: "c"}}),
+			y:    PodTemplateHash([]Entry{{Kind: "ConfigMapa", Name: "b", Content: "c"}}),
+		},
+		{
+			name: "content change",
+			x:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "a", Content: Content(base, nil)}}),
+			y:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "a", Content: Content(base, []string{"a"})}}),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if (tt.x == tt.y) != tt.same {
+				t.Errorf("same=%v, want same=%v (%s vs %s)", tt.x == tt.y, tt.same, tt.x, tt.y)
+			}
+		})
+	}
+}
+
+func TestKeyDigestsCoverEveryKey(t *testing.T) {
+	got := KeyDigests(map[string]string{"a": "1", "both": "x"}, map[string][]byte{"b": {0xff}, "both": []byte("x")})
+	if len(got) != 3 {
+		t.Fatalf("got %d keys, want 3: %v", len(got), got)
+	}
+	if got["both"] != KeyDigests(nil, map[string][]byte{"both": []byte("x")})["both"] {
+		t.Error("a key in both maps must take binaryData's digest")
+	}
+	if len(SecretKeyDigests(nil)) != 0 || len(KeyDigests(nil, nil)) != 0 {
+		t.Error("no data must give no digests")
+	}
+}

@@ -1,0 +1,145 @@
+// Package manager builds the two configward processes, the webhook and the
+// controller, as controller-runtime managers with the shared plumbing: logs,
+// metrics, health and readiness, and a shutdown that stops being ready before
+// it stops serving.
+package manager
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/configward/configward/internal/webhookserver"
+)
+
+// Common are the settings both processes share.
+type Common struct {
+	Kubeconfig    string
+	MetricsAddr   string
+	ProbeAddr     string
+	LogFormat     string
+	LogLevel      int
+	ShutdownDelay time.Duration
+}
+
+// AddFlags registers the shared flags.
+func (c *Common) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", "",
+		"Path to a kubeconfig. Leave empty inside a cluster to use the pod's service account; outside, $KUBECONFIG is used.")
+	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", ":8080",
+		"Address of the Prometheus metrics endpoint (/metrics). Set to 0 to turn it off.")
+	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", ":8081",
+		"Address of the liveness (/healthz) and readiness (/readyz) endpoints the kubelet probes.")
+	fs.StringVar(&c.LogFormat, "log-format", "json",
+		"Log format: json (for log pipelines) or console (for people reading a terminal).")
+	fs.IntVarP(&c.LogLevel, "verbosity", "v", 0,
+		"Log verbosity: 0 logs decisions that refuse or warn and lifecycle events; 1 adds every admission decision; 2+ is for debugging.")
+	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", 5*time.Second,
+		"On SIGTERM, report not ready and keep serving this long before stopping, so the endpoint is removed from the Service before the listener closes. Set it above the time your cluster takes to propagate endpoint changes.")
+}
+
+// Validate reports flag values that cannot work.
+func (c *Common) Validate() error {
+	if c.LogFormat != "json" && c.LogFormat != "console" {
+		return fmt.Errorf("--log-format must be json or console, not %q", c.LogFormat)
+	}
+	if c.ShutdownDelay < 0 {
+		return fmt.Errorf("--shutdown-delay must not be negative")
+	}
+	return nil
+}
+
+// SetupLogging installs the process-wide logger for controller-runtime and
+// client-go. Log lines carry identities (user, object name, request UID) and
+// never object bodies: Secret values must not reach a log pipeline.
+func (c *Common) SetupLogging() {
+	opts := zap.Options{
+		Level: zapcore.Level(-c.LogLevel),
+	}
+	if c.LogFormat == "console" {
+		opts.Development = true
+		opts.Encoder = zapcore.NewConsoleEncoder(zapcore.EncoderConfig{
+			TimeKey: "ts", LevelKey: "level", NameKey: "logger", MessageKey: "msg",
+			EncodeTime: zapcore.ISO8601TimeEncoder, EncodeLevel: zapcore.CapitalColorLevelEncoder,
+			EncodeDuration: zapcore.StringDurationEncoder, EncodeName: zapcore.FullNameEncoder,
+			ConsoleSeparator: "  ",
+		})
+	} else {
+		opts.Encoder = zapcore.NewJSONEncoder(zapcore.EncoderConfig{
+			TimeKey: "ts", LevelKey: "level", NameKey: "logger", MessageKey: "msg",
+			StacktraceKey: "stacktrace", EncodeTime: zapcore.RFC3339NanoTimeEncoder,
+			EncodeLevel: zapcore.LowercaseLevelEncoder, EncodeDuration: zapcore.SecondsDurationEncoder,
+			EncodeName: zapcore.FullNameEncoder,
+		})
+	}
+	logger := zap.New(zap.UseFlagOptions(&opts))
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger.WithName("client-go"))
+}
+
+// Webhook are the settings of `configward webhook`.
+type Webhook struct {
+	Common
+	BindAddress      string
+	CertDir          string
+	CertName         string
+	KeyName          string
+	CertPollInterval time.Duration
+	EnableHTTP2      bool
+	MaxRequestBytes  int64
+}
+
+// AddFlags registers the webhook's flags.
+func (w *Webhook) AddFlags(fs *pflag.FlagSet) {
+	w.Common.AddFlags(fs)
+	fs.StringVar(&w.BindAddress, "bind-address", ":9443",
+		"Address the HTTPS admission endpoint listens on; the Service's targetPort must match.")
+	fs.StringVar(&w.CertDir, "cert-dir", "/etc/configward/tls",
+		"Directory with the serving certificate and key, usually the mounted cert-manager Secret. Replaced files are picked up without a restart.")
+	fs.StringVar(&w.CertName, "cert-name", "tls.crt", "File name of the serving certificate (PEM, leaf first) in --cert-dir.")
+	fs.StringVar(&w.KeyName, "key-name", "tls.key", "File name of the serving key (PEM) in --cert-dir.")
+	fs.DurationVar(&w.CertPollInterval, "cert-poll-interval", 10*time.Second,
+		"How often the certificate files are re-read in case a file-system event was missed.")
+	fs.BoolVar(&w.EnableHTTP2, "enable-http2", false,
+		"Serve HTTP/2 as well as HTTP/1.1. Off by default because of the HTTP/2 rapid-reset CVEs; the API server does not need it.")
+	fs.Int64Var(&w.MaxRequestBytes, "max-request-bytes", webhookserver.DefaultMaxRequestBytes,
+		"Largest AdmissionReview accepted. Larger requests are refused with an explanation instead of being decoded.")
+}
+
+// Validate reports flag values that cannot work.
+func (w *Webhook) Validate() error {
+	if err := w.Common.Validate(); err != nil {
+		return err
+	}
+	if w.CertDir == "" {
+		return fmt.Errorf("--cert-dir is required: the API server only calls webhooks over HTTPS")
+	}
+	if w.MaxRequestBytes < 1<<20 {
+		return fmt.Errorf("--max-request-bytes must be at least 1 MiB; the API server sends objects of up to 3 MiB")
+	}
+	return nil
+}
+
+// Controller are the settings of `configward controller`.
+type Controller struct {
+	Common
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	LeaderElectionID        string
+}
+
+// AddFlags registers the controller's flags.
+func (c *Controller) AddFlags(fs *pflag.FlagSet) {
+	c.Common.AddFlags(fs)
+	fs.BoolVar(&c.LeaderElect, "leader-elect", true,
+		"Elect a leader so only one replica rolls workloads. Turn off only when running a single replica outside a cluster.")
+	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", "",
+		"Namespace of the leader-election Lease. Empty means the pod's own namespace; required when running outside a cluster.")
+	fs.StringVar(&c.LeaderElectionID, "leader-election-id", "configward-controller.configward.dev",
+		"Name of the leader-election Lease.")
+}

@@ -1,0 +1,184 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/configward/configward/internal/webhookserver"
+)
+
+// Scheme holds every type configward reads or writes.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err) // only fails on a programming error in the scheme builders
+	}
+	return s
+}
+
+// RESTConfig loads the connection to the API server: an explicit kubeconfig,
+// else $KUBECONFIG, else the in-cluster service account.
+func (c *Common) RESTConfig() (*rest.Config, error) {
+	if c.Kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	}
+	return ctrl.GetConfig()
+}
+
+// Process is a configured manager that drains before it stops.
+type Process struct {
+	Manager  ctrlmanager.Manager
+	draining atomic.Bool
+	delay    time.Duration
+}
+
+// WebhookProcess is `configward webhook`: a manager with the hardened
+// webhook server and no leader election, since every replica must answer
+// the API server.
+type WebhookProcess struct {
+	Process
+	Server *webhookserver.Server
+}
+
+// NewWebhook builds the webhook process. Handlers are registered on Server
+// before Run.
+func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
+	log := ctrl.Log.WithName("webhook")
+	srv, err := webhookserver.New(webhookserver.Options{
+		BindAddress:      o.BindAddress,
+		CertDir:          o.CertDir,
+		CertName:         o.CertName,
+		KeyName:          o.KeyName,
+		CertPollInterval: o.CertPollInterval,
+		EnableHTTP2:      o.EnableHTTP2,
+		MaxRequestBytes:  o.MaxRequestBytes,
+		Log:              log.WithName("server"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress: o.ProbeAddr,
+		WebhookServer:          srv,
+		LeaderElection:         false,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating webhook manager: %w", err)
+	}
+	p := &WebhookProcess{Process: Process{Manager: mgr, delay: o.ShutdownDelay}, Server: srv}
+	if err := p.addProbes(
+		namedCheck{"webhook-server", srv.StartedChecker()},
+		namedCheck{"serving-certificate", srv.CertificateChecker()},
+	); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// NewController builds the leader-elected controller process.
+func NewController(cfg *rest.Config, o Controller) (*Process, error) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  Scheme(),
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:  o.ProbeAddr,
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        o.LeaderElectionID,
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		// Hand the lease over at once on a clean shutdown instead of making the
+		// next leader wait for it to expire.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating controller manager: %w", err)
+	}
+	p := &Process{Manager: mgr, delay: o.ShutdownDelay}
+	if err := p.addProbes(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+type namedCheck struct {
+	name  string
+	check healthz.Checker
+}
+
+// addProbes installs liveness, which only says the process is alive (a
+// dependency failing must not get the pod killed), and readiness, which says
+// the process can decide correctly right now.
+func (p *Process) addProbes(extra ...namedCheck) error {
+	if err := p.Manager.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	checks := append([]namedCheck{
+		{"not-draining", func(*http.Request) error {
+			if p.draining.Load() {
+				return errors.New("shutting down")
+			}
+			return nil
+		}},
+		{"informers-synced", p.cachesSynced},
+	}, extra...)
+	for _, c := range checks {
+		if err := p.Manager.AddReadyzCheck(c.name, c.check); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AddReadyzCheck lets components that load state (policies, schemas) hold
+// readiness until they can decide.
+func (p *Process) AddReadyzCheck(name string, check healthz.Checker) error {
+	return p.Manager.AddReadyzCheck(name, check)
+}
+
+func (p *Process) cachesSynced(req *http.Request) error {
+	ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+	defer cancel()
+	if !p.Manager.GetCache().WaitForCacheSync(ctx) {
+		return errors.New("informer caches have not synced")
+	}
+	return nil
+}
+
+// Run serves until ctx is cancelled (SIGTERM), then reports not ready, keeps
+// serving for the shutdown delay so endpoints drain, and only then stops the
+// manager, which lets in-flight requests finish.
+func (p *Process) Run(ctx context.Context) error {
+	mgrCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- p.Manager.Start(mgrCtx) }()
+
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	log := ctrl.Log.WithName("shutdown")
+	p.draining.Store(true)
+	log.Info("not ready any more; draining before stopping", "delay", p.delay)
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(p.delay):
+	}
+	stop()
+	return <-done
+}

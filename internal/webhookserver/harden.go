@@ -1,0 +1,102 @@
+package webhookserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"runtime/debug"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// harden puts a body cap and panic recovery in front of a webhook handler.
+//
+// Both failure paths still answer with a well-formed AdmissionReview carrying
+// the request's UID. The API server discards a response whose UID does not
+// match, and reports a generic "failed calling webhook" error instead of our
+// explanation; with the UID it shows the user why the request was refused.
+func harden(next http.Handler, maxBytes int64, log logr.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "configward webhooks accept only POST of an AdmissionReview", http.StatusMethodNotAllowed)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxBytes+1))
+		if err != nil {
+			rejectedRequests.WithLabelValues("malformed").Inc()
+			http.Error(w, fmt.Sprintf("reading request body: %v", err), http.StatusBadRequest)
+			return
+		}
+		if int64(len(body)) > maxBytes {
+			rejectedRequests.WithLabelValues("too_large").Inc()
+			uid := uidFromPrefix(body)
+			log.Info("refused oversized admission request", "uid", uid, "limitBytes", maxBytes)
+			writeDenial(w, uid, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+				"configward: the admission request is larger than the webhook accepts (%d bytes, --max-request-bytes); "+
+					"the object was not checked, so it is refused. Reduce the object's size or raise the limit.", maxBytes))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				rejectedRequests.WithLabelValues("panic").Inc()
+				uid := uidFromPrefix(body)
+				log.Error(fmt.Errorf("%v", p), "recovered from panic in admission handler", "uid", uid, "stack", string(debug.Stack()))
+				writeDenial(w, uid, http.StatusInternalServerError,
+					"configward: internal error while checking this request; it was refused to stay safe. "+
+						"Retry; if it persists, report it with request uid "+string(uid)+" from the configward webhook logs.")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// uidPattern finds the request UID without decoding the whole body, which
+// matters for a body that is too large to decode or that made the decoder
+// panic. The API server writes request.uid before the objects.
+var uidPattern = regexp.MustCompile(`"uid"\s*:\s*"([0-9A-Za-z-]{1,64})"`)
+
+func uidFromPrefix(body []byte) types.UID {
+	var probe struct {
+		Request *struct {
+			UID types.UID `json:"uid"`
+		} `json:"request"`
+	}
+	if len(body) < 1<<20 && json.Unmarshal(body, &probe) == nil && probe.Request != nil {
+		return probe.Request.UID
+	}
+	head := body
+	if len(head) > 4096 {
+		head = head[:4096]
+	}
+	if m := uidPattern.FindSubmatch(head); m != nil {
+		return types.UID(m[1])
+	}
+	return ""
+}
+
+func writeDenial(w http.ResponseWriter, uid types.UID, code int32, msg string) {
+	review := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Response: &admissionv1.AdmissionResponse{
+			UID:     uid,
+			Allowed: false,
+			Result:  &metav1.Status{Status: metav1.StatusFailure, Code: code, Message: msg},
+		},
+	}
+	w.Header().Set("Content-Type", "application/json")
+	// The API server only reads the body of a 200 response.
+	w.WriteHeader(http.StatusOK)
+	_ = json.NewEncoder(w).Encode(review)
+}

@@ -1,0 +1,312 @@
+// Package webhookserver serves admission webhooks over TLS for the API server.
+//
+// It implements controller-runtime's webhook.Server so the manager runs it like
+// any other runnable, but it owns the http.Server itself, which the default
+// implementation hides. That is what makes the hardening possible: a request
+// body cap, panic recovery that still answers with the request's UID, TLS 1.2+,
+// HTTP/2 only on request, and retiring connections that were established with
+// a certificate that has since been replaced.
+//
+// The API server keeps webhook connections alive indefinitely, so without
+// retirement a renewed certificate would only be used by connections opened
+// after some unrelated failure, and a broken new certificate would go
+// unnoticed until then. Each connection remembers the certificate generation
+// it was accepted under; a request on an older connection is answered with
+// "Connection: close", so the client finishes that request normally and opens
+// a new connection (and handshake) for the next one. Closing idle connections
+// instead would race with a request the client is just writing.
+package webhookserver
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	stdlog "log"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+)
+
+// DefaultMaxRequestBytes is larger than any AdmissionReview the API server can
+// send for a valid object: an update carries the object and the old object,
+// each at most the API server's 3 MiB request limit, plus the envelope.
+const DefaultMaxRequestBytes = 8 << 20
+
+// Options configure the server. Zero values get the defaults documented on
+// each field.
+type Options struct {
+	// BindAddress is host:port to listen on. Port 0 picks a free port; the
+	// chosen address is available from Addr once the server has started.
+	BindAddress string
+	// CertDir holds CertName and KeyName, typically a mounted Secret whose
+	// files the kubelet replaces through a symlink swap on renewal.
+	CertDir  string
+	CertName string // default tls.crt
+	KeyName  string // default tls.key
+	// CertPollInterval bounds how late a renewal that fsnotify missed is
+	// noticed. Default 10s.
+	CertPollInterval time.Duration
+	// EnableHTTP2 turns HTTP/2 on. It is off by default because of the HTTP/2
+	// rapid-reset and stream-cancellation CVEs (CVE-2023-44487,
+	// CVE-2023-39325); the API server talks HTTP/1.1 happily.
+	EnableHTTP2 bool
+	// MaxRequestBytes caps the request body. Default DefaultMaxRequestBytes.
+	MaxRequestBytes int64
+	// ShutdownTimeout bounds how long in-flight requests may take to finish
+	// once the server is asked to stop. Default 30s.
+	ShutdownTimeout time.Duration
+	Log             logr.Logger
+}
+
+// Server is a hardened webhook.Server.
+type Server struct {
+	opts Options
+	mux  *http.ServeMux
+
+	mu      sync.Mutex
+	paths   map[string]bool
+	httpSrv *http.Server
+	addr    net.Addr
+	watcher *certwatcher.CertWatcher
+
+	started    atomic.Bool
+	generation atomic.Int64 // number of certificate reloads after the first load
+	handshakes handshakeLog
+}
+
+var _ webhook.Server = (*Server)(nil)
+
+// New returns a server that is not yet listening; the manager starts it.
+func New(opts Options) (*Server, error) {
+	if opts.CertDir == "" {
+		return nil, errors.New("webhook server: a certificate directory is required")
+	}
+	if opts.CertName == "" {
+		opts.CertName = "tls.crt"
+	}
+	if opts.KeyName == "" {
+		opts.KeyName = "tls.key"
+	}
+	if opts.CertPollInterval <= 0 {
+		opts.CertPollInterval = 10 * time.Second
+	}
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 30 * time.Second
+	}
+	if opts.BindAddress == "" {
+		opts.BindAddress = ":9443"
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	return &Server{opts: opts, mux: http.NewServeMux(), paths: map[string]bool{}}, nil
+}
+
+// NeedLeaderElection is false: every replica serves admission.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+// WebhookMux returns the mux the hooks are registered on.
+func (s *Server) WebhookMux() *http.ServeMux { return s.mux }
+
+// Register serves hook at path, behind the body cap and panic recovery.
+func (s *Server) Register(path string, hook http.Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.paths[path] {
+		panic(fmt.Sprintf("webhook server: path %q registered twice", path))
+	}
+	s.paths[path] = true
+	s.mux.Handle(path, harden(hook, s.opts.MaxRequestBytes, s.opts.Log.WithValues("path", path)))
+	s.opts.Log.Info("registered webhook", "path", path)
+}
+
+// CertPaths returns the certificate and key file paths being served.
+func (s *Server) CertPaths() (cert, key string) {
+	return filepath.Join(s.opts.CertDir, s.opts.CertName), filepath.Join(s.opts.CertDir, s.opts.KeyName)
+}
+
+// Addr is the address the server listens on, or nil before Start.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Rotations counts certificate reloads since start (the first load excluded).
+func (s *Server) Rotations() int64 { return s.generation.Load() }
+
+// Handshakes reports how many TLS handshakes were served with each of the
+// most recent certificates, keyed by the leaf's SHA-256 fingerprint (hex).
+func (s *Server) Handshakes() map[string]int64 { return s.handshakes.snapshot() }
+
+// ServedCertificate is the certificate new TLS handshakes get.
+func (s *Server) ServedCertificate() *tls.Certificate {
+	s.mu.Lock()
+	w := s.watcher
+	s.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	c, _ := w.GetCertificate(nil)
+	return c
+}
+
+// Start listens and serves until ctx is cancelled, then drains in-flight
+// requests for up to ShutdownTimeout.
+func (s *Server) Start(ctx context.Context) error {
+	certPath, keyPath := s.CertPaths()
+	watcher, err := certwatcher.New(certPath, keyPath)
+	if err != nil {
+		return fmt.Errorf("webhook server: loading serving certificate from %s: %w", s.opts.CertDir, err)
+	}
+	watcher = watcher.WithWatchInterval(s.opts.CertPollInterval)
+	initial := mustCurrent(watcher)
+	observeCertificate(initial)
+	var lastMu sync.Mutex
+	last := Fingerprint(initial)
+	// RegisterCallback also calls back at once with the current certificate,
+	// which is not a rotation.
+	watcher.RegisterCallback(func(c tls.Certificate) {
+		lastMu.Lock()
+		fp := Fingerprint(&c)
+		changed := fp != last
+		last = fp
+		lastMu.Unlock()
+		if !changed {
+			return
+		}
+		s.generation.Add(1)
+		observeCertificate(&c)
+		certificateReloads.Inc()
+		s.opts.Log.Info("serving certificate replaced; connections made with the old one are retired after their next request",
+			"notAfter", leafNotAfter(&c))
+	})
+
+	tlsCfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			c, err := watcher.GetCertificate(hello)
+			if c != nil {
+				s.handshakes.record(c)
+			}
+			return c, err
+		},
+		NextProtos: []string{"http/1.1"},
+	}
+	if s.opts.EnableHTTP2 {
+		tlsCfg.NextProtos = []string{"h2", "http/1.1"}
+	}
+
+	ln, err := net.Listen("tcp", s.opts.BindAddress)
+	if err != nil {
+		return fmt.Errorf("webhook server: listening on %s: %w", s.opts.BindAddress, err)
+	}
+
+	srv := &http.Server{
+		Handler:           s.retireStaleConnections(s.mux),
+		ConnContext:       s.stampConnection,
+		TLSConfig:         tlsCfg,
+		ReadHeaderTimeout: 10 * time.Second,
+		// The API server's webhook timeout is at most 30s; nothing legitimate
+		// takes longer to send or receive.
+		ReadTimeout:  30 * time.Second,
+		WriteTimeout: 30 * time.Second,
+		IdleTimeout:  90 * time.Second,
+		// TLS handshake errors from port scanners and TCP probes are noise at
+		// the default level.
+		ErrorLog: stdlog.New(logWriter{s.opts.Log.V(1)}, "", 0),
+	}
+	if !s.opts.EnableHTTP2 {
+		// A non-nil empty map is how net/http is told not to negotiate h2.
+		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	}
+
+	s.mu.Lock()
+	s.httpSrv = srv
+	s.addr = ln.Addr()
+	s.watcher = watcher
+	s.mu.Unlock()
+
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	go func() {
+		if err := watcher.Start(watchCtx); err != nil {
+			s.opts.Log.Error(err, "certificate watcher stopped")
+		}
+	}()
+
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		<-ctx.Done()
+		s.opts.Log.Info("stopping webhook server; draining in-flight requests", "timeout", s.opts.ShutdownTimeout)
+		sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			s.opts.Log.Error(err, "webhook server did not drain in time")
+		}
+	}()
+
+	s.started.Store(true)
+	s.opts.Log.Info("serving webhooks", "address", ln.Addr().String(), "http2", s.opts.EnableHTTP2)
+	if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("webhook server: %w", err)
+	}
+	<-drained
+	return nil
+}
+
+type connGenerationKey struct{}
+
+// stampConnection records the certificate generation a connection was
+// accepted under. The handshake happens after accept, so a connection stamped
+// with an old generation may in fact hold the new certificate; retiring it is
+// harmless. The reverse cannot happen: the watcher swaps the certificate
+// before the generation is bumped.
+func (s *Server) stampConnection(ctx context.Context, _ net.Conn) context.Context {
+	return context.WithValue(ctx, connGenerationKey{}, s.generation.Load())
+}
+
+func (s *Server) retireStaleConnections(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if gen, ok := r.Context().Value(connGenerationKey{}).(int64); ok && gen < s.generation.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// StartedChecker is ready once the listener is up.
+func (s *Server) StartedChecker() healthz.Checker {
+	return func(*http.Request) error {
+		if !s.started.Load() {
+			return errors.New("webhook server has not started")
+		}
+		return nil
+	}
+}
+
+func mustCurrent(w *certwatcher.CertWatcher) *tls.Certificate {
+	c, _ := w.GetCertificate(nil)
+	return c
+}
+
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.Info(strings.TrimSpace(string(p)))
+	return len(p), nil
+}

@@ -1,0 +1,190 @@
+// Package workload maps the workload kinds configward stamps to their pod
+// template: where it sits in the object, and how to read and annotate it on
+// a typed object. Kinds are named by their Kind alone ("Deployment") because
+// the set is fixed and no two of them share a Kind.
+package workload
+
+import (
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Kind identifies a workload kind for the API (GVK) and for watches and RBAC
+// (Resource).
+type Kind struct {
+	Group, Version, Kind, Resource string
+}
+
+// GroupVersionKind returns the kind as a schema.GroupVersionKind.
+func (k Kind) GroupVersionKind() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: k.Group, Version: k.Version, Kind: k.Kind}
+}
+
+// GroupVersionResource returns the kind's resource as a schema.GroupVersionResource.
+func (k Kind) GroupVersionResource() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: k.Group, Version: k.Version, Resource: k.Resource}
+}
+
+// Kinds lists every workload kind whose pod template gets the config hash.
+var Kinds = []Kind{
+	{"apps", "v1", "Deployment", "deployments"},
+	{"apps", "v1", "StatefulSet", "statefulsets"},
+	{"apps", "v1", "DaemonSet", "daemonsets"},
+	{"apps", "v1", "ReplicaSet", "replicasets"},
+	{"batch", "v1", "Job", "jobs"},
+	{"batch", "v1", "CronJob", "cronjobs"},
+	{"", "v1", "Pod", "pods"},
+}
+
+// Lookup returns the Kind named kind, if it is a workload kind.
+func Lookup(kind string) (Kind, bool) {
+	for _, k := range Kinds {
+		if k.Kind == kind {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// templatePath is the path to the pod template (nil for a Pod, which is its
+// own template); metadata and spec hang off it.
+func templatePath(kind string) ([]string, bool) {
+	switch kind {
+	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job":
+		return []string{"spec", "template"}, true
+	case "CronJob":
+		return []string{"spec", "jobTemplate", "spec", "template"}, true
+	case "Pod":
+		return nil, true
+	}
+	return nil, false
+}
+
+func under(kind, field string) []string {
+	p, ok := templatePath(kind)
+	if !ok {
+		return nil
+	}
+	return append(p, field)
+}
+
+// PodTemplatePath returns the JSON field path to the pod template's
+// metadata, or nil for a kind that is not a workload kind.
+func PodTemplatePath(kind string) []string { return under(kind, "metadata") }
+
+// PodSpecPath returns the JSON field path to the pod spec, or nil for a kind
+// that is not a workload kind.
+func PodSpecPath(kind string) []string { return under(kind, "spec") }
+
+// AnnotationPatchPath returns the JSON pointer (RFC 6901) to the pod
+// template's annotations map, or "" for a kind that is not a workload kind.
+// A JSON patch must "add" the whole map there when the template has no
+// annotations yet, because adding a key under a missing map fails.
+func AnnotationPatchPath(kind string) string {
+	p := PodTemplatePath(kind)
+	if p == nil {
+		return ""
+	}
+	return "/" + strings.Join(append(p, "annotations"), "/")
+}
+
+// AnnotationKeyPatchPath returns the JSON pointer to one annotation of the
+// pod template, or "" for a kind that is not a workload kind. The key is
+// escaped because annotation keys such as "configward.dev/config-hash"
+// contain "/", which would otherwise split the pointer.
+func AnnotationKeyPatchPath(kind, key string) string {
+	p := AnnotationPatchPath(kind)
+	if p == "" {
+		return ""
+	}
+	return p + "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
+}
+
+// New returns an empty typed object of kind with its TypeMeta set, so it can
+// be used with a client or decoded into directly.
+func New(kind string) (client.Object, bool) {
+	k, ok := Lookup(kind)
+	if !ok {
+		return nil, false
+	}
+	var obj client.Object
+	switch kind {
+	case "Deployment":
+		obj = &appsv1.Deployment{}
+	case "StatefulSet":
+		obj = &appsv1.StatefulSet{}
+	case "DaemonSet":
+		obj = &appsv1.DaemonSet{}
+	case "ReplicaSet":
+		obj = &appsv1.ReplicaSet{}
+	case "Job":
+		obj = &batchv1.Job{}
+	case "CronJob":
+		obj = &batchv1.CronJob{}
+	case "Pod":
+		obj = &corev1.Pod{}
+	}
+	obj.GetObjectKind().SetGroupVersionKind(k.GroupVersionKind())
+	return obj, true
+}
+
+// podTemplate returns pointers into obj: the template metadata and pod spec.
+func podTemplate(obj runtime.Object) (*metav1.ObjectMeta, *corev1.PodSpec, bool) {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec, true
+	case *appsv1.StatefulSet:
+		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec, true
+	case *appsv1.DaemonSet:
+		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec, true
+	case *appsv1.ReplicaSet:
+		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec, true
+	case *batchv1.Job:
+		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec, true
+	case *batchv1.CronJob:
+		t := &o.Spec.JobTemplate.Spec.Template
+		return &t.ObjectMeta, &t.Spec, true
+	case *corev1.Pod:
+		return &o.ObjectMeta, &o.Spec, true
+	}
+	return nil, nil, false
+}
+
+// PodSpec returns the pod spec inside obj. It points into obj, so changes
+// through it change obj.
+func PodSpec(obj runtime.Object) (*corev1.PodSpec, bool) {
+	_, spec, ok := podTemplate(obj)
+	return spec, ok
+}
+
+// TemplateAnnotations returns the pod template's annotations (the Pod's own
+// for a Pod). The map may be nil when the template has none.
+func TemplateAnnotations(obj runtime.Object) (map[string]string, bool) {
+	meta, _, ok := podTemplate(obj)
+	if !ok {
+		return nil, false
+	}
+	return meta.Annotations, true
+}
+
+// SetTemplateAnnotation sets one annotation on the pod template, creating
+// the map if needed. It reports false, changing nothing, for an object that
+// is not a workload.
+func SetTemplateAnnotation(obj runtime.Object, key, value string) bool {
+	meta, _, ok := podTemplate(obj)
+	if !ok {
+		return false
+	}
+	if meta.Annotations == nil {
+		meta.Annotations = map[string]string{}
+	}
+	meta.Annotations[key] = value
+	return true
+}

@@ -1,0 +1,187 @@
+package workload
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+const hashKey = "configward.dev/config-hash"
+
+func TestKinds(t *testing.T) {
+	tests := []struct {
+		kind         string
+		gv           string
+		resource     string
+		templatePath []string
+		specPath     []string
+		patchPath    string
+	}{
+		{"Deployment", "apps/v1", "deployments", []string{"spec", "template", "metadata"}, []string{"spec", "template", "spec"}, "/spec/template/metadata/annotations"},
+		{"StatefulSet", "apps/v1", "statefulsets", []string{"spec", "template", "metadata"}, []string{"spec", "template", "spec"}, "/spec/template/metadata/annotations"},
+		{"DaemonSet", "apps/v1", "daemonsets", []string{"spec", "template", "metadata"}, []string{"spec", "template", "spec"}, "/spec/template/metadata/annotations"},
+		{"ReplicaSet", "apps/v1", "replicasets", []string{"spec", "template", "metadata"}, []string{"spec", "template", "spec"}, "/spec/template/metadata/annotations"},
+		{"Job", "batch/v1", "jobs", []string{"spec", "template", "metadata"}, []string{"spec", "template", "spec"}, "/spec/template/metadata/annotations"},
+		{"CronJob", "batch/v1", "cronjobs", []string{"spec", "jobTemplate", "spec", "template", "metadata"}, []string{"spec", "jobTemplate", "spec", "template", "spec"}, "/spec/jobTemplate/spec/template/metadata/annotations"},
+		{"Pod", "v1", "pods", []string{"metadata"}, []string{"spec"}, "/metadata/annotations"},
+	}
+	if len(tests) != len(Kinds) {
+		t.Fatalf("test covers %d kinds, Kinds has %d", len(tests), len(Kinds))
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind, func(t *testing.T) {
+			k, ok := Lookup(tt.kind)
+			if !ok {
+				t.Fatalf("Lookup(%q) not found", tt.kind)
+			}
+			if got := k.GroupVersionKind().GroupVersion().String(); got != tt.gv {
+				t.Errorf("group/version = %q, want %q", got, tt.gv)
+			}
+			if k.Resource != tt.resource {
+				t.Errorf("Resource = %q, want %q", k.Resource, tt.resource)
+			}
+			if got := PodTemplatePath(tt.kind); !reflect.DeepEqual(got, tt.templatePath) {
+				t.Errorf("PodTemplatePath = %v, want %v", got, tt.templatePath)
+			}
+			if got := PodSpecPath(tt.kind); !reflect.DeepEqual(got, tt.specPath) {
+				t.Errorf("PodSpecPath = %v, want %v", got, tt.specPath)
+			}
+			if got := AnnotationPatchPath(tt.kind); got != tt.patchPath {
+				t.Errorf("AnnotationPatchPath = %q, want %q", got, tt.patchPath)
+			}
+			if got, want := AnnotationKeyPatchPath(tt.kind, hashKey), tt.patchPath+"/configward.dev~1config-hash"; got != want {
+				t.Errorf("AnnotationKeyPatchPath = %q, want %q", got, want)
+			}
+
+			obj, ok := New(tt.kind)
+			if !ok {
+				t.Fatalf("New(%q) failed", tt.kind)
+			}
+			if got := obj.GetObjectKind().GroupVersionKind(); got != k.GroupVersionKind() {
+				t.Errorf("New GVK = %v, want %v", got, k.GroupVersionKind())
+			}
+
+			if ann, ok := TemplateAnnotations(obj); !ok || ann != nil {
+				t.Errorf("TemplateAnnotations on empty object = %v, %v; want nil, true", ann, ok)
+			}
+			if !SetTemplateAnnotation(obj, hashKey, "sha256:abc") {
+				t.Fatal("SetTemplateAnnotation failed")
+			}
+			if !SetTemplateAnnotation(obj, "other", "x") {
+				t.Fatal("SetTemplateAnnotation failed")
+			}
+			ann, _ := TemplateAnnotations(obj)
+			if want := map[string]string{hashKey: "sha256:abc", "other": "x"}; !reflect.DeepEqual(ann, want) {
+				t.Errorf("annotations = %v, want %v", ann, want)
+			}
+
+			spec, ok := PodSpec(obj)
+			if !ok || spec == nil {
+				t.Fatal("PodSpec failed")
+			}
+			spec.Containers = append(spec.Containers, corev1.Container{Name: "api"})
+
+			// The paths must match the object's real JSON, which is what
+			// admission patches apply to.
+			doc := toJSON(t, obj)
+			specJSON, ok := lookupPath(doc, tt.specPath).(map[string]any)
+			if !ok {
+				t.Fatalf("no pod spec at %v in %v", tt.specPath, doc)
+			}
+			if c, _ := specJSON["containers"].([]any); len(c) != 1 {
+				t.Errorf("PodSpec does not point into the object: containers at %v = %v", tt.specPath, specJSON["containers"])
+			}
+			if got := lookupPointer(doc, AnnotationKeyPatchPath(tt.kind, hashKey)); got != "sha256:abc" {
+				t.Errorf("value at %s = %v, want the annotation", AnnotationKeyPatchPath(tt.kind, hashKey), got)
+			}
+			if got := lookupPath(doc, append(tt.templatePath, "annotations", "other")); got != "x" {
+				t.Errorf("value at %v = %v, want the annotation", tt.templatePath, got)
+			}
+		})
+	}
+}
+
+func TestUnknownKind(t *testing.T) {
+	for _, kind := range []string{"", "ConfigMap", "deployment", "ReplicationController"} {
+		if _, ok := Lookup(kind); ok {
+			t.Errorf("Lookup(%q) found", kind)
+		}
+		if p := PodTemplatePath(kind); p != nil {
+			t.Errorf("PodTemplatePath(%q) = %v", kind, p)
+		}
+		if p := PodSpecPath(kind); p != nil {
+			t.Errorf("PodSpecPath(%q) = %v", kind, p)
+		}
+		if p := AnnotationPatchPath(kind); p != "" {
+			t.Errorf("AnnotationPatchPath(%q) = %q", kind, p)
+		}
+		if p := AnnotationKeyPatchPath(kind, "k"); p != "" {
+			t.Errorf("AnnotationKeyPatchPath(%q) = %q", kind, p)
+		}
+		if o, ok := New(kind); ok || o != nil {
+			t.Errorf("New(%q) = %v, %v", kind, o, ok)
+		}
+	}
+}
+
+func TestUnknownObject(t *testing.T) {
+	objs := []runtime.Object{nil, &corev1.ConfigMap{}, &corev1.PodTemplate{}}
+	for _, obj := range objs {
+		if _, ok := PodSpec(obj); ok {
+			t.Errorf("PodSpec(%T) ok", obj)
+		}
+		if _, ok := TemplateAnnotations(obj); ok {
+			t.Errorf("TemplateAnnotations(%T) ok", obj)
+		}
+		if SetTemplateAnnotation(obj, "k", "v") {
+			t.Errorf("SetTemplateAnnotation(%T) ok", obj)
+		}
+	}
+}
+
+func TestAnnotationKeyEscaping(t *testing.T) {
+	if got, want := AnnotationKeyPatchPath("Pod", "a~b/c"), "/metadata/annotations/a~0b~1c"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func toJSON(t *testing.T, obj runtime.Object) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func lookupPath(doc any, path []string) any {
+	for _, p := range path {
+		m, ok := doc.(map[string]any)
+		if !ok {
+			return nil
+		}
+		doc = m[p]
+	}
+	return doc
+}
+
+// lookupPointer resolves an RFC 6901 pointer independently of the code under
+// test, so an escaping bug is not mirrored here.
+func lookupPointer(doc any, ptr string) any {
+	if !strings.HasPrefix(ptr, "/") {
+		return nil
+	}
+	var path []string
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		path = append(path, strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~"))
+	}
+	return lookupPath(doc, path)
+}

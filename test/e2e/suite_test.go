@@ -1,0 +1,42 @@
+// Package e2e holds configward's behaviour tests: Ginkgo suites against a
+// real kube-apiserver with configward's webhook configurations installed,
+// driven through kubectl where users drive it.
+package e2e
+
+import (
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/test/framework"
+)
+
+var env *framework.Env
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "configward e2e")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	var err error
+	env, err = framework.Start(framework.Options{
+		Register: func(p *manager.WebhookProcess) error {
+			registerHarnessWebhook(p)
+			return nil
+		},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	installHarnessWebhook()
+})
+
+var _ = AfterSuite(func() {
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})

@@ -1,0 +1,308 @@
+// Package framework starts the real control plane configward's behaviour is
+// tested against: kube-apiserver and etcd through envtest, configward's
+// webhook server running in-process with a test CA, webhook configurations
+// that point the API server at it, and a kubeconfig for the real kubectl.
+package framework
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/configward/configward/internal/manager"
+)
+
+// Options configure Start.
+type Options struct {
+	// Register adds webhook handlers to the in-process webhook server before
+	// it starts.
+	Register func(p *manager.WebhookProcess) error
+	// CertPollInterval of the webhook server; default 2s so tests wait less
+	// when a file-system event is missed.
+	CertPollInterval time.Duration
+}
+
+// Env is a running control plane plus configward's webhook.
+type Env struct {
+	Config  *rest.Config
+	Client  client.Client
+	Webhook *manager.WebhookProcess
+	// Dir holds the kubeconfig and the serving certificate directory.
+	Dir        string
+	Kubeconfig string
+	CertDir    string
+	CA         *CA
+	// ProbeAddr serves /healthz and /readyz of the webhook process.
+	ProbeAddr string
+
+	testEnv *envtest.Environment
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+// RepoRoot is the directory holding go.mod, found from this source file so
+// tests work from any package directory.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Start brings up kube-apiserver and etcd (from $KUBEBUILDER_ASSETS, which
+// `make test` sets to binaries it builds), installs configward's CRDs, and
+// starts configward's webhook server with a certificate from a fresh CA.
+func Start(opts Options) (*Env, error) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run the suites with `make test`, which builds kube-apiserver, etcd and kubectl and points KUBEBUILDER_ASSETS at them")
+	}
+	dir, err := os.MkdirTemp("", "configward-e2e-")
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{Dir: dir, CertDir: filepath.Join(dir, "tls")}
+	e.testEnv = &envtest.Environment{
+		CRDDirectoryPaths:        []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		ErrorIfCRDPathMissing:    false,
+		ControlPlaneStartTimeout: 2 * time.Minute,
+	}
+	if e.Config, err = e.testEnv.Start(); err != nil {
+		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
+	}
+	e.Config.QPS, e.Config.Burst = 500, 1000
+	if e.Client, err = client.New(e.Config, client.Options{Scheme: manager.Scheme()}); err != nil {
+		return nil, err
+	}
+	if err := e.writeKubeconfig(); err != nil {
+		return nil, err
+	}
+	if e.CA, err = NewCA(); err != nil {
+		return nil, err
+	}
+	if err := e.RotateServingCertificate(); err != nil {
+		return nil, err
+	}
+	if err := e.startWebhook(opts); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Env) writeKubeconfig() error {
+	admin, err := e.testEnv.AddUser(envtest.User{Name: "e2e-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kc, err := admin.KubeConfig()
+	if err != nil {
+		return err
+	}
+	e.Kubeconfig = filepath.Join(e.Dir, "kubeconfig")
+	return os.WriteFile(e.Kubeconfig, kc, 0o600)
+}
+
+// RotateServingCertificate issues a new leaf from the test CA and swaps it
+// into the certificate directory atomically, as the kubelet does when
+// cert-manager renews the Secret. It returns nothing about the old one: the
+// webhook must pick up the new files by itself.
+func (e *Env) RotateServingCertificate() error {
+	certPEM, keyPEM, err := e.CA.Issue()
+	if err != nil {
+		return err
+	}
+	return WriteAtomic(e.CertDir, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM})
+}
+
+// CertificateOnDisk returns the fingerprint of the certificate in CertDir.
+func (e *Env) CertificateOnDisk() (string, error) {
+	c, err := os.ReadFile(filepath.Join(e.CertDir, "tls.crt"))
+	if err != nil {
+		return "", err
+	}
+	k, err := os.ReadFile(filepath.Join(e.CertDir, "tls.key"))
+	if err != nil {
+		return "", err
+	}
+	return Fingerprint(c, k)
+}
+
+func (e *Env) startWebhook(opts Options) error {
+	probe, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	e.ProbeAddr = probe
+	poll := opts.CertPollInterval
+	if poll == 0 {
+		poll = 2 * time.Second
+	}
+	o := manager.Webhook{
+		Common: manager.Common{
+			MetricsAddr: "0",
+			ProbeAddr:   probe,
+			// Tests stop the process by cancelling; nothing to drain for.
+			ShutdownDelay: 0,
+		},
+		BindAddress:      "127.0.0.1:0",
+		CertDir:          e.CertDir,
+		CertName:         "tls.crt",
+		KeyName:          "tls.key",
+		CertPollInterval: poll,
+		MaxRequestBytes:  8 << 20,
+	}
+	p, err := manager.NewWebhook(e.Config, o)
+	if err != nil {
+		return err
+	}
+	if opts.Register != nil {
+		if err := opts.Register(p); err != nil {
+			return err
+		}
+	}
+	e.Webhook = p
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	e.done = make(chan error, 1)
+	go func() { e.done <- p.Run(ctx) }()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for p.Server.Addr() == nil {
+		select {
+		case err := <-e.done:
+			return fmt.Errorf("webhook process exited during start: %w", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return errors.New("webhook server did not start listening within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// WebhookURL is the URL of path on the in-process webhook server.
+func (e *Env) WebhookURL(path string) string {
+	return "https://" + e.Webhook.Server.Addr().String() + path
+}
+
+// PointAtLocalWebhook rewrites every webhook in the configurations to call
+// the in-process server at its own path and to trust the test CA. Everything
+// else stays as the configuration says (rules, selectors, match conditions,
+// failure policy), so tests exercise the configuration users install.
+func (e *Env) PointAtLocalWebhook(objs ...client.Object) {
+	for _, o := range objs {
+		switch c := o.(type) {
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			for i := range c.Webhooks {
+				c.Webhooks[i].ClientConfig = e.clientConfig(c.Webhooks[i].ClientConfig)
+			}
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			for i := range c.Webhooks {
+				c.Webhooks[i].ClientConfig = e.clientConfig(c.Webhooks[i].ClientConfig)
+			}
+		}
+	}
+}
+
+func (e *Env) clientConfig(in admissionregistrationv1.WebhookClientConfig) admissionregistrationv1.WebhookClientConfig {
+	path := "/"
+	if in.Service != nil && in.Service.Path != nil {
+		path = *in.Service.Path
+	}
+	url := e.WebhookURL(path)
+	return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: e.CA.CertPEM}
+}
+
+// Stop stops the webhook, then the control plane.
+func (e *Env) Stop() error {
+	var errs []error
+	if e.cancel != nil {
+		e.cancel()
+		select {
+		case err := <-e.done:
+			if err != nil {
+				errs = append(errs, err)
+			}
+		case <-time.After(time.Minute):
+			errs = append(errs, errors.New("webhook process did not stop within a minute"))
+		}
+	}
+	if e.testEnv != nil {
+		if err := e.testEnv.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	_ = os.RemoveAll(e.Dir)
+	return errors.Join(errs...)
+}
+
+// KubectlResult is what a user sees from one kubectl invocation.
+type KubectlResult struct {
+	Stdout, Stderr string
+	ExitCode       int
+}
+
+// Kubectl runs the real kubectl against the test API server. stdin may be
+// empty. The binary is $KUBECTL, else kubectl in $KUBEBUILDER_ASSETS (built
+// at the server's version by `make test`), else kubectl on $PATH.
+func (e *Env) Kubectl(stdin string, args ...string) KubectlResult {
+	cmd := exec.Command(KubectlPath(), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig)
+	if stdin != "" {
+		cmd.Stdin = bytes.NewBufferString(stdin)
+	}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	res := KubectlResult{Stdout: out.String(), Stderr: errOut.String()}
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(err, &exitErr):
+		res.ExitCode = exitErr.ExitCode()
+	case err != nil:
+		res.ExitCode = -1
+		res.Stderr += "\nrunning kubectl: " + err.Error()
+	}
+	return res
+}
+
+// KubectlPath picks the kubectl binary as Kubectl describes.
+func KubectlPath() string {
+	if p := os.Getenv("KUBECTL"); p != "" {
+		return p
+	}
+	if assets := os.Getenv("KUBEBUILDER_ASSETS"); assets != "" {
+		p := filepath.Join(assets, "kubectl")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return "kubectl"
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+func fingerprintDER(der []byte) string {
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:])
+}
