@@ -131,6 +131,7 @@ type Controller struct {
 	LeaderElect             bool
 	LeaderElectionNamespace string
 	LeaderElectionID        string
+	RolloutBatchWindow      time.Duration
 }
 
 // AddFlags registers the controller's flags.
@@ -142,4 +143,6 @@ func (c *Controller) AddFlags(fs *pflag.FlagSet) {
 		"Namespace of the leader-election Lease. Empty means the pod's own namespace; required when running outside a cluster.")
 	fs.StringVar(&c.LeaderElectionID, "leader-election-id", "configward-controller.configward.dev",
 		"Name of the leader-election Lease.")
+	fs.DurationVar(&c.RolloutBatchWindow, "rollout-batch-window", 2*time.Second,
+		"How long to wait after a ConfigMap or Secret changes before rolling its consumers, so several objects changed together give one rollout. Longer windows batch more and react later.")
 }

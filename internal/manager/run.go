@@ -16,7 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/configward/configward/internal/admission"
+	"github.com/configward/configward/internal/controller"
+	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/webhookserver"
 )
 
@@ -76,10 +80,20 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 		HealthProbeBindAddress: o.ProbeAddr,
 		WebhookServer:          srv,
 		LeaderElection:         false,
+		Cache:                  inventory.CacheOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating webhook manager: %w", err)
 	}
+	inv, err := inventory.Start(context.Background(), mgr.GetCache(), false)
+	if err != nil {
+		return nil, err
+	}
+	decoder := cradmission.NewDecoder(mgr.GetScheme())
+	srv.Register(admission.ConfigHashPath, admission.Webhook("config-hash",
+		&admission.ConfigHash{Inventory: inv, Decoder: decoder}))
+	// The manager only runs its webhook server once someone asks for it.
+	mgr.GetWebhookServer()
 	p := &WebhookProcess{Process: Process{Manager: mgr, delay: o.ShutdownDelay}, Server: srv}
 	if err := p.addProbes(
 		namedCheck{"webhook-server", srv.StartedChecker()},
@@ -102,9 +116,17 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 		// Hand the lease over at once on a clean shutdown instead of making the
 		// next leader wait for it to expire.
 		LeaderElectionReleaseOnCancel: true,
+		Cache:                         inventory.CacheOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating controller manager: %w", err)
+	}
+	inv, err := inventory.Start(context.Background(), mgr.GetCache(), true)
+	if err != nil {
+		return nil, err
+	}
+	if err := controller.SetupRollouts(mgr, inv, controller.RolloutOptions{BatchWindow: o.RolloutBatchWindow}); err != nil {
+		return nil, err
 	}
 	p := &Process{Manager: mgr, delay: o.ShutdownDelay}
 	if err := p.addProbes(); err != nil {

@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"context"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -33,6 +34,9 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	installHarnessWebhook()
+	_, err = env.InstallWebhookConfigurations(context.Background())
+	Expect(err).NotTo(HaveOccurred())
+	Expect(env.StartController(manager.Controller{RolloutBatchWindow: rolloutBatchWindow})).To(Succeed())
 })
 
 var _ = AfterSuite(func() {

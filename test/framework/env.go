@@ -53,6 +53,7 @@ type Env struct {
 	testEnv *envtest.Environment
 	cancel  context.CancelFunc
 	done    chan error
+	stops   []func() error
 }
 
 // RepoRoot is the directory holding go.mod, found from this source file so
@@ -229,6 +230,11 @@ func (e *Env) clientConfig(in admissionregistrationv1.WebhookClientConfig) admis
 // Stop stops the webhook, then the control plane.
 func (e *Env) Stop() error {
 	var errs []error
+	for _, stop := range e.stops {
+		if err := stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if e.cancel != nil {
 		e.cancel()
 		select {

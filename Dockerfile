@@ -1,0 +1,18 @@
+# syntax=docker/dockerfile:1
+# Multi-stage: build a static binary, ship it on distroless as non-root.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY cmd/ cmd/
+COPY internal/ internal/
+ARG VERSION=dev
+ARG COMMIT=unknown
+RUN CGO_ENABLED=0 go build -trimpath \
+      -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
+      -o /out/configward ./cmd/configward
+
+FROM gcr.io/distroless/static:nonroot
+COPY --from=build /out/configward /configward
+USER 65532:65532
+ENTRYPOINT ["/configward"]

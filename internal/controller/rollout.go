@@ -1,0 +1,246 @@
+// Package controller holds configward's leader-elected controllers. The
+// rollout controller closes the config-hash loop for changes that never touch
+// the workload: when a ConfigMap or Secret changes, every workload that
+// consumes it and carries a now-stale hash gets the new one, which starts
+// that workload's own rolling update.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/configward/configward/internal/admission"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/workload"
+)
+
+var (
+	rolloutsTriggered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configward_rollouts_triggered_total",
+		Help: "Workloads whose config hash the rollout controller updated, starting a rollout, by kind.",
+	}, []string{"kind"})
+	rolloutsSkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configward_rollouts_skipped_total",
+		Help: "Workloads whose config changed but were not rolled, by kind and reason (not-stamped, opted-out, job-immutable).",
+	}, []string{"kind", "reason"})
+)
+
+func init() { metrics.Registry.MustRegister(rolloutsTriggered, rolloutsSkipped) }
+
+// RolloutOptions tune the rollout controller.
+type RolloutOptions struct {
+	// BatchWindow is how long after the first config change a workload waits
+	// before it is re-stamped, so that several objects changed together
+	// (one `kubectl apply` of three ConfigMaps) give one rollout.
+	BatchWindow time.Duration
+}
+
+// SetupRollouts registers one rollout controller per workload kind.
+func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptions) error {
+	for _, k := range inventory.RolloutKinds() {
+		r := &rollout{
+			client:   mgr.GetClient(),
+			inv:      inv,
+			events:   mgr.GetEventRecorder("configward-rollout"),
+			kind:     k,
+			window:   opts.BatchWindow,
+			triggers: &triggerLog{byWorkload: map[types.NamespacedName]map[string]bool{}},
+		}
+		obj, _ := workload.New(k.Kind)
+		err := ctrl.NewControllerManagedBy(mgr).
+			Named("rollout-" + strings.ToLower(k.Kind)).
+			// The workload's own create and template changes: catches hashes
+			// that went stale while configward was down or the webhook was
+			// bypassed. Status updates do not change the generation.
+			For(obj, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			Watches(&corev1.ConfigMap{}, r.configChanged(refs.ConfigMap)).
+			Watches(&corev1.Secret{}, r.configChanged(refs.Secret)).
+			Complete(r)
+		if err != nil {
+			return fmt.Errorf("setting up the %s rollout controller: %w", k.Kind, err)
+		}
+	}
+	return nil
+}
+
+type rollout struct {
+	client   client.Client
+	inv      *inventory.Inventory
+	events   recorder.EventRecorder
+	kind     workload.Kind
+	window   time.Duration
+	triggers *triggerLog
+}
+
+// configChanged enqueues, after the batch window, the consumers of a
+// ConfigMap or Secret whose content or reload mode changed. Deletions are
+// ignored on purpose: rolling a workload onto config that no longer exists
+// would replace running pods with pods that cannot start.
+func (r *rollout) configChanged(kind refs.Kind) handler.EventHandler {
+	enqueue := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		consumers, err := r.inv.Consumers(ctx, []workload.Kind{r.kind}, kind, obj.GetNamespace(), obj.GetName())
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing consumers", "kind", kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
+			return
+		}
+		for _, c := range consumers {
+			key := types.NamespacedName{Namespace: c.GetNamespace(), Name: c.GetName()}
+			r.triggers.add(key, inventory.IndexValue(kind, obj.GetName()))
+			q.AddAfter(reconcile.Request{NamespacedName: key}, r.window)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if contentChanged(e.ObjectOld, e.ObjectNew) {
+				enqueue(ctx, e.ObjectNew, q)
+			}
+		},
+	}
+}
+
+// contentChanged compares the cached (digested) forms: data digests, and the
+// reload mode, which decides whether the object counts at all.
+func contentChanged(old, new client.Object) bool {
+	oldMode, _ := inventory.ModeOf(old.GetAnnotations())
+	newMode, _ := inventory.ModeOf(new.GetAnnotations())
+	if oldMode != newMode {
+		return true
+	}
+	switch o := old.(type) {
+	case *corev1.ConfigMap:
+		n, ok := new.(*corev1.ConfigMap)
+		return !ok || !maps.Equal(o.Data, n.Data)
+	case *corev1.Secret:
+		n, ok := new.(*corev1.Secret)
+		return !ok || !maps.EqualFunc(o.Data, n.Data, func(a, b []byte) bool { return string(a) == string(b) })
+	}
+	return true
+}
+
+func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	obj, _ := workload.New(r.kind.Kind)
+	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
+		r.triggers.take(req.NamespacedName)
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	annotations, _ := workload.TemplateAnnotations(obj)
+	current, stamped := annotations[admission.ConfigHashAnnotation]
+	if !stamped {
+		// Installing configward restarts nothing: only workloads the webhook
+		// has stamped take part.
+		if len(r.triggers.take(req.NamespacedName)) > 0 {
+			rolloutsSkipped.WithLabelValues(r.kind.Kind, "not-stamped").Inc()
+		}
+		return reconcile.Result{}, nil
+	}
+	if obj.GetAnnotations()[admission.RolloutAnnotation] == admission.RolloutDisabled {
+		if len(r.triggers.take(req.NamespacedName)) > 0 {
+			rolloutsSkipped.WithLabelValues(r.kind.Kind, "opted-out").Inc()
+		}
+		return reconcile.Result{}, nil
+	}
+	spec, _ := workload.PodSpec(obj)
+	hash, counted, err := r.inv.TemplateHash(ctx, req.Namespace, spec, inventory.HashOptions{})
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if counted == 0 || hash == current {
+		r.triggers.take(req.NamespacedName)
+		return reconcile.Result{}, nil
+	}
+	changed := r.triggers.take(req.NamespacedName)
+	what := "its config"
+	if len(changed) > 0 {
+		what = strings.Join(changed, ", ")
+	}
+	if r.kind.Kind == "Job" {
+		// A Job's pod template is immutable; the next Job picks the change up.
+		if len(changed) > 0 {
+			rolloutsSkipped.WithLabelValues(r.kind.Kind, "job-immutable").Inc()
+			r.events.Eventf(obj, nil, corev1.EventTypeNormal, "ConfigChangedNotRolled", "Rollout",
+				"%s changed, but a Job's pod template cannot change: running pods keep the old config and a new Job is needed to use the new one", what)
+		}
+		return reconcile.Result{}, nil
+	}
+
+	before := obj.DeepCopyObject().(client.Object)
+	workload.SetTemplateAnnotation(obj, admission.ConfigHashAnnotation, hash)
+	// The optimistic lock makes a concurrent writer win; the conflict
+	// requeues and the hash is recomputed on the fresh object.
+	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) {
+			r.triggers.addAll(req.NamespacedName, changed)
+			return reconcile.Result{Requeue: true}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	rolloutsTriggered.WithLabelValues(r.kind.Kind).Inc()
+	log.Info("config changed; rolling workload", "kind", r.kind.Kind, "changed", changed, "hash", hash)
+	r.events.Eventf(obj, nil, corev1.EventTypeNormal, "ConfigChanged", "Rollout",
+		"%s changed: updated %s to %s, which rolls the pods through the workload's own update strategy",
+		what, admission.ConfigHashAnnotation, hash)
+	return reconcile.Result{}, nil
+}
+
+// triggerLog remembers which config objects changed since a workload was
+// last reconciled, so the one rollout that covers several changes can name
+// them all. The work queue itself collapses the requests.
+type triggerLog struct {
+	mu         sync.Mutex
+	byWorkload map[types.NamespacedName]map[string]bool
+}
+
+func (t *triggerLog) add(w types.NamespacedName, what string) { t.addAll(w, []string{what}) }
+
+func (t *triggerLog) addAll(w types.NamespacedName, what []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byWorkload[w] == nil {
+		t.byWorkload[w] = map[string]bool{}
+	}
+	for _, x := range what {
+		t.byWorkload[w][x] = true
+	}
+}
+
+func (t *triggerLog) take(w types.NamespacedName) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := slices.Sorted(maps.Keys(t.byWorkload[w]))
+	delete(t.byWorkload, w)
+	return out
+}
+
+// The rollout controller reads config and workloads, patches pod templates
+// (never Jobs, whose templates are immutable), and records Events.
+//
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets;replicasets,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -1,0 +1,215 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/digest"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/workload"
+)
+
+// ReloadAnnotation declares how consumers take in changes of a ConfigMap or
+// Secret.
+const ReloadAnnotation = "configward.dev/reload"
+
+// Mode is a reload mode.
+type Mode string
+
+const (
+	// Rollout (the default): consumers read it at start, so a content change
+	// must roll them.
+	Rollout Mode = "rollout"
+	// Hot: consumers watch the mounted files and reload by themselves.
+	Hot Mode = "hot"
+	// Ignore: nobody needs to react to changes.
+	Ignore Mode = "ignore"
+)
+
+// ModeOf reads the reload mode from annotations. An unknown value counts as
+// Rollout, the mode that can at worst restart more than needed; ok is false
+// so callers can report the typo.
+func ModeOf(annotations map[string]string) (m Mode, ok bool) {
+	switch v := Mode(annotations[ReloadAnnotation]); v {
+	case "", Rollout:
+		return Rollout, true
+	case Hot, Ignore:
+		return v, true
+	default:
+		return Rollout, false
+	}
+}
+
+// Object is what the inventory knows of one ConfigMap or Secret.
+type Object struct {
+	Kind      refs.Kind
+	Namespace string
+	Name      string
+	Exists    bool
+	// KeyDigests maps each key to its digest (digest.KeyDigests).
+	KeyDigests  map[string]string
+	Mode        Mode
+	Immutable   bool
+	Type        corev1.SecretType
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+// Inventory answers questions about ConfigMaps and Secrets from the cache.
+type Inventory struct {
+	reader client.Reader
+}
+
+// New wraps a reader that is a cache configured with CacheOptions.
+func New(reader client.Reader) *Inventory { return &Inventory{reader: reader} }
+
+// CacheOptions configures the manager's cache: values are digested on the
+// way in, managed fields are dropped, and informers are never started
+// lazily, so a read the cache is not prepared for fails instead of silently
+// turning into a slow first request.
+func CacheOptions() cache.Options {
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {Transform: TransformConfigMap},
+			&corev1.Secret{}:    {Transform: TransformSecret},
+		},
+		DefaultTransform:            TransformWorkload,
+		ReaderFailOnMissingInformer: true,
+	}
+}
+
+// Get returns what is known of one object; Exists is false when it is not
+// in the cache.
+func (inv *Inventory) Get(ctx context.Context, kind refs.Kind, namespace, name string) (Object, error) {
+	o := Object{Kind: kind, Namespace: namespace, Name: name}
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	switch kind {
+	case refs.ConfigMap:
+		var cm corev1.ConfigMap
+		if err := inv.reader.Get(ctx, key, &cm); err != nil {
+			return o, ignoreNotFound(err)
+		}
+		o.Exists, o.KeyDigests, o.Immutable = true, cm.Data, isTrue(cm.Immutable)
+		o.Labels, o.Annotations = cm.Labels, cm.Annotations
+	case refs.Secret:
+		var s corev1.Secret
+		if err := inv.reader.Get(ctx, key, &s); err != nil {
+			return o, ignoreNotFound(err)
+		}
+		o.Exists, o.Immutable, o.Type = true, isTrue(s.Immutable), s.Type
+		o.KeyDigests = make(map[string]string, len(s.Data))
+		for k, d := range s.Data {
+			o.KeyDigests[k] = string(d)
+		}
+		o.Labels, o.Annotations = s.Labels, s.Annotations
+	default:
+		return o, fmt.Errorf("inventory: unknown kind %q", kind)
+	}
+	o.Mode, _ = ModeOf(o.Annotations)
+	return o, nil
+}
+
+// HashOptions tune which references take part in the pod-template hash.
+type HashOptions struct {
+	// ExcludeSecrets leaves Secrets out, for namespaces whose policy says
+	// Secret changes must not roll workloads.
+	ExcludeSecrets bool
+}
+
+// TemplateHash computes the pod-template hash of a pod spec in a namespace:
+// every rollout-mode ConfigMap/Secret it consumes, restricted to the keys it
+// consumes. A referenced object that does not exist (yet) counts as missing,
+// optional or not, so its creation changes the hash. counted is the number
+// of objects that took part; zero means there is nothing to stamp.
+func (inv *Inventory) TemplateHash(ctx context.Context, namespace string, spec *corev1.PodSpec, opts HashOptions) (hash string, counted int, err error) {
+	var entries []digest.Entry
+	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
+		if opts.ExcludeSecrets && c.Kind == refs.Secret {
+			continue
+		}
+		o, err := inv.Get(ctx, c.Kind, namespace, c.Name)
+		if err != nil {
+			return "", 0, err
+		}
+		if !o.Exists {
+			entries = append(entries, digest.Entry{Kind: string(c.Kind), Name: c.Name, Missing: true})
+			continue
+		}
+		if o.Mode != Rollout {
+			continue
+		}
+		entries = append(entries, digest.Entry{Kind: string(c.Kind), Name: c.Name, Content: digest.Content(o.KeyDigests, c.Keys)})
+	}
+	if len(entries) == 0 {
+		return "", 0, nil
+	}
+	return digest.PodTemplateHash(entries), len(entries), nil
+}
+
+// ConsumersIndex is the cache index from a workload to the ConfigMaps and
+// Secrets it consumes, as "ConfigMap/<name>" and "Secret/<name>".
+const ConsumersIndex = "configward.dev/consumes"
+
+// IndexValue is the ConsumersIndex value of one ConfigMap or Secret.
+func IndexValue(kind refs.Kind, name string) string { return string(kind) + "/" + name }
+
+// IndexConsumers registers ConsumersIndex for every workload kind.
+func IndexConsumers(ctx context.Context, indexer client.FieldIndexer, kinds []workload.Kind) error {
+	for _, k := range kinds {
+		obj, _ := workload.New(k.Kind)
+		if err := indexer.IndexField(ctx, obj, ConsumersIndex, consumedBy); err != nil {
+			return fmt.Errorf("indexing %s by consumed config: %w", k.Kind, err)
+		}
+	}
+	return nil
+}
+
+func consumedBy(obj client.Object) []string {
+	spec, ok := workload.PodSpec(obj)
+	if !ok {
+		return nil
+	}
+	cs := refs.Consumed(refs.FromPodSpec(spec))
+	out := make([]string, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, IndexValue(c.Kind, c.Name))
+	}
+	return out
+}
+
+// Consumers lists the workloads of the given kinds in namespace that consume
+// the ConfigMap or Secret.
+func (inv *Inventory) Consumers(ctx context.Context, kinds []workload.Kind, kind refs.Kind, namespace, name string) ([]client.Object, error) {
+	var out []client.Object
+	for _, k := range kinds {
+		list, err := listFor(k)
+		if err != nil {
+			return nil, err
+		}
+		if err := inv.reader.List(ctx, list, client.InNamespace(namespace),
+			client.MatchingFields{ConsumersIndex: IndexValue(kind, name)}); err != nil {
+			return nil, err
+		}
+		items, err := itemsOf(list)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+	}
+	return out, nil
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func isTrue(b *bool) bool { return b != nil && *b }

@@ -1,0 +1,102 @@
+// Package inventory is configward's memory of the cluster's ConfigMaps and
+// Secrets: which exist, their per-key content digests, reload mode and
+// immutability, and which workloads consume each. It is backed by the
+// manager's informer cache, so answering never costs an API call.
+//
+// Values never enter it. A cache transform replaces every value with its
+// digest before the object is stored, so memory grows with the number of
+// objects, not their size, and no Secret value lives in the process.
+package inventory
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/digest"
+)
+
+// digestedMark is written to selfLink, a field the API server no longer sets
+// (removed in Kubernetes 1.24) and users cannot write, so an object carrying
+// it can only have come through the transform. The informer may hand an
+// already transformed object to the transform again; digesting digests would
+// corrupt them.
+const digestedMark = "configward:digested:v1"
+
+// lastApplied is kubectl's client-side apply annotation. On a Secret it
+// holds the values in clear text, so it is dropped with the values.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// TransformConfigMap keeps metadata and replaces data and binaryData with
+// per-key digests in data (see digest.KeyDigests).
+func TransformConfigMap(obj any) (any, error) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok || cm.SelfLink == digestedMark {
+		return obj, nil
+	}
+	out := &corev1.ConfigMap{
+		TypeMeta:   cm.TypeMeta,
+		ObjectMeta: slimMeta(cm.ObjectMeta),
+		Immutable:  cm.Immutable,
+		Data:       digest.KeyDigests(cm.Data, cm.BinaryData),
+	}
+	return out, nil
+}
+
+// TransformSecret keeps metadata and type and replaces every value with its
+// digest.
+func TransformSecret(obj any) (any, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok || s.SelfLink == digestedMark {
+		return obj, nil
+	}
+	kd := digest.SecretKeyDigests(s.Data)
+	data := make(map[string][]byte, len(kd))
+	for k, d := range kd {
+		data[k] = []byte(d)
+	}
+	out := &corev1.Secret{
+		TypeMeta:   s.TypeMeta,
+		ObjectMeta: slimMeta(s.ObjectMeta),
+		Immutable:  s.Immutable,
+		Type:       s.Type,
+		Data:       data,
+	}
+	return out, nil
+}
+
+// TransformWorkload drops managed fields, the largest part of most objects
+// and never read by configward.
+func TransformWorkload(obj any) (any, error) {
+	if o, ok := obj.(client.Object); ok {
+		o.SetManagedFields(nil)
+		if a := o.GetAnnotations(); a != nil {
+			delete(a, lastApplied)
+		}
+	}
+	return obj, nil
+}
+
+func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
+	out := metav1.ObjectMeta{
+		Name:              m.Name,
+		Namespace:         m.Namespace,
+		UID:               m.UID,
+		ResourceVersion:   m.ResourceVersion,
+		Generation:        m.Generation,
+		CreationTimestamp: m.CreationTimestamp,
+		DeletionTimestamp: m.DeletionTimestamp,
+		Labels:            m.Labels,
+		OwnerReferences:   m.OwnerReferences,
+		SelfLink:          digestedMark,
+	}
+	if len(m.Annotations) > 0 {
+		out.Annotations = make(map[string]string, len(m.Annotations))
+		for k, v := range m.Annotations {
+			if k != lastApplied {
+				out.Annotations[k] = v
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,91 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/manager"
+)
+
+// InstallWebhookConfigurations creates the webhook configurations that
+// `make manifests` generates into config/webhook, pointed at the in-process
+// webhook server (see PointAtLocalWebhook). It returns what it created.
+func (e *Env) InstallWebhookConfigurations(ctx context.Context) ([]client.Object, error) {
+	objs, err := DecodeManifests(filepath.Join(RepoRoot(), "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	e.PointAtLocalWebhook(objs...)
+	for _, o := range objs {
+		if err := e.Client.Create(ctx, o); err != nil {
+			return nil, fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	return objs, nil
+}
+
+// DecodeManifests reads a multi-document YAML file into typed objects.
+func DecodeManifests(path string) ([]client.Object, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	decoder := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	codecs := serializerFor()
+	var out []client.Object
+	for {
+		var doc map[string]any
+		if err := decoder.Decode(&doc); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(doc) == 0 {
+			continue
+		}
+		js, err := jsonOf(doc)
+		if err != nil {
+			return nil, err
+		}
+		obj, _, err := codecs.Decode(js, nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		co, ok := obj.(client.Object)
+		if !ok {
+			return nil, fmt.Errorf("%s: %T is not an object", path, obj)
+		}
+		out = append(out, co)
+	}
+}
+
+// StartController runs `configward controller` in-process against the test
+// API server, without leader election.
+func (e *Env) StartController(o manager.Controller) error {
+	probe, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	o.MetricsAddr, o.ProbeAddr, o.LeaderElect = "0", probe, false
+	p, err := manager.NewController(e.Config, o)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	e.stops = append(e.stops, func() error {
+		cancel()
+		return <-done
+	})
+	return nil
+}
