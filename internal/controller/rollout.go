@@ -42,7 +42,7 @@ var (
 	}, []string{"kind"})
 	rolloutsSkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_rollouts_skipped_total",
-		Help: "Workloads whose config changed but were not rolled, by kind and reason (not-stamped, opted-out, job-immutable).",
+		Help: "Workloads whose config changed but were not rolled, by kind and reason (opted-out, job-immutable).",
 	}, []string{"kind", "reason"})
 )
 
@@ -112,7 +112,11 @@ func (r *rollout) configChanged(kind refs.Kind) handler.EventHandler {
 	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, e.Object, q)
+			// Objects listed at start-up did not change; a real creation
+			// turns a missing reference into content.
+			if !e.IsInInitialList {
+				enqueue(ctx, e.Object, q)
+			}
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if contentChanged(e.ObjectOld, e.ObjectNew) {
@@ -148,32 +152,30 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		r.triggers.take(req.NamespacedName)
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	changed := r.triggers.take(req.NamespacedName)
 	annotations, _ := workload.TemplateAnnotations(obj)
 	current, stamped := annotations[admission.ConfigHashAnnotation]
-	if !stamped {
-		// Installing configward restarts nothing: only workloads the webhook
-		// has stamped take part.
-		if len(r.triggers.take(req.NamespacedName)) > 0 {
-			rolloutsSkipped.WithLabelValues(r.kind.Kind, "not-stamped").Inc()
+	if obj.GetAnnotations()[admission.RolloutAnnotation] == admission.RolloutDisabled {
+		if len(changed) > 0 {
+			rolloutsSkipped.WithLabelValues(r.kind.Kind, "opted-out").Inc()
 		}
 		return reconcile.Result{}, nil
 	}
-	if obj.GetAnnotations()[admission.RolloutAnnotation] == admission.RolloutDisabled {
-		if len(r.triggers.take(req.NamespacedName)) > 0 {
-			rolloutsSkipped.WithLabelValues(r.kind.Kind, "opted-out").Inc()
-		}
+	if !stamped && len(changed) == 0 {
+		// Installing configward restarts nothing: a workload the webhook has
+		// not stamped yet is only stamped when it is next written or when
+		// config it consumes really changes.
 		return reconcile.Result{}, nil
 	}
 	spec, _ := workload.PodSpec(obj)
 	hash, counted, err := r.inv.TemplateHash(ctx, req.Namespace, spec, inventory.HashOptions{})
 	if err != nil {
+		r.triggers.addAll(req.NamespacedName, changed)
 		return reconcile.Result{}, err
 	}
 	if counted == 0 || hash == current {
-		r.triggers.take(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
-	changed := r.triggers.take(req.NamespacedName)
 	what := "its config"
 	if len(changed) > 0 {
 		what = strings.Join(changed, ", ")

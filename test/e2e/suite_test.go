@@ -5,11 +5,13 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/configward/configward/internal/manager"
@@ -34,7 +36,7 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	installHarnessWebhook()
-	_, err = env.InstallWebhookConfigurations(context.Background())
+	_, err = env.InstallWebhookConfigurations(context.Background(), skipUnmanagedNamespaces)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(env.StartController(manager.Controller{RolloutBatchWindow: rolloutBatchWindow})).To(Succeed())
 })
@@ -44,3 +46,15 @@ var _ = AfterSuite(func() {
 		Expect(env.Stop()).To(Succeed())
 	}
 })
+
+func decodeYAML(y string) ([]client.Object, error) {
+	f, err := os.CreateTemp(GinkgoT().TempDir(), "*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.WriteString(y); err != nil {
+		return nil, err
+	}
+	f.Close()
+	return framework.DecodeManifests(f.Name())
+}

@@ -17,14 +17,18 @@ import (
 
 // InstallWebhookConfigurations creates the webhook configurations that
 // `make manifests` generates into config/webhook, pointed at the in-process
-// webhook server (see PointAtLocalWebhook). It returns what it created.
-func (e *Env) InstallWebhookConfigurations(ctx context.Context) ([]client.Object, error) {
+// webhook server (see PointAtLocalWebhook). Each tweak may adjust the
+// objects first. It returns what it created.
+func (e *Env) InstallWebhookConfigurations(ctx context.Context, tweaks ...func(client.Object)) ([]client.Object, error) {
 	objs, err := DecodeManifests(filepath.Join(RepoRoot(), "config", "webhook", "manifests.yaml"))
 	if err != nil {
 		return nil, err
 	}
 	e.PointAtLocalWebhook(objs...)
 	for _, o := range objs {
+		for _, t := range tweaks {
+			t(o)
+		}
 		if err := e.Client.Create(ctx, o); err != nil {
 			return nil, fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
 		}
