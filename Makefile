@@ -107,3 +107,8 @@ clean: ## Remove built binaries (keeps the cached control plane).
 .PHONY: help
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-16s %s\n", $$1, $$2}'
+
+.PHONY: bench
+bench: controlplane ## Run the benchmarks (admission latency, inventory heap) against envtest.
+	$(GO) test ./test/bench/ ./internal/... -count=1 -run '^$$' -bench . -skip BenchmarkInventoryHeap -benchmem
+	$(GO) test ./test/bench/ -count=1 -run '^$$' -bench BenchmarkInventoryHeap -benchtime=1x -benchmem -timeout 20m

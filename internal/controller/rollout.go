@@ -26,8 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/inventory"
@@ -69,7 +69,7 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 		}
 		obj, _ := workload.New(k.Kind)
 		err := ctrl.NewControllerManagedBy(mgr).
-			Named("rollout-" + strings.ToLower(k.Kind)).
+			Named("rollout-"+strings.ToLower(k.Kind)).
 			// The workload's own create and template changes: catches hashes
 			// that went stale while configward was down or the webhook was
 			// bypassed. Status updates do not change the generation.

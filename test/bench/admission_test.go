@@ -20,6 +20,7 @@ import (
 	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/internal/refs"
 )
 
 const admissionNamespace = "bench-admission"
@@ -47,12 +48,12 @@ func BenchmarkConfigHashAdmission(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, name := range referencedConfigMaps() {
-		o, err := inv.Get(ctx, "ConfigMap", admissionNamespace, name)
+		o, err := inv.Get(ctx, refs.ConfigMap, admissionNamespace, name)
 		if err != nil || !o.Exists {
 			b.Fatalf("ConfigMap %s not in the cache (err=%v)", name, err)
 		}
 	}
-	if o, err := inv.Get(ctx, "Secret", admissionNamespace, "bench-secret-vol"); err != nil || !o.Exists {
+	if o, err := inv.Get(ctx, refs.Secret, admissionNamespace, "bench-secret-vol"); err != nil || !o.Exists {
 		b.Fatalf("Secret bench-secret-vol not in the cache (err=%v)", err)
 	}
 	if counted != 10 {

@@ -215,4 +215,3 @@ func readyz() int {
 func fingerprintOf(c *x509.Certificate) string {
 	return webhookserver.Fingerprint(&tls.Certificate{Certificate: [][]byte{c.Raw}})
 }
-

@@ -1,0 +1,79 @@
+package inventory
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configward/configward/internal/digest"
+)
+
+func TestTransformSecretKeepsNoValue(t *testing.T) {
+	in := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "shop",
+			Annotations: map[string]string{
+				lastApplied:      `{"stringData":{"password":"hunter2"}}`,
+				ReloadAnnotation: "hot",
+			},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{"password": []byte("hunter2")},
+	}
+	out, err := TransformSecret(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := out.(*corev1.Secret)
+	if strings.Contains(s.String(), "hunter2") {
+		t.Fatalf("a Secret value survived the transform: %s", s.String())
+	}
+	if s.Annotations[ReloadAnnotation] != "hot" || s.Type != corev1.SecretTypeOpaque || s.ManagedFields != nil {
+		t.Fatalf("metadata not kept as expected: %+v", s.ObjectMeta)
+	}
+	if got, want := string(s.Data["password"]), digest.SecretKeyDigests(in.Data)["password"]; got != want {
+		t.Fatalf("digest %q, want %q", got, want)
+	}
+	again, _ := TransformSecret(s)
+	if again.(*corev1.Secret).String() != s.String() {
+		t.Fatal("transforming twice digested the digests")
+	}
+}
+
+func TestTransformConfigMapDigestsDataAndBinaryData(t *testing.T) {
+	in := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "flags"},
+		Data:       map[string]string{"a": strings.Repeat("x", 10<<10)},
+		BinaryData: map[string][]byte{"b": {0, 1, 2}},
+		Immutable:  new(bool),
+	}
+	out, _ := TransformConfigMap(in)
+	cm := out.(*corev1.ConfigMap)
+	if cm.BinaryData != nil || len(cm.Data) != 2 {
+		t.Fatalf("want both keys digested into data, got %v / %v", cm.Data, cm.BinaryData)
+	}
+	want := digest.KeyDigests(in.Data, in.BinaryData)
+	for k, v := range want {
+		if cm.Data[k] != v {
+			t.Fatalf("key %s: %q, want %q", k, cm.Data[k], v)
+		}
+	}
+	if cm.Immutable == nil {
+		t.Fatal("immutable dropped")
+	}
+}
+
+func TestModeOf(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  Mode
+		ok    bool
+	}{{"", Rollout, true}, {"rollout", Rollout, true}, {"hot", Hot, true}, {"ignore", Ignore, true}, {"Hot", Rollout, false}, {"hott", Rollout, false}} {
+		got, ok := ModeOf(map[string]string{ReloadAnnotation: tc.value})
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%q: got %v,%v want %v,%v", tc.value, got, ok, tc.want, tc.ok)
+		}
+	}
+}

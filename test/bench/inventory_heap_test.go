@@ -1,0 +1,186 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/manager"
+)
+
+const (
+	heapNamespace = "bench-heap"
+	heapObjects   = 10_000
+	heapKeys      = 10
+	heapValueSize = 1 << 10 // 10 keys of 1 KiB: 10 KiB of data per ConfigMap
+	seedWorkers   = 16
+)
+
+var (
+	heapSeedOnce sync.Once
+	heapSeedErr  error
+)
+
+// BenchmarkInventoryHeap measures the heap an informer cache holds for
+// 10,000 ConfigMaps of 10 KiB each, with the inventory's transform (values
+// replaced by per-key digests, managed fields dropped) and without it (the
+// objects as the API server sends them). Run it with -benchtime=1x: each
+// iteration lists and caches all 10,000 objects.
+func BenchmarkInventoryHeap(b *testing.B) {
+	cfg := controlPlane(b)
+	heapSeedOnce.Do(func() { heapSeedErr = seedHeapConfigMaps(b, cfg) })
+	if heapSeedErr != nil {
+		b.Fatal(heapSeedErr)
+	}
+
+	b.Run("digests-only", func(b *testing.B) {
+		opts := inventory.CacheOptions()
+		opts.Scheme = manager.Scheme()
+		measureCacheHeap(b, cfg, opts)
+	})
+	b.Run("full-objects", func(b *testing.B) {
+		measureCacheHeap(b, cfg, cache.Options{Scheme: manager.Scheme()})
+	})
+}
+
+func measureCacheHeap(b *testing.B, cfg *rest.Config, opts cache.Options) {
+	var total uint64
+	n := 0
+	for b.Loop() {
+		total += cacheHeap(b, cfg, opts)
+		n++
+	}
+	mean := float64(total) / float64(n)
+	b.ReportMetric(mean/(1<<20), "MiB/10k-objects")
+	b.ReportMetric(mean/heapObjects, "B/object")
+}
+
+// cacheHeap starts a cache with a ConfigMap informer, waits for it to hold
+// all the seeded ConfigMaps, and returns how much the live heap grew.
+func cacheHeap(b *testing.B, cfg *rest.Config, opts cache.Options) uint64 {
+	b.Helper()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+
+	ca, err := cache.New(cfg, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("cache: %v", err)
+		}
+	}()
+	informer, err := ca.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { done <- ca.Start(ctx) }()
+	if !ca.WaitForCacheSync(ctx) {
+		b.Fatal("cache did not sync")
+	}
+	count := countConfigMaps(b, ctx, ca)
+	if count != heapObjects {
+		b.Fatalf("cache holds %d ConfigMaps in %s, want %d", count, heapNamespace, heapObjects)
+	}
+
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(ca)
+	runtime.KeepAlive(informer)
+	if after.HeapAlloc < before.HeapAlloc {
+		return 0
+	}
+	return after.HeapAlloc - before.HeapAlloc
+}
+
+// countConfigMaps lists from the cache without deep copies, so the count
+// itself adds nothing to the heap that is measured after it.
+func countConfigMaps(b *testing.B, ctx context.Context, r client.Reader) int {
+	b.Helper()
+	var list corev1.ConfigMapList
+	if err := r.List(ctx, &list, client.InNamespace(heapNamespace), client.UnsafeDisableDeepCopy); err != nil {
+		b.Fatal(err)
+	}
+	return len(list.Items)
+}
+
+// seedHeapConfigMaps creates the 10,000 ConfigMaps through the API server
+// with a few concurrent writers.
+func seedHeapConfigMaps(b *testing.B, cfg *rest.Config) error {
+	c := newClient(b, cfg)
+	createNamespace(b, c, heapNamespace)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	jobs := make(chan int)
+	errs := make(chan error, seedWorkers)
+	var wg sync.WaitGroup
+	for range seedWorkers {
+		wg.Go(func() {
+			for i := range jobs {
+				if err := createIgnoringExisting(ctx, c, heapConfigMap(i)); err != nil {
+					errs <- fmt.Errorf("creating ConfigMap %d: %w", i, err)
+					cancel()
+					return
+				}
+			}
+		})
+	}
+feed:
+	for i := range heapObjects {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	b.Logf("created %d ConfigMaps of %d KiB in %s", heapObjects, heapKeys*heapValueSize>>10, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// heapConfigMap is ConfigMap i: heapKeys keys of heapValueSize bytes each,
+// values distinct across objects and keys.
+func heapConfigMap(i int) *corev1.ConfigMap {
+	data := make(map[string]string, heapKeys)
+	buf := make([]byte, heapValueSize)
+	for k := range heapKeys {
+		prefix := fmt.Sprintf("object %05d key %02d ", i, k)
+		n := copy(buf, prefix)
+		for j := n; j < len(buf); j++ {
+			buf[j] = 'a' + byte((i+k+j)%26)
+		}
+		data[fmt.Sprintf("setting-%02d.conf", k)] = string(buf)
+	}
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("cm-%05d", i),
+			Namespace: heapNamespace,
+			Labels:    map[string]string{"app.kubernetes.io/name": "bench", "bench.configward.dev/shard": fmt.Sprintf("%d", i%16)},
+		},
+		Data: data,
+	}
+}
