@@ -21,6 +21,7 @@ import (
 	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/controller"
 	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/policy"
 	"github.com/configward/configward/internal/webhookserver"
 )
 
@@ -92,12 +93,20 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	decoder := cradmission.NewDecoder(mgr.GetScheme())
 	srv.Register(admission.ConfigHashPath, admission.Webhook("config-hash",
 		&admission.ConfigHash{Inventory: inv, Decoder: decoder}))
+	engine, err := policy.NewEngine(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	srv.Register(admission.ValidateWorkloadsPath, admission.Webhook("validate-workloads", &admission.ValidateWorkloads{
+		Inventory: inv, Engine: engine, Decoder: decoder, Events: mgr.GetEventRecorder("configward-webhook"),
+	}))
 	// The manager only runs its webhook server once someone asks for it.
 	mgr.GetWebhookServer()
 	p := &WebhookProcess{Process: Process{Manager: mgr, delay: o.ShutdownDelay}, Server: srv}
 	if err := p.addProbes(
 		namedCheck{"webhook-server", srv.StartedChecker()},
 		namedCheck{"serving-certificate", srv.CertificateChecker()},
+		namedCheck{"policies-loaded", func(*http.Request) error { return engine.Ready() }},
 	); err != nil {
 		return nil, err
 	}

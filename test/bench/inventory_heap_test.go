@@ -2,8 +2,12 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +29,12 @@ const (
 	heapValueSize = 1 << 10 // 10 keys of 1 KiB: 10 KiB of data per ConfigMap
 	seedWorkers   = 16
 )
+
+// heapProfileDir, when set, receives a heap profile per variant taken at the
+// moment of measurement (cache synced, after GC), named after the
+// sub-benchmark. Combine with -memprofilerate for finer sampling, and read
+// with `go tool pprof -sample_index=inuse_space`.
+var heapProfileDir = flag.String("heapprofile-dir", "", "write a heap profile of each BenchmarkInventoryHeap variant into this directory")
 
 var (
 	heapSeedOnce sync.Once
@@ -102,6 +112,9 @@ func cacheHeap(b *testing.B, cfg *rest.Config, opts cache.Options) uint64 {
 	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&after)
+	if *heapProfileDir != "" {
+		writeHeapProfile(b)
+	}
 	runtime.KeepAlive(ca)
 	runtime.KeepAlive(informer)
 	if after.HeapAlloc < before.HeapAlloc {
@@ -183,4 +196,18 @@ func heapConfigMap(i int) *corev1.ConfigMap {
 		},
 		Data: data,
 	}
+}
+
+func writeHeapProfile(b *testing.B) {
+	b.Helper()
+	name := filepath.Join(*heapProfileDir, filepath.Base(b.Name())+".heap.pprof")
+	f, err := os.Create(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("heap profile: %s", name)
 }

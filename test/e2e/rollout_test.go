@@ -217,7 +217,8 @@ var _ = Describe("config-hash rollouts", func() {
   env:
   - name: FLAG
     valueFrom: {configMapKeyRef: {name: flags, key: consumed}}
-  envFrom: [{configMapRef: {name: hot-config}}]
+  volumeMounts: [{name: hot, mountPath: /etc/hot}]
+volumes: [{name: hot, configMap: {name: hot-config}}]
 `
 		manifests := func(consumed, other string, labels bool, hot string) []string {
 			cm := configMap(ns, "flags", map[string]string{"consumed": consumed, "other": other}, nil)
@@ -230,7 +231,7 @@ var _ = Describe("config-hash rollouts", func() {
 			}
 		}
 		apply(manifests("1", "a", false, "h1")...)
-		Eventually(stateOf("Deployment", ns, "api")).Should(HaveField("Hash", expectedHash(ns, map[string][]string{"flags": {"consumed"}})))
+		Eventually(stateOf("Deployment", ns, "api"), 10*time.Second).Should(HaveField("Hash", expectedHash(ns, map[string][]string{"flags": {"consumed"}})))
 		start := stateOf("Deployment", ns, "api")()
 
 		By("re-applying unchanged manifests")
@@ -271,7 +272,7 @@ volumes: [{name: three, configMap: {name: three}}]
 		}
 		apply(append(cms("v1"), deployment(ns, "multi", "", spec))...)
 		all := map[string][]string{"one": nil, "two": nil, "three": nil}
-		Eventually(stateOf("Deployment", ns, "multi")).Should(HaveField("Hash", expectedHash(ns, all)))
+		Eventually(stateOf("Deployment", ns, "multi"), 10*time.Second).Should(HaveField("Hash", expectedHash(ns, all)))
 
 		apply(cms("v2")...)
 		want := templateState{Generation: 2, Hash: expectedHash(ns, all)}
@@ -326,7 +327,7 @@ spec:
 		kinds := map[string]string{"StatefulSet": "db", "DaemonSet": "agent", "CronJob": "nightly", "Job": "once"}
 		before := map[string]templateState{}
 		for kind, name := range kinds {
-			Eventually(stateOf(kind, ns, name)).Should(HaveField("Hash", HavePrefix("sha256:")), kind)
+			Eventually(stateOf(kind, ns, name), 10*time.Second).Should(HaveField("Hash", HavePrefix("sha256:")), kind)
 			before[kind] = stateOf(kind, ns, name)()
 		}
 

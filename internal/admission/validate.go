@@ -1,0 +1,254 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/workload"
+)
+
+// ValidateWorkloadsPath is where the workload rules are served.
+const ValidateWorkloadsPath = "/validate-workloads"
+
+// The validating webhook fails closed on its narrow scope (workload kinds):
+// a rule that cannot be checked must not be bypassed by taking the webhook
+// down. It records Events for allowed requests, never for dry-runs.
+//
+// +kubebuilder:webhook:path=/validate-workloads,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="";apps;batch,resources=pods;pods/ephemeralcontainers;deployments;statefulsets;daemonsets;replicasets;jobs;cronjobs,verbs=create;update,versions=v1,name=validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5
+//
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+var (
+	decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configward_policy_decisions_total",
+		Help: "Findings of configward's rules at admission, by rule and the action taken (Deny, Warn, Audit). Dry-runs are not counted.",
+	}, []string{"rule", "action"})
+	evaluationSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "configward_policy_evaluation_seconds",
+		Help:    "Time to evaluate every rule for one admission request.",
+		Buckets: []float64{50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 50e-3, 250e-3},
+	})
+)
+
+func init() { metrics.Registry.MustRegister(decisions, evaluationSeconds) }
+
+// maxWarning is where the API server truncates a warning.
+const maxWarning = 256
+
+// ValidateWorkloads runs the workload rules on Pods and the workload kinds.
+type ValidateWorkloads struct {
+	Inventory *inventory.Inventory
+	Engine    *policy.Engine
+	Decoder   admission.Decoder
+	Events    recorder.EventRecorder
+	// Settings returns the actions in force in a namespace.
+	Settings func(namespace string) policy.Settings
+}
+
+// Handle implements admission.Handler.
+func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) admission.Response {
+	kind, resp, ok := h.checkRequest(req)
+	if !ok {
+		return resp
+	}
+	obj, _ := workload.New(kind.Kind)
+	if err := h.Decoder.DecodeRaw(req.Object, obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the %s in this request cannot be decoded: %w", kind.Kind, err))
+	}
+	if kind.Kind == "Pod" && req.SubResource == "" && metav1.GetControllerOf(obj) != nil {
+		// The rules ran on the workload that owns it; refusing its pods
+		// would only stop an admitted workload from scaling.
+		return admission.Allowed("pod created by a controller")
+	}
+	name := objectName(req, obj)
+	input, err := h.input(ctx, req, kind, obj, name)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: gathering facts for %s %s/%s: %w", kind.Kind, req.Namespace, name, err))
+	}
+	value, err := input.Value()
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: %s %s/%s: %w", kind.Kind, req.Namespace, name, err))
+	}
+	start := time.Now()
+	findings, err := h.Engine.Current().Eval(ctx, value)
+	evaluationSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: evaluating rules for %s %s/%s: %w", kind.Kind, req.Namespace, name, err))
+	}
+	settings := policy.Settings{}
+	if h.Settings != nil {
+		settings = h.Settings(req.Namespace)
+	}
+	d := settings.Decide(findings)
+	if req.Operation == admissionv1.Update && h.podSpecUnchanged(kind.Kind, req, obj) {
+		// The request does not change what the pods consume: a rollout
+		// re-stamp, a scale, a label. Refusing it would not fix a problem
+		// that was admitted before (or before the rule existed) and would
+		// only block the workload; say what is wrong instead.
+		d.Warned = append(d.Warned, d.Denied...)
+		d.Denied = nil
+	}
+	dryRun := ptr.Deref(req.DryRun, false)
+	if !dryRun {
+		h.record(obj, d)
+	}
+	return respond(d, dryRun)
+}
+
+func (h *ValidateWorkloads) podSpecUnchanged(kind string, req admission.Request, obj client.Object) bool {
+	old, _ := workload.New(kind)
+	if len(req.OldObject.Raw) == 0 || h.Decoder.DecodeRaw(req.OldObject, old) != nil {
+		return false
+	}
+	oldSpec, _ := workload.PodSpec(old)
+	newSpec, _ := workload.PodSpec(obj)
+	return equality.Semantic.DeepEqual(oldSpec, newSpec)
+}
+
+// checkRequest refuses malformed requests outright (they must never be
+// allowed by accident) and lets through, with a reason, requests this
+// webhook has no rules for.
+func (h *ValidateWorkloads) checkRequest(req admission.Request) (workload.Kind, admission.Response, bool) {
+	if req.Resource.Resource == "" {
+		return workload.Kind{}, admission.Denied("configward: malformed admission request: the resource is not set"), false
+	}
+	kind, known := workload.Lookup(req.Kind.Kind)
+	if !known || kind.Group != req.Kind.Group {
+		return kind, admission.Allowed(fmt.Sprintf("configward has no workload rules for %s", req.Kind)), false
+	}
+	if req.Resource.Resource != kind.Resource || req.Resource.Group != kind.Group {
+		return kind, admission.Denied(fmt.Sprintf("configward: malformed admission request: kind %s does not match resource %s",
+			req.Kind, req.Resource)), false
+	}
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return kind, admission.Allowed(""), false
+	}
+	if req.SubResource != "" && !(kind.Kind == "Pod" && req.SubResource == "ephemeralcontainers") {
+		return kind, admission.Allowed(""), false
+	}
+	if len(req.Object.Raw) == 0 {
+		return kind, admission.Denied(fmt.Sprintf("configward: malformed admission request: %s %s has no object", req.Operation, req.Kind.Kind)), false
+	}
+	return kind, admission.Response{}, true
+}
+
+// input gathers the facts the rules need: the references of the pod spec and
+// what the inventory knows of each target. No API call is made.
+func (h *ValidateWorkloads) input(ctx context.Context, req admission.Request, kind workload.Kind, obj client.Object, name string) (policy.Input, error) {
+	spec, _ := workload.PodSpec(obj)
+	podSpecPath := strings.Join(workload.PodSpecPath(kind.Kind), ".")
+	type id struct {
+		kind refs.Kind
+		name string
+	}
+	targets := map[id]policy.Target{}
+	var references []policy.Reference
+	for _, r := range refs.FromPodSpec(spec) {
+		t, seen := targets[id{r.Kind, r.Name}]
+		if !seen {
+			o, err := h.Inventory.Get(ctx, r.Kind, req.Namespace, r.Name)
+			if err != nil {
+				return policy.Input{}, err
+			}
+			t = policy.Target{Exists: o.Exists, Keys: policy.SortedKeys(o.KeyDigests), Reload: string(o.Mode), Immutable: o.Immutable}
+			targets[id{r.Kind, r.Name}] = t
+		}
+		r.Path = policy.RootPath(r.Path, podSpecPath)
+		r.MountFieldPath = policy.RootPath(r.MountFieldPath, podSpecPath)
+		references = append(references, policy.Reference{Ref: r, Target: t})
+	}
+	return policy.Input{
+		Request: policy.Request{
+			Operation: string(req.Operation), Username: req.UserInfo.Username, Groups: req.UserInfo.Groups,
+			DryRun: ptr.Deref(req.DryRun, false), Kind: kind.Kind, Namespace: req.Namespace, Name: name,
+			SubResource: req.SubResource,
+		},
+		Object:    req.Object.Raw,
+		OldObject: req.OldObject.Raw,
+		Workload: policy.Workload{Kind: kind.Kind, Namespace: req.Namespace, Name: name,
+			RolloutDisabled: obj.GetAnnotations()[RolloutAnnotation] == RolloutDisabled},
+		References: references,
+	}, nil
+}
+
+func respond(d policy.Decision, dryRun bool) admission.Response {
+	var resp admission.Response
+	if len(d.Denied) > 0 {
+		lines := make([]string, len(d.Denied))
+		for i, f := range d.Denied {
+			lines[i] = line(f)
+		}
+		resp = admission.Denied(strings.Join(lines, "\n"))
+	} else {
+		resp = admission.Allowed("")
+	}
+	for _, f := range d.Warned {
+		resp.Warnings = append(resp.Warnings, warning(f))
+	}
+	if len(d.Audited) > 0 && !dryRun {
+		resp.AuditAnnotations = map[string]string{}
+		for _, f := range d.Audited {
+			if prev, ok := resp.AuditAnnotations[f.Rule]; ok {
+				resp.AuditAnnotations[f.Rule] = prev + "\n" + line(f)
+			} else {
+				resp.AuditAnnotations[f.Rule] = line(f)
+			}
+		}
+	}
+	return resp
+}
+
+func line(f policy.Finding) string { return "[" + f.Rule + "] " + f.Message }
+
+// warning keeps a warning within what the API server passes on whole; the
+// Event recorded for it has the full text.
+func warning(f policy.Finding) string {
+	w := line(f)
+	if len(w) > maxWarning {
+		w = w[:maxWarning-len(" (see Events)")-3] + "... (see Events)"
+	}
+	return w
+}
+
+// record counts every finding and leaves an Event on the object for those
+// the request was allowed with, so the detail survives after kubectl's
+// output scrolls away.
+func (h *ValidateWorkloads) record(obj client.Object, d policy.Decision) {
+	for action, fs := range map[policy.Action][]policy.Finding{policy.Deny: d.Denied, policy.Warn: d.Warned, policy.Audit: d.Audited} {
+		for _, f := range fs {
+			decisions.WithLabelValues(f.Rule, string(action)).Inc()
+			if action != policy.Deny && h.Events != nil && obj.GetName() != "" {
+				h.Events.Eventf(obj, nil, corev1.EventTypeWarning, reason(f.Rule), "Admit", "%s (%s)", line(f), action)
+			}
+		}
+	}
+}
+
+// reason turns a rule id into an Event reason ("secret-in-env" ->
+// "SecretInEnv"), the CamelCase form Events use.
+func reason(rule string) string {
+	var b strings.Builder
+	for _, part := range strings.Split(rule, "-") {
+		if part != "" {
+			b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,156 @@
+// Package policy evaluates configward's rules, written in Rego. The built-in
+// modules are embedded from policies/; custom modules can be added. A set of
+// modules is compiled once into a Version with a prepared query that every
+// request shares, and the Engine swaps versions atomically: a request in
+// flight finishes on the version it started with.
+package policy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/configward/configward/policies"
+)
+
+// query collects the findings of every rule package. Built-in rules live
+// under data.configward.rules, custom ones under data.configward.custom.
+const query = "f := data.configward[_][_].findings[_]"
+
+// Finding is one problem a rule found.
+type Finding struct {
+	Rule    string `json:"rule"`
+	Message string `json:"message"`
+	// Path is the exact field path, e.g.
+	// "spec.template.spec.containers[0].volumeMounts[1]".
+	Path string `json:"path"`
+	// Action, when the rule sets it, is the rule's default for this finding
+	// (subpath-config: Deny for hot config, Warn where rollouts are off).
+	Action Action `json:"action,omitempty"`
+}
+
+// Version is one compiled set of modules.
+type Version struct {
+	// Hash identifies the module set (sha256 over names and sources).
+	Hash     string
+	prepared rego.PreparedEvalQuery
+}
+
+// Compile compiles modules (file name -> Rego source, v1 syntax) together
+// with the built-in ones. Errors carry the file and line.
+func Compile(ctx context.Context, custom map[string]string) (*Version, error) {
+	modules, err := BuiltinModules()
+	if err != nil {
+		return nil, err
+	}
+	for name, src := range custom {
+		if _, clash := modules[name]; clash {
+			return nil, fmt.Errorf("custom module %q has the name of a built-in module", name)
+		}
+		modules[name] = src
+	}
+	opts := []func(*rego.Rego){
+		rego.Query(query),
+		rego.SetRegoVersion(ast.RegoV1),
+		// A builtin error (say, a bad sprintf) must fail the evaluation,
+		// not silently drop a finding.
+		rego.StrictBuiltinErrors(true),
+	}
+	h := sha256.New()
+	for _, name := range slices.Sorted(maps.Keys(modules)) {
+		opts = append(opts, rego.Module(name, modules[name]))
+		fmt.Fprintf(h, "%d:%s%d:%s", len(name), name, len(modules[name]), modules[name])
+	}
+	pq, err := rego.New(opts...).PrepareForEval(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Version{Hash: hex.EncodeToString(h.Sum(nil)), prepared: pq}, nil
+}
+
+// BuiltinModules returns the embedded rule modules, without their tests.
+func BuiltinModules() (map[string]string, error) {
+	out := map[string]string{}
+	err := fs.WalkDir(policies.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".rego") || strings.HasSuffix(path, "_test.rego") {
+			return err
+		}
+		src, err := fs.ReadFile(policies.FS, path)
+		if err != nil {
+			return err
+		}
+		out["policies/"+path] = string(src)
+		return nil
+	})
+	return out, err
+}
+
+// Eval runs every rule on one input document.
+func (v *Version) Eval(ctx context.Context, input ast.Value) ([]Finding, error) {
+	rs, err := v.prepared.Eval(ctx, rego.EvalParsedInput(input))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Finding, 0, len(rs))
+	for _, r := range rs {
+		m, ok := r.Bindings["f"].(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("a rule returned a finding that is not an object: %v", r.Bindings["f"])
+		}
+		f := Finding{Rule: str(m["rule"]), Message: str(m["message"]), Path: str(m["path"]), Action: Action(str(m["action"]))}
+		if f.Rule == "" || f.Message == "" {
+			return nil, fmt.Errorf("a rule returned a finding without rule or message: %v", m)
+		}
+		out = append(out, f)
+	}
+	// Rego sets have no order a user should see change between requests.
+	slices.SortFunc(out, func(a, b Finding) int {
+		return strings.Compare(a.Rule+"\x00"+a.Path+"\x00"+a.Message, b.Rule+"\x00"+b.Path+"\x00"+b.Message)
+	})
+	return out, nil
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// Engine holds the version in force.
+type Engine struct {
+	current atomic.Pointer[Version]
+}
+
+// NewEngine compiles the built-in rules.
+func NewEngine(ctx context.Context) (*Engine, error) {
+	v, err := Compile(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("compiling the built-in rules: %w", err)
+	}
+	e := &Engine{}
+	e.current.Store(v)
+	return e, nil
+}
+
+// Swap puts v in force for requests that start from now on.
+func (e *Engine) Swap(v *Version) { e.current.Store(v) }
+
+// Current is the version in force.
+func (e *Engine) Current() *Version { return e.current.Load() }
+
+// Ready reports whether a version is loaded, for readiness.
+func (e *Engine) Ready() error {
+	if e.current.Load() == nil {
+		return errors.New("no policy version loaded")
+	}
+	return nil
+}

@@ -1,0 +1,47 @@
+# subpath-config: a ConfigMap, Secret or projected volume mounted with
+# subPath/subPathExpr is copied once when the container starts and never
+# updated in place. That breaks hot reload outright, and it matters for
+# rollout-mode config only where rollouts are turned off.
+package configward.rules.subpath_config
+
+import data.configward.lib
+
+sub_path(ref) := sprintf("subPath %q", [ref.subPath]) if ref.subPath != ""
+
+sub_path(ref) := sprintf("subPathExpr %q", [ref.subPathExpr]) if {
+	ref.subPath == ""
+	ref.subPathExpr != ""
+}
+
+findings contains f if {
+	some ref in input.references
+	lib.mounted(ref)
+	sp := sub_path(ref)
+	lib.reload(ref) == "hot"
+	f := {
+		"rule": "subpath-config",
+		"action": "Deny",
+		"path": ref.mountFieldPath,
+		"message": sprintf(
+			"%s %s mounts %s with %s at %s (%s): subPath mounts never receive updates, and this %s is marked configward.dev/reload=hot. Mount the volume as a directory (drop the subPath) and point the app at the file inside it.",
+			[lib.object, lib.container(ref), lib.target(ref), sp, ref.mountPath, ref.mountFieldPath, ref.kind],
+		),
+	}
+}
+
+findings contains f if {
+	some ref in input.references
+	lib.mounted(ref)
+	sp := sub_path(ref)
+	lib.reload(ref) == "rollout"
+	input.workload.rolloutDisabled
+	f := {
+		"rule": "subpath-config",
+		"action": "Warn",
+		"path": ref.mountFieldPath,
+		"message": sprintf(
+			"%s %s mounts %s with %s (%s): subPath files never update and this workload opts out of rollouts, so changes never arrive. Drop the subPath or the opt-out.",
+			[lib.object, lib.container(ref), lib.target(ref), sp, ref.mountFieldPath],
+		),
+	}
+}
