@@ -7,14 +7,14 @@ import data.configward.lib
 
 findings contains f if {
 	some ref in input.references
-	lib.in_env(ref)
-	lib.reload(ref) == "hot"
+	ref.via in {"Env", "EnvFrom"}
+	ref.target.reload == "hot"
 	f := {
 		"rule": "hot-config-in-env",
 		"path": ref.path,
 		"message": sprintf(
 			"%s %s reads %s %s (%s): environment variables are fixed when the container starts, but this %s is marked configward.dev/reload=hot. Mount it as a volume and read the files, or mark it configward.dev/reload=rollout.",
-			[lib.object, lib.container(ref), lib.target(ref), lib.env_form(ref), ref.path, ref.kind],
+			[input.workload.display, ref.containerDisplay, ref.display, lib.env_form(ref), ref.path, ref.kind],
 		),
 	}
 }

@@ -3,33 +3,18 @@
 # CreateContainerConfigError) until it does. Optional references never count.
 package configward.rules.missing_config_ref
 
-import data.configward.lib
-
-# Volumes are reported once per volume, not once per mount.
-reported(ref) if ref.via in {"Env", "EnvFrom"}
-
-reported(ref) if {
-	ref.via in {"Volume", "Projected"}
-	not other_mount_first(ref)
-}
-
-other_mount_first(ref) if {
-	some other in input.references
-	other.path == ref.path
-	other.mountFieldPath < ref.mountFieldPath
-}
 
 findings contains f if {
 	some ref in input.references
 	not ref.optional
 	not ref.target.exists
-	reported(ref)
+	ref.firstOfSource # a volume is reported once, not once per mount
 	f := {
 		"rule": "missing-config-ref",
 		"path": ref.path,
 		"message": sprintf(
 			"%s references %s (%s), which does not exist in namespace %s: its pods will not start until it does. Create it first, or mark the reference optional.",
-			[lib.object, lib.target(ref), ref.path, input.workload.namespace],
+			[input.workload.display, ref.display, ref.path, input.workload.namespace],
 		),
 	}
 }
@@ -38,7 +23,7 @@ findings contains f if {
 	some ref in input.references
 	not ref.optional
 	ref.target.exists
-	reported(ref)
+	ref.firstOfSource # a volume is reported once, not once per mount
 	some key in ref.keys
 	not key in ref.target.keys
 	f := {
@@ -46,7 +31,7 @@ findings contains f if {
 		"path": ref.path,
 		"message": sprintf(
 			"%s reads key %q of %s (%s), which has no such key: its pods will not start until it does. Add the key, or mark the reference optional.",
-			[lib.object, key, lib.target(ref), ref.path],
+			[input.workload.display, key, ref.display, ref.path],
 		),
 	}
 }

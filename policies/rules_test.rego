@@ -6,13 +6,14 @@ import data.configward.rules.secret_file_mode
 import data.configward.rules.secret_in_env
 import data.configward.rules.subpath_config
 
-workload := {"kind": "Deployment", "namespace": "shop", "name": "checkout", "rolloutDisabled": false}
+workload := {"kind": "Deployment", "namespace": "shop", "name": "checkout", "display": "Deployment shop/checkout", "rolloutDisabled": false}
 
 target(reload) := {"exists": true, "keys": ["flags.yaml", "password"], "reload": reload, "immutable": false}
 
 mount(kind, reload, sub) := {
 	"kind": kind, "name": "flags", "optional": false, "keys": null, "via": "Volume",
 	"path": "spec.template.spec.volumes[0].configMap", "container": "api", "containerType": "Regular",
+	"display": sprintf("%s %q", [kind, "flags"]), "containerDisplay": `container "api"`, "firstOfSource": true,
 	"volume": "flags", "mountFieldPath": "spec.template.spec.containers[0].volumeMounts[0]",
 	"mountPath": "/etc/app/flags.yaml", "subPath": sub, "subPathExpr": "", "maxMode": 420,
 	"target": target(reload),
@@ -21,7 +22,8 @@ mount(kind, reload, sub) := {
 env(kind, reload, via, keys) := {
 	"kind": kind, "name": "flags", "optional": false, "keys": keys, "via": via,
 	"path": "spec.template.spec.containers[0].env[0].valueFrom.configMapKeyRef", "container": "api",
-	"containerType": "Regular", "mountFieldPath": "", "subPath": "", "subPathExpr": "", "maxMode": 0,
+	"containerType": "Regular", "firstOfSource": true,
+	"display": sprintf("%s %q", [kind, "flags"]), "containerDisplay": `container "api"`, "mountFieldPath": "", "subPath": "", "subPathExpr": "", "maxMode": 0,
 	"target": target(reload),
 }
 
@@ -40,7 +42,7 @@ test_subpath_of_hot_config_is_denied if {
 }
 
 test_subpath_expr_counts if {
-	ref := object.union(mount("Secret", "hot", ""), {"subPathExpr": "$(POD)", "containerType": "Init"})
+	ref := object.union(mount("Secret", "hot", ""), {"subPathExpr": "$(POD)", "containerType": "Init", "containerDisplay": `init container "api"`})
 	some f in subpath_config.findings with input as doc([ref])
 	contains(f.message, `init container "api" mounts Secret "flags" with subPathExpr "$(POD)"`)
 }
@@ -98,7 +100,7 @@ test_secret_key_in_env_warns if {
 }
 
 test_secret_envfrom_in_ephemeral_container_warns if {
-	ref := object.union(env("Secret", "rollout", "EnvFrom", null), {"containerType": "Ephemeral"})
+	ref := object.union(env("Secret", "rollout", "EnvFrom", null), {"containerType": "Ephemeral", "containerDisplay": `ephemeral container "api"`})
 	some f in secret_in_env.findings with input as doc([ref])
 	contains(f.message, `ephemeral container "api"`)
 }
@@ -113,7 +115,7 @@ test_secret_volume_is_not_env if {
 
 # missing-config-ref
 
-missing := {"exists": false, "keys": [], "reload": "", "immutable": false}
+missing := {"exists": false, "keys": [], "reload": "rollout", "immutable": false}
 
 test_missing_object_warns if {
 	ref := object.union(env("ConfigMap", "rollout", "EnvFrom", null), {"target": missing})
@@ -138,7 +140,7 @@ test_present_key_is_fine if {
 
 test_missing_volume_is_reported_once_for_two_mounts if {
 	a := object.union(mount("ConfigMap", "rollout", ""), {"target": missing})
-	b := object.union(a, {"mountFieldPath": "spec.template.spec.containers[1].volumeMounts[0]", "container": "sidecar"})
+	b := object.union(a, {"mountFieldPath": "spec.template.spec.containers[1].volumeMounts[0]", "container": "sidecar", "firstOfSource": false})
 	count(missing_config_ref.findings) == 1 with input as doc([a, b])
 }
 

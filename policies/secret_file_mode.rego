@@ -2,31 +2,19 @@
 # any process in the pod running under another user, and by sidecars.
 package configward.rules.secret_file_mode
 
-import data.configward.lib
-
-# Reported once per volume source, not once per mount.
-first_mount(ref) if {
-	not other_mount_first(ref)
-}
-
-other_mount_first(ref) if {
-	some other in input.references
-	other.path == ref.path
-	other.mountFieldPath < ref.mountFieldPath
-}
 
 findings contains f if {
 	some ref in input.references
 	ref.kind == "Secret"
 	ref.via in {"Volume", "Projected"}
 	bits.and(ref.maxMode, 63) != 0 # 0o077: any group or other permission
-	first_mount(ref)
+	ref.firstOfSource # once per volume source, not once per mount
 	f := {
 		"rule": "secret-file-mode",
 		"path": ref.path,
 		"message": sprintf(
 			"%s mounts Secret %q with file mode %s (%s): group and others can read it. Set defaultMode to 0400 (0440 with fsGroup).",
-			[lib.object, ref.name, octal(ref.maxMode), ref.path],
+			[input.workload.display, ref.name, octal(ref.maxMode), ref.path],
 		),
 	}
 }

@@ -3,18 +3,17 @@
 # and never updates.
 package configward.rules.secret_in_env
 
-import data.configward.lib
 
 findings contains f if {
 	some ref in input.references
 	ref.kind == "Secret"
-	lib.in_env(ref)
+	ref.via in {"Env", "EnvFrom"}
 	f := {
 		"rule": "secret-in-env",
 		"path": ref.path,
 		"message": sprintf(
 			"%s %s gets Secret %q as env (%s): env leaks to child processes and dumps and never updates. Mount the Secret as a file.",
-			[lib.object, lib.container(ref), ref.name, ref.path],
+			[input.workload.display, ref.containerDisplay, ref.name, ref.path],
 		),
 	}
 }

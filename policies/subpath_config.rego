@@ -4,7 +4,6 @@
 # rollout-mode config only where rollouts are turned off.
 package configward.rules.subpath_config
 
-import data.configward.lib
 
 sub_path(ref) := sprintf("subPath %q", [ref.subPath]) if ref.subPath != ""
 
@@ -15,25 +14,27 @@ sub_path(ref) := sprintf("subPathExpr %q", [ref.subPathExpr]) if {
 
 findings contains f if {
 	some ref in input.references
-	lib.mounted(ref)
+	ref.via in {"Volume", "Projected"}
+	ref.container != ""
 	sp := sub_path(ref)
-	lib.reload(ref) == "hot"
+	ref.target.reload == "hot"
 	f := {
 		"rule": "subpath-config",
 		"action": "Deny",
 		"path": ref.mountFieldPath,
 		"message": sprintf(
 			"%s %s mounts %s with %s at %s (%s): subPath mounts never receive updates, and this %s is marked configward.dev/reload=hot. Mount the volume as a directory (drop the subPath) and point the app at the file inside it.",
-			[lib.object, lib.container(ref), lib.target(ref), sp, ref.mountPath, ref.mountFieldPath, ref.kind],
+			[input.workload.display, ref.containerDisplay, ref.display, sp, ref.mountPath, ref.mountFieldPath, ref.kind],
 		),
 	}
 }
 
 findings contains f if {
 	some ref in input.references
-	lib.mounted(ref)
+	ref.via in {"Volume", "Projected"}
+	ref.container != ""
 	sp := sub_path(ref)
-	lib.reload(ref) == "rollout"
+	ref.target.reload == "rollout"
 	input.workload.rolloutDisabled
 	f := {
 		"rule": "subpath-config",
@@ -41,7 +42,7 @@ findings contains f if {
 		"path": ref.mountFieldPath,
 		"message": sprintf(
 			"%s %s mounts %s with %s (%s): subPath files never update and this workload opts out of rollouts, so changes never arrive. Drop the subPath or the opt-out.",
-			[lib.object, lib.container(ref), lib.target(ref), sp, ref.mountFieldPath],
+			[input.workload.display, ref.containerDisplay, ref.display, sp, ref.mountFieldPath],
 		),
 	}
 }

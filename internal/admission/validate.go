@@ -82,12 +82,13 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: gathering facts for %s %s/%s: %w", kind.Kind, req.Namespace, name, err))
 	}
-	value, err := input.Value()
+	version := h.Engine.Current()
+	value, err := input.Value(version)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: %s %s/%s: %w", kind.Kind, req.Namespace, name, err))
 	}
 	start := time.Now()
-	findings, err := h.Engine.Current().Eval(ctx, value)
+	findings, err := version.Eval(ctx, value)
 	evaluationSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: evaluating rules for %s %s/%s: %w", kind.Kind, req.Namespace, name, err))

@@ -12,8 +12,12 @@
 //
 // Key digest (KeyDigests, SecretKeyDigests), one per key:
 //
-//	hex(sha256("data\x00" || value))     ConfigMap data, Secret data
-//	hex(sha256("binary\x00" || value))   ConfigMap binaryData
+//	hex(sha256("data\x00" || value)[:16])     ConfigMap data, Secret data
+//	hex(sha256("binary\x00" || value)[:16])   ConfigMap binaryData
+//
+// Key digests are truncated to 128 bits: they only detect change, and the
+// inventory keeps one per key of every cached object, so their size is most
+// of its memory.
 //
 // The tag keeps the same bytes in data and binaryData apart: the two fields
 // do not behave the same for consumers (only data can feed env vars).
@@ -83,8 +87,11 @@ func tagged(tag string, value []byte) string {
 	h := sha256.New()
 	h.Write([]byte(tag))
 	h.Write(value)
-	return hex.EncodeToString(h.Sum(nil))
+	return hex.EncodeToString(h.Sum(nil)[:KeyDigestSize])
 }
+
+// KeyDigestSize is the length in bytes of a key digest before hex encoding.
+const KeyDigestSize = 16
 
 // Content returns the digest of an object's content restricted to keys, or
 // of all its keys when keys is nil; a non-nil empty keys is the empty set.

@@ -95,18 +95,22 @@ func (inv *Inventory) Get(ctx context.Context, kind refs.Kind, namespace, name s
 		if err := inv.reader.Get(ctx, key, &cm); err != nil {
 			return o, ignoreNotFound(err)
 		}
-		o.Exists, o.KeyDigests, o.Immutable = true, cm.Data, isTrue(cm.Immutable)
+		kd, err := unpack(cm.Data[packedKey])
+		if err != nil {
+			return o, err
+		}
+		o.Exists, o.KeyDigests, o.Immutable = true, kd, isTrue(cm.Immutable)
 		o.Labels, o.Annotations = cm.Labels, cm.Annotations
 	case refs.Secret:
 		var s corev1.Secret
 		if err := inv.reader.Get(ctx, key, &s); err != nil {
 			return o, ignoreNotFound(err)
 		}
-		o.Exists, o.Immutable, o.Type = true, isTrue(s.Immutable), s.Type
-		o.KeyDigests = make(map[string]string, len(s.Data))
-		for k, d := range s.Data {
-			o.KeyDigests[k] = string(d)
+		kd, err := unpack(string(s.Data[packedKey]))
+		if err != nil {
+			return o, err
 		}
+		o.Exists, o.KeyDigests, o.Immutable, o.Type = true, kd, isTrue(s.Immutable), s.Type
 		o.Labels, o.Annotations = s.Labels, s.Annotations
 	default:
 		return o, fmt.Errorf("inventory: unknown kind %q", kind)

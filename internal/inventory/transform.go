@@ -28,7 +28,7 @@ const digestedMark = "configward:digested:v1"
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // TransformConfigMap keeps metadata and replaces data and binaryData with
-// per-key digests in data (see digest.KeyDigests).
+// per-key digests (see digest.KeyDigests), packed into one data entry.
 func TransformConfigMap(obj any) (any, error) {
 	cm, ok := obj.(*corev1.ConfigMap)
 	if !ok || cm.SelfLink == digestedMark {
@@ -38,7 +38,7 @@ func TransformConfigMap(obj any) (any, error) {
 		TypeMeta:   cm.TypeMeta,
 		ObjectMeta: slimMeta(cm.ObjectMeta),
 		Immutable:  cm.Immutable,
-		Data:       digest.KeyDigests(cm.Data, cm.BinaryData),
+		Data:       map[string]string{packedKey: pack(digest.KeyDigests(cm.Data, cm.BinaryData))},
 	}
 	return out, nil
 }
@@ -50,11 +50,7 @@ func TransformSecret(obj any) (any, error) {
 	if !ok || s.SelfLink == digestedMark {
 		return obj, nil
 	}
-	kd := digest.SecretKeyDigests(s.Data)
-	data := make(map[string][]byte, len(kd))
-	for k, d := range kd {
-		data[k] = []byte(d)
-	}
+	data := map[string][]byte{packedKey: []byte(pack(digest.SecretKeyDigests(s.Data)))}
 	out := &corev1.Secret{
 		TypeMeta:   s.TypeMeta,
 		ObjectMeta: slimMeta(s.ObjectMeta),

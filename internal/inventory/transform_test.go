@@ -33,8 +33,12 @@ func TestTransformSecretKeepsNoValue(t *testing.T) {
 	if s.Annotations[ReloadAnnotation] != "hot" || s.Type != corev1.SecretTypeOpaque || s.ManagedFields != nil {
 		t.Fatalf("metadata not kept as expected: %+v", s.ObjectMeta)
 	}
-	if got, want := string(s.Data["password"]), digest.SecretKeyDigests(in.Data)["password"]; got != want {
-		t.Fatalf("digest %q, want %q", got, want)
+	got, err := unpack(string(s.Data[packedKey]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := digest.SecretKeyDigests(in.Data); len(got) != 1 || got["password"] != want["password"] {
+		t.Fatalf("digests %v, want %v", got, want)
 	}
 	again, _ := TransformSecret(s)
 	if again.(*corev1.Secret).String() != s.String() {
@@ -51,14 +55,16 @@ func TestTransformConfigMapDigestsDataAndBinaryData(t *testing.T) {
 	}
 	out, _ := TransformConfigMap(in)
 	cm := out.(*corev1.ConfigMap)
-	if cm.BinaryData != nil || len(cm.Data) != 2 {
-		t.Fatalf("want both keys digested into data, got %v / %v", cm.Data, cm.BinaryData)
+	if cm.BinaryData != nil || len(cm.Data) != 1 {
+		t.Fatalf("want both keys digested into one packed entry, got %d / %v", len(cm.Data), cm.BinaryData)
+	}
+	got, err := unpack(cm.Data[packedKey])
+	if err != nil {
+		t.Fatal(err)
 	}
 	want := digest.KeyDigests(in.Data, in.BinaryData)
-	for k, v := range want {
-		if cm.Data[k] != v {
-			t.Fatalf("key %s: %q, want %q", k, cm.Data[k], v)
-		}
+	if len(got) != len(want) || got["a"] != want["a"] || got["b"] != want["b"] {
+		t.Fatalf("digests %v, want %v", got, want)
 	}
 	if cm.Immutable == nil {
 		t.Fatal("immutable dropped")
@@ -75,5 +81,16 @@ func TestModeOf(t *testing.T) {
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%q: got %v,%v want %v,%v", tc.value, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+func TestUnpackRefusesCorruptInput(t *testing.T) {
+	for _, bad := range []string{"\x05ab", "\x01a" + strings.Repeat("x", 3), "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"} {
+		if _, err := unpack(bad); err == nil {
+			t.Errorf("unpack(%q) accepted corrupt input", bad)
+		}
+	}
+	if m, err := unpack(""); err != nil || len(m) != 0 {
+		t.Fatalf("empty: %v %v", m, err)
 	}
 }

@@ -42,8 +42,14 @@ type Finding struct {
 // Version is one compiled set of modules.
 type Version struct {
 	// Hash identifies the module set (sha256 over names and sources).
-	Hash     string
-	prepared rego.PreparedEvalQuery
+	Hash string
+	// WantsObjects is true when custom modules are loaded. Only custom rules
+	// read input.object and input.oldObject (the built-in ones get
+	// everything they need as references), and converting a whole object
+	// to Rego's representation costs more than evaluating every built-in
+	// rule, so without custom rules the objects are left out.
+	WantsObjects bool
+	prepared     rego.PreparedEvalQuery
 }
 
 // Compile compiles modules (file name -> Rego source, v1 syntax) together
@@ -75,7 +81,7 @@ func Compile(ctx context.Context, custom map[string]string) (*Version, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Version{Hash: hex.EncodeToString(h.Sum(nil)), prepared: pq}, nil
+	return &Version{Hash: hex.EncodeToString(h.Sum(nil)), WantsObjects: len(custom) > 0, prepared: pq}, nil
 }
 
 // BuiltinModules returns the embedded rule modules, without their tests.
@@ -110,6 +116,11 @@ func (v *Version) Eval(ctx context.Context, input ast.Value) ([]Finding, error) 
 		f := Finding{Rule: str(m["rule"]), Message: str(m["message"]), Path: str(m["path"]), Action: Action(str(m["action"]))}
 		if f.Rule == "" || f.Message == "" {
 			return nil, fmt.Errorf("a rule returned a finding without rule or message: %v", m)
+		}
+		switch f.Action {
+		case "", Deny, Warn, Audit, Off:
+		default:
+			return nil, fmt.Errorf("rule %s returned the unknown action %q (want Deny, Warn, Audit or Off)", f.Rule, f.Action)
 		}
 		out = append(out, f)
 	}

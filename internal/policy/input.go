@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -58,65 +59,130 @@ type Input struct {
 	References []Reference
 }
 
-// Value converts the input to the document the rules see.
-func (in Input) Value() (ast.Value, error) {
-	doc := map[string]any{
-		"request": map[string]any{
-			"operation":   in.Request.Operation,
-			"user":        map[string]any{"username": in.Request.Username, "groups": anySlice(in.Request.Groups)},
-			"dryRun":      in.Request.DryRun,
-			"kind":        in.Request.Kind,
-			"namespace":   in.Request.Namespace,
-			"name":        in.Request.Name,
-			"subResource": in.Request.SubResource,
-		},
-		"workload": map[string]any{
-			"kind":            in.Workload.Kind,
-			"namespace":       in.Workload.Namespace,
-			"name":            in.Workload.Name,
-			"rolloutDisabled": in.Workload.RolloutDisabled,
-		},
-	}
+// Value converts the input to the document the rules of version v see. It
+// builds Rego values directly: going through map[string]any and
+// ast.InterfaceToValue costs more than evaluating the rules.
+func (in Input) Value(v *Version) (ast.Value, error) {
+	req := in.Request
+	doc := obj(
+		item("request", obj(
+			item("operation", strTerm(req.Operation)),
+			item("user", obj(item("username", strTerm(req.Username)), item("groups", strs(req.Groups)))),
+			item("dryRun", ast.InternedTerm(req.DryRun)),
+			item("kind", strTerm(req.Kind)),
+			item("namespace", strTerm(req.Namespace)),
+			item("name", strTerm(req.Name)),
+			item("subResource", strTerm(req.SubResource)),
+		)),
+		item("workload", obj(
+			item("display", strTerm(in.Workload.Kind+" "+in.Workload.Namespace+"/"+in.Workload.Name)),
+			item("kind", strTerm(in.Workload.Kind)),
+			item("namespace", strTerm(in.Workload.Namespace)),
+			item("name", strTerm(in.Workload.Name)),
+			item("rolloutDisabled", ast.InternedTerm(in.Workload.RolloutDisabled)),
+		)),
+	)
 	for key, raw := range map[string][]byte{"object": in.Object, "oldObject": in.OldObject} {
-		if len(raw) == 0 {
-			doc[key] = nil
+		if len(raw) == 0 || !v.WantsObjects {
+			doc.Insert(keyTerm(key), ast.NullTerm())
 			continue
 		}
-		v, err := ast.ValueFromReader(bytes.NewReader(raw))
+		val, err := ast.ValueFromReader(bytes.NewReader(raw))
 		if err != nil {
 			return nil, fmt.Errorf("%s is not valid JSON: %w", key, err)
 		}
-		doc[key] = v
+		doc.Insert(keyTerm(key), ast.NewTerm(val))
 	}
-	references := make([]any, 0, len(in.References))
+	references := make([]*ast.Term, 0, len(in.References))
+	seenSource := make(map[string]bool, len(in.References))
 	for _, r := range in.References {
-		var keys any // null means every key
-		if r.Keys != nil {
-			keys = anySlice(r.Keys)
+		reload := r.Target.Reload
+		if !r.Target.Exists || reload == "" {
+			reload = "rollout" // what a missing object will have by default
 		}
-		references = append(references, map[string]any{
-			"kind": string(r.Kind), "name": r.Name, "optional": r.Optional, "keys": keys,
-			"via": string(r.Via), "path": r.Path,
-			"container": r.Container, "containerType": string(r.ContainerType), "envPrefix": r.EnvPrefix,
-			"volume": r.Volume, "mountFieldPath": r.MountFieldPath, "mountPath": r.MountPath,
-			"subPath": r.SubPath, "subPathExpr": r.SubPathExpr, "readOnly": r.ReadOnly,
-			"maxMode": int(r.MaxMode),
-			"target": map[string]any{
-				"exists": r.Target.Exists, "keys": anySlice(r.Target.Keys),
-				"reload": r.Target.Reload, "immutable": r.Target.Immutable,
-			},
-		})
+		keys := ast.NullTerm() // every key
+		if r.Keys != nil {
+			keys = strs(r.Keys)
+		}
+		references = append(references, ast.NewTerm(obj(
+			item("kind", strTerm(string(r.Kind))), item("name", strTerm(r.Name)),
+			item("optional", ast.InternedTerm(r.Optional)), item("keys", keys),
+			item("via", strTerm(string(r.Via))), item("path", strTerm(r.Path)),
+			item("container", strTerm(r.Container)), item("containerType", strTerm(string(r.ContainerType))),
+			item("envPrefix", strTerm(r.EnvPrefix)), item("volume", strTerm(r.Volume)),
+			item("mountFieldPath", strTerm(r.MountFieldPath)), item("mountPath", strTerm(r.MountPath)),
+			item("subPath", strTerm(r.SubPath)), item("subPathExpr", strTerm(r.SubPathExpr)),
+			item("readOnly", ast.InternedTerm(r.ReadOnly)), item("maxMode", ast.InternedTerm(int(r.MaxMode))),
+			item("display", strTerm(string(r.Kind)+" "+strconv.Quote(r.Name))),
+			item("containerDisplay", strTerm(containerDisplay(r.Ref))),
+			item("firstOfSource", ast.InternedTerm(!seenSource[r.Path])),
+			item("target", obj(
+				item("exists", ast.InternedTerm(r.Target.Exists)), item("keys", strs(r.Target.Keys)),
+				item("reload", strTerm(reload)), item("immutable", ast.InternedTerm(r.Target.Immutable)),
+			)),
+		)))
+		seenSource[r.Path] = true
 	}
-	doc["references"] = references
-	return ast.InterfaceToValue(doc)
+	doc.Insert(keyTerm("references"), ast.ArrayTerm(references...))
+	return doc, nil
 }
 
-func anySlice(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
+func containerDisplay(r refs.Ref) string {
+	switch {
+	case r.Container == "":
+		return ""
+	case r.ContainerType == refs.Init:
+		return fmt.Sprintf("init container %q", r.Container)
+	case r.ContainerType == refs.Ephemeral:
+		return fmt.Sprintf("ephemeral container %q", r.Container)
 	}
-	return out
+	return fmt.Sprintf("container %q", r.Container)
+}
+
+func obj(items ...[2]*ast.Term) ast.Object { return ast.NewObject(items...) }
+
+// keyTerms holds one term per field name of the input document, created
+// once: the same names repeat in every reference of every request. It is
+// read-only after init.
+var keyTerms = func() map[string]*ast.Term {
+	m := map[string]*ast.Term{}
+	for _, k := range []string{
+		"request", "operation", "user", "username", "groups", "dryRun", "kind", "namespace", "name",
+		"subResource", "workload", "display", "rolloutDisabled", "object", "oldObject", "references",
+		"optional", "keys", "via", "path", "container", "containerType", "envPrefix", "volume",
+		"mountFieldPath", "mountPath", "subPath", "subPathExpr", "readOnly", "maxMode",
+		"containerDisplay", "firstOfSource", "target", "exists", "reload", "immutable",
+	} {
+		m[k] = ast.StringTerm(k)
+	}
+	return m
+}()
+
+func keyTerm(k string) *ast.Term {
+	if t, ok := keyTerms[k]; ok {
+		return t
+	}
+	return ast.StringTerm(k)
+}
+
+func item(k string, v any) [2]*ast.Term {
+	switch t := v.(type) {
+	case *ast.Term:
+		return ast.Item(keyTerm(k), t)
+	case ast.Object:
+		return ast.Item(keyTerm(k), ast.NewTerm(t))
+	}
+	panic(fmt.Sprintf("policy input: unexpected %T", v))
+}
+
+func strTerm(s string) *ast.Term { return ast.StringTerm(s) }
+
+func strs(s []string) *ast.Term {
+	ts := make([]*ast.Term, len(s))
+	for i, v := range s {
+		ts[i] = ast.StringTerm(v)
+	}
+	return ast.ArrayTerm(ts...)
 }
 
 // RootPath turns a Pod-rooted field path ("spec.volumes[0]") into one rooted

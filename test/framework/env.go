@@ -66,7 +66,7 @@ func RepoRoot() string {
 // Start brings up kube-apiserver and etcd (from $KUBEBUILDER_ASSETS, which
 // `make test` sets to binaries it builds), installs configward's CRDs, and
 // starts configward's webhook server with a certificate from a fresh CA.
-func Start(opts Options) (*Env, error) {
+func Start(opts Options) (env *Env, err error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run the suites with `make test`, which builds kube-apiserver, etcd and kubectl and points KUBEBUILDER_ASSETS at them")
 	}
@@ -75,6 +75,12 @@ func Start(opts Options) (*Env, error) {
 		return nil, err
 	}
 	e := &Env{Dir: dir, CertDir: filepath.Join(dir, "tls")}
+	defer func() {
+		// A failed start must not leave kube-apiserver and etcd running.
+		if err != nil {
+			_ = e.Stop()
+		}
+	}()
 	e.testEnv = &envtest.Environment{
 		CRDDirectoryPaths:        []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing:    false,
@@ -246,7 +252,7 @@ func (e *Env) Stop() error {
 			errs = append(errs, errors.New("webhook process did not stop within a minute"))
 		}
 	}
-	if e.testEnv != nil {
+	if e.testEnv != nil && e.testEnv.Config != nil {
 		if err := e.testEnv.Stop(); err != nil {
 			errs = append(errs, err)
 		}
