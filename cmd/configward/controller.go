@@ -1,10 +1,8 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"k8s.io/client-go/rest"
 
 	"github.com/configward/configward/internal/manager"
 )
@@ -25,20 +23,9 @@ Endpoints:
   http://<metrics-bind-address>/metrics`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			o.SetupLogging()
-			cfg, err := o.RESTConfig()
-			if err != nil {
-				return fmt.Errorf("connecting to the API server: %w", err)
-			}
-			p, err := manager.NewController(cfg, o)
-			if err != nil {
-				return err
-			}
-			ctrl.Log.Info("starting configward controller", "version", version, "leaderElection", o.LeaderElect)
-			return p.Run(ctrl.SetupSignalHandler())
+			return run(&o.Common, o.Validate, func(cfg *rest.Config) (process, error) {
+				return manager.NewController(cfg, o)
+			}, "starting configward controller", "version", version, "leaderElection", o.LeaderElect)
 		},
 	}
 	o.AddFlags(cmd.Flags())

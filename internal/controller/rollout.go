@@ -16,7 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -193,12 +192,10 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	before := obj.DeepCopyObject().(client.Object)
 	workload.SetTemplateAnnotation(obj, admission.ConfigHashAnnotation, hash)
 	// The optimistic lock makes a concurrent writer win; the conflict
-	// requeues and the hash is recomputed on the fresh object.
+	// retries and the hash is recomputed on the fresh object.
 	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		if apierrors.IsConflict(err) {
-			r.triggers.addAll(req.NamespacedName, changed)
-			return reconcile.Result{Requeue: true}, nil
-		}
+		// Keep the causes for the retry, which the error schedules.
+		r.triggers.addAll(req.NamespacedName, changed)
 		return reconcile.Result{}, err
 	}
 	rolloutsTriggered.WithLabelValues(r.kind.Kind).Inc()

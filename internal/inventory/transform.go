@@ -16,13 +16,6 @@ import (
 	"github.com/configward/configward/internal/digest"
 )
 
-// digestedMark is written to selfLink, a field the API server no longer sets
-// (removed in Kubernetes 1.24) and users cannot write, so an object carrying
-// it can only have come through the transform. The informer may hand an
-// already transformed object to the transform again; digesting digests would
-// corrupt them.
-const digestedMark = "configward:digested:v1"
-
 // lastApplied is kubectl's client-side apply annotation. On a Secret it
 // holds the values in clear text, so it is dropped with the values.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
@@ -31,7 +24,7 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // per-key digests (see digest.KeyDigests), packed into one data entry.
 func TransformConfigMap(obj any) (any, error) {
 	cm, ok := obj.(*corev1.ConfigMap)
-	if !ok || cm.SelfLink == digestedMark {
+	if !ok || isPacked(len(cm.Data), hasKey(cm.Data, packedKey)) {
 		return obj, nil
 	}
 	out := &corev1.ConfigMap{
@@ -47,7 +40,7 @@ func TransformConfigMap(obj any) (any, error) {
 // digest.
 func TransformSecret(obj any) (any, error) {
 	s, ok := obj.(*corev1.Secret)
-	if !ok || s.SelfLink == digestedMark {
+	if !ok || isPacked(len(s.Data), hasKey(s.Data, packedKey)) {
 		return obj, nil
 	}
 	data := map[string][]byte{packedKey: []byte(pack(digest.SecretKeyDigests(s.Data)))}
@@ -84,7 +77,6 @@ func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 		DeletionTimestamp: m.DeletionTimestamp,
 		Labels:            m.Labels,
 		OwnerReferences:   m.OwnerReferences,
-		SelfLink:          digestedMark,
 	}
 	if len(m.Annotations) > 0 {
 		out.Annotations = make(map[string]string, len(m.Annotations))
@@ -95,4 +87,15 @@ func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 		}
 	}
 	return out
+}
+
+// isPacked tells a transformed object from one straight from the API server:
+// only the transform writes the empty key, which the API server refuses. The
+// informer may hand an already transformed object to the transform again,
+// and digesting digests would corrupt them.
+func isPacked(entries int, hasPackedKey bool) bool { return entries == 1 && hasPackedKey }
+
+func hasKey[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
 }
