@@ -181,6 +181,36 @@ var _ = Describe("the test harness", func() {
 		Expect(fingerprintOf(conn.ConnectionState().PeerCertificates[0])).To(Equal(newFP))
 	})
 
+	It("on shutdown reports not ready first, keeps serving for the shutdown delay, then stops", func() {
+		const delay = 3 * time.Second
+		p, probe, err := env.NewWebhookProcess(delay, 0)
+		Expect(err).NotTo(HaveOccurred())
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		Eventually(func() int { return probeStatus(probe, "/readyz") }, 30*time.Second).Should(Equal(http.StatusOK))
+
+		pool := x509.NewCertPool()
+		pool.AddCert(env.CA.Cert)
+		serving := func() error {
+			conn, err := tls.Dial("tcp", p.Server.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+			if err == nil {
+				conn.Close()
+			}
+			return err
+		}
+		Expect(serving()).To(Succeed())
+
+		stopped := time.Now()
+		cancel()
+		Eventually(func() int { return probeStatus(probe, "/readyz") }, time.Second, 50*time.Millisecond).Should(Equal(http.StatusInternalServerError))
+		Expect(probeStatus(probe, "/healthz")).To(Equal(http.StatusOK), "liveness must not fail while draining")
+		Consistently(serving, delay-time.Since(stopped)-500*time.Millisecond).Should(Succeed(), "stopped serving before the shutdown delay")
+		Eventually(done, delay+30*time.Second).Should(Receive(BeNil()))
+		Expect(time.Since(stopped)).To(BeNumerically(">=", delay))
+		Expect(serving()).NotTo(Succeed(), "still serving after shutdown")
+	})
+
 	It("is not ready while the certificate on disk cannot be served, and keeps serving the last good one", func() {
 		good, err := env.CertificateOnDisk()
 		Expect(err).NotTo(HaveOccurred())
@@ -203,8 +233,10 @@ var _ = Describe("the test harness", func() {
 	})
 })
 
-func readyz() int {
-	resp, err := http.Get("http://" + env.ProbeAddr + "/readyz")
+func readyz() int { return probeStatus(env.ProbeAddr, "/readyz") }
+
+func probeStatus(addr, path string) int {
+	resp, err := http.Get("http://" + addr + path)
 	if err != nil {
 		return 0
 	}

@@ -146,34 +146,40 @@ func (e *Env) CertificateOnDisk() (string, error) {
 	return Fingerprint(c, k)
 }
 
-func (e *Env) startWebhook(opts Options) error {
+// NewWebhookProcess builds, without starting it, another `configward
+// webhook` process against the test API server, serving the test
+// certificate on a free port, with its probes on the returned address.
+func (e *Env) NewWebhookProcess(shutdownDelay, certPoll time.Duration) (*manager.WebhookProcess, string, error) {
 	probe, err := freeAddr()
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	e.ProbeAddr = probe
-	poll := opts.CertPollInterval
-	if poll == 0 {
-		poll = 2 * time.Second
+	if certPoll == 0 {
+		certPoll = 2 * time.Second
 	}
-	o := manager.Webhook{
+	p, err := manager.NewWebhook(e.Config, manager.Webhook{
 		Common: manager.Common{
-			MetricsAddr: "0",
-			ProbeAddr:   probe,
-			// Tests stop the process by cancelling; nothing to drain for.
-			ShutdownDelay: 0,
+			MetricsAddr:   "0",
+			ProbeAddr:     probe,
+			ShutdownDelay: shutdownDelay,
 		},
 		BindAddress:      "127.0.0.1:0",
 		CertDir:          e.CertDir,
 		CertName:         "tls.crt",
 		KeyName:          "tls.key",
-		CertPollInterval: poll,
+		CertPollInterval: certPoll,
 		MaxRequestBytes:  8 << 20,
-	}
-	p, err := manager.NewWebhook(e.Config, o)
+	})
+	return p, probe, err
+}
+
+func (e *Env) startWebhook(opts Options) error {
+	// Tests stop the process by cancelling; nothing to drain for.
+	p, probe, err := e.NewWebhookProcess(0, opts.CertPollInterval)
 	if err != nil {
 		return err
 	}
+	e.ProbeAddr = probe
 	if opts.Register != nil {
 		if err := opts.Register(p); err != nil {
 			return err
