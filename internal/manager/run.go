@@ -19,9 +19,11 @@ import (
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/admission"
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/controller"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/webhookserver"
 )
 
@@ -30,6 +32,9 @@ func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		panic(err) // only fails on a programming error in the scheme builders
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err)
 	}
 	return s
 }
@@ -97,6 +102,19 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	if err != nil {
 		return nil, err
 	}
+	schemaInformer, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.ConfigSchema{})
+	if err != nil {
+		return nil, err
+	}
+	schemas := schemastore.New(mgr.GetCache())
+	schemasSynced, err := schemas.Watch(schemaInformer)
+	if err != nil {
+		return nil, err
+	}
+	srv.Register(admission.ValidateConfigMapsPath, admission.Webhook("validate-configmaps",
+		&admission.ValidateConfigMaps{Schemas: schemas, Decoder: decoder}))
+	srv.Register(admission.ValidateConfigSchemasPath, admission.Webhook("validate-configschemas",
+		&admission.ValidateConfigSchemas{Decoder: decoder}))
 	srv.Register(admission.ValidateWorkloadsPath, admission.Webhook("validate-workloads", &admission.ValidateWorkloads{
 		Inventory: inv, Engine: engine, Decoder: decoder, Events: mgr.GetEventRecorder("configward-webhook"),
 	}))
@@ -107,6 +125,12 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 		namedCheck{"webhook-server", srv.StartedChecker()},
 		namedCheck{"serving-certificate", srv.CertificateChecker()},
 		namedCheck{"policies-loaded", func(*http.Request) error { return engine.Ready() }},
+		namedCheck{"schemas-loaded", func(*http.Request) error {
+			if !schemasSynced() {
+				return errors.New("ConfigSchemas not compiled yet")
+			}
+			return nil
+		}},
 	); err != nil {
 		return nil, err
 	}
@@ -135,6 +159,9 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 		return nil, err
 	}
 	if err := controller.SetupRollouts(mgr, inv, controller.RolloutOptions{BatchWindow: o.RolloutBatchWindow}); err != nil {
+		return nil, err
+	}
+	if err := controller.SetupConfigSchemas(mgr); err != nil {
 		return nil, err
 	}
 	p := &Process{Manager: mgr, delay: o.ShutdownDelay}

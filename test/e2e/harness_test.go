@@ -214,7 +214,7 @@ var _ = Describe("the test harness", func() {
 	It("is not ready while the certificate on disk cannot be served, and keeps serving the last good one", func() {
 		good, err := env.CertificateOnDisk()
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(readyz).Should(Equal(http.StatusOK))
+		Eventually(readyz, 30*time.Second).Should(Equal(http.StatusOK))
 
 		// A renewal that lands a key that does not match the certificate.
 		certPEM, _, err := env.CA.Issue()

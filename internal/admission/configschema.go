@@ -1,0 +1,125 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/internal/schemastore"
+)
+
+// Paths of the schema webhooks.
+const (
+	ValidateConfigMapsPath    = "/validate-configmaps"
+	ValidateConfigSchemasPath = "/validate-configschemas"
+)
+
+// Both fail closed: a schema is the guard that keeps a broken value from
+// reaching every pod that hot-reloads it, and the scope is narrow.
+//
+// +kubebuilder:webhook:path=/validate-configmaps,mutating=false,failurePolicy=fail,sideEffects=None,groups="",resources=configmaps,verbs=create;update,versions=v1,name=configmaps.validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-configschemas,mutating=false,failurePolicy=fail,sideEffects=None,groups=configward.dev,resources=configschemas,verbs=create;update,versions=v1alpha1,name=configschemas.validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5
+//
+// +kubebuilder:rbac:groups=configward.dev,resources=configschemas,verbs=get;list;watch
+
+// maxViolationsShown bounds the denial message; the rest are counted.
+const maxViolationsShown = 10
+
+// ValidateConfigMaps enforces rule config-schema.
+type ValidateConfigMaps struct {
+	Schemas *schemastore.Store
+	Decoder admission.Decoder
+}
+
+// Handle implements admission.Handler.
+func (h *ValidateConfigMaps) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Kind.Kind != "ConfigMap" || req.Kind.Group != "" {
+		return admission.Allowed(fmt.Sprintf("configward has no schema rules for %s", req.Kind))
+	}
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	if len(req.Object.Raw) == 0 {
+		return admission.Denied("configward: malformed admission request: no ConfigMap in the request")
+	}
+	var cm corev1.ConfigMap
+	if err := h.Decoder.DecodeRaw(req.Object, &cm); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the ConfigMap in this request cannot be decoded: %w", err))
+	}
+	if cm.Namespace == "" {
+		cm.Namespace = req.Namespace
+	}
+	governing, missing, err := h.Schemas.For(ctx, &cm)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: looking up ConfigSchemas: %w", err))
+	}
+	object := fmt.Sprintf("ConfigMap %s/%s", cm.Namespace, cm.Name)
+	var problems []string
+	if missing != "" {
+		problems = append(problems, fmt.Sprintf(
+			"[%s] %s names ConfigSchema %q in %s, which does not exist in namespace %s: a missing schema never means anything goes. Create the schema first, or fix the annotation.",
+			policy.ConfigSchema, object, missing, schemastore.SchemaAnnotation, cm.Namespace))
+	}
+	for _, g := range governing {
+		if g.Compiled == nil {
+			problems = append(problems, fmt.Sprintf(
+				"[%s] %s is governed by ConfigSchema %q, which does not compile (%v): fix the schema first.",
+				policy.ConfigSchema, object, g.Name, g.Err))
+			continue
+		}
+		violations := g.Compiled.Validate(cm.Data, cm.BinaryData)
+		if len(violations) == 0 {
+			continue
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "[%s] %s breaks ConfigSchema %q (%d %s); fix the values and apply again:",
+			policy.ConfigSchema, object, g.Name, len(violations), plural(len(violations), "violation", "violations"))
+		for i, v := range violations {
+			if i == maxViolationsShown {
+				fmt.Fprintf(&b, "\n  ... and %d more", len(violations)-maxViolationsShown)
+				break
+			}
+			b.WriteString("\n  " + v.String())
+		}
+		problems = append(problems, b.String())
+	}
+	if len(problems) > 0 {
+		return admission.Denied(strings.Join(problems, "\n"))
+	}
+	return admission.Allowed("")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// ValidateConfigSchemas rejects schemas that do not compile, with the
+// compiler's message, so a broken schema never replaces a good one.
+type ValidateConfigSchemas struct {
+	Decoder admission.Decoder
+}
+
+// Handle implements admission.Handler.
+func (h *ValidateConfigSchemas) Handle(_ context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	var cs v1alpha1.ConfigSchema
+	if err := h.Decoder.DecodeRaw(req.Object, &cs); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the ConfigSchema in this request cannot be decoded: %w", err))
+	}
+	if _, err := schemastore.Compile(&cs); err != nil {
+		return admission.Denied(fmt.Sprintf("ConfigSchema %s/%s does not compile: %v", req.Namespace, cs.Name, err))
+	}
+	return admission.Allowed("")
+}
