@@ -121,5 +121,3 @@ type ConfigSchemaList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ConfigSchema `json:"items"`
 }
-
-func init() { SchemeBuilder.Register(&ConfigSchema{}, &ConfigSchemaList{}) }

@@ -6,17 +6,25 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
 	// GroupVersion is configward.dev/v1alpha1.
 	GroupVersion = schema.GroupVersion{Group: "configward.dev", Version: "v1alpha1"}
 
-	// SchemeBuilder registers the types of this group version.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	// SchemeBuilder registers the types of this group version. It depends
+	// on apimachinery only, so the API package stays cheap to import.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the types of this group version to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &ConfigSchema{}, &ConfigSchemaList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}
