@@ -7,14 +7,15 @@ package configward.rules.missing_config_ref
 findings contains f if {
 	some ref in input.references
 	not ref.optional
+	ref.target.known # an object outside the manifests `configward check` was given is unknown, not missing
 	not ref.target.exists
 	ref.firstOfSource # a volume is reported once, not once per mount
 	f := {
 		"rule": "missing-config-ref",
 		"path": ref.path,
 		"message": sprintf(
-			"%s references %s (%s), which does not exist in namespace %s: its pods will not start until it does. Create it first, or mark the reference optional.",
-			[input.workload.display, ref.display, ref.path, input.workload.namespace],
+			"%s references %s (%s), which does not exist: pods will not start until it does. Create it first or mark the reference optional.",
+			[input.workload.display, ref.display, ref.path],
 		),
 	}
 }
@@ -30,7 +31,7 @@ findings contains f if {
 		"rule": "missing-config-ref",
 		"path": ref.path,
 		"message": sprintf(
-			"%s reads key %q of %s (%s), which has no such key: its pods will not start until it does. Add the key, or mark the reference optional.",
+			"%s reads key %q of %s (%s), which has no such key: pods will not start until it does. Add the key or mark the reference optional.",
 			[input.workload.display, key, ref.display, ref.path],
 		),
 	}

@@ -8,7 +8,7 @@ import data.configward.rules.subpath_config
 
 workload := {"kind": "Deployment", "namespace": "shop", "name": "checkout", "display": "Deployment shop/checkout", "rolloutDisabled": false}
 
-target(reload) := {"exists": true, "keys": ["flags.yaml", "password"], "reload": reload, "immutable": false}
+target(reload) := {"known": true, "exists": true, "keys": ["flags.yaml", "password"], "reload": reload, "immutable": false}
 
 mount(kind, reload, sub) := {
 	"kind": kind, "name": "flags", "optional": false, "keys": null, "via": "Volume",
@@ -115,13 +115,19 @@ test_secret_volume_is_not_env if {
 
 # missing-config-ref
 
-missing := {"exists": false, "keys": [], "reload": "rollout", "immutable": false}
+missing := {"known": true, "exists": false, "keys": [], "reload": "rollout", "immutable": false}
 
 test_missing_object_warns if {
 	ref := object.union(env("ConfigMap", "rollout", "EnvFrom", null), {"target": missing})
 	some f in missing_config_ref.findings with input as doc([ref])
 	contains(f.message, `references ConfigMap "flags"`)
-	contains(f.message, "does not exist in namespace shop")
+	contains(f.message, "which does not exist")
+	count(f.message) <= 230
+}
+
+test_unknown_object_is_not_missing if {
+	ref := object.union(env("ConfigMap", "rollout", "EnvFrom", null), {"target": object.union(missing, {"known": false})})
+	count(missing_config_ref.findings) == 0 with input as doc([ref])
 }
 
 test_optional_missing_object_is_fine if {

@@ -17,8 +17,9 @@ about Secrets passed as environment variables.
 
 Run "configward webhook" and "configward controller" as two Deployments
 (the Helm chart does this).`,
-		SilenceUsage: true,
+		SilenceUsage:  true,
+		SilenceErrors: true,
 	}
-	root.AddCommand(newWebhookCommand(), newControllerCommand(), newVersionCommand())
+	root.AddCommand(newWebhookCommand(), newControllerCommand(), newCheckCommand(), newVersionCommand())
 	return root
 }

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/policy"
 	"github.com/configward/configward/internal/schemastore"
 )
 
@@ -28,9 +27,6 @@ const (
 // +kubebuilder:webhook:path=/validate-configschemas,mutating=false,failurePolicy=fail,sideEffects=None,groups=configward.dev,resources=configschemas,verbs=create;update,versions=v1alpha1,name=configschemas.validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5
 //
 // +kubebuilder:rbac:groups=configward.dev,resources=configschemas,verbs=get;list;watch
-
-// maxViolationsShown bounds the denial message; the rest are counted.
-const maxViolationsShown = 10
 
 // ValidateConfigMaps enforces rule config-schema.
 type ValidateConfigMaps struct {
@@ -60,47 +56,15 @@ func (h *ValidateConfigMaps) Handle(ctx context.Context, req admission.Request) 
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: looking up ConfigSchemas: %w", err))
 	}
-	object := fmt.Sprintf("ConfigMap %s/%s", cm.Namespace, cm.Name)
-	var problems []string
-	if missing != "" {
-		problems = append(problems, fmt.Sprintf(
-			"[%s] %s names ConfigSchema %q in %s, which does not exist in namespace %s: a missing schema never means anything goes. Create the schema first, or fix the annotation.",
-			policy.ConfigSchema, object, missing, schemastore.SchemaAnnotation, cm.Namespace))
+	findings := schemastore.Findings(&cm, governing, missing)
+	if len(findings) == 0 {
+		return admission.Allowed("")
 	}
-	for _, g := range governing {
-		if g.Compiled == nil {
-			problems = append(problems, fmt.Sprintf(
-				"[%s] %s is governed by ConfigSchema %q, which does not compile (%v): fix the schema first.",
-				policy.ConfigSchema, object, g.Name, g.Err))
-			continue
-		}
-		violations := g.Compiled.Validate(cm.Data, cm.BinaryData)
-		if len(violations) == 0 {
-			continue
-		}
-		var b strings.Builder
-		fmt.Fprintf(&b, "[%s] %s breaks ConfigSchema %q (%d %s); fix the values and apply again:",
-			policy.ConfigSchema, object, g.Name, len(violations), plural(len(violations), "violation", "violations"))
-		for i, v := range violations {
-			if i == maxViolationsShown {
-				fmt.Fprintf(&b, "\n  ... and %d more", len(violations)-maxViolationsShown)
-				break
-			}
-			b.WriteString("\n  " + v.String())
-		}
-		problems = append(problems, b.String())
+	lines := make([]string, len(findings))
+	for i, f := range findings {
+		lines[i] = line(f)
 	}
-	if len(problems) > 0 {
-		return admission.Denied(strings.Join(problems, "\n"))
-	}
-	return admission.Allowed("")
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
+	return admission.Denied(strings.Join(lines, "\n"))
 }
 
 // ValidateConfigSchemas rejects schemas that do not compile, with the

@@ -49,9 +49,6 @@ var (
 
 func init() { metrics.Registry.MustRegister(decisions, evaluationSeconds) }
 
-// maxWarning is where the API server truncates a warning.
-const maxWarning = 256
-
 // ValidateWorkloads runs the workload rules on Pods and the workload kinds.
 type ValidateWorkloads struct {
 	Inventory *inventory.Inventory
@@ -150,43 +147,20 @@ func (h *ValidateWorkloads) checkRequest(req admission.Request) (workload.Kind, 
 	return kind, admission.Response{}, true
 }
 
-// input gathers the facts the rules need: the references of the pod spec and
-// what the inventory knows of each target. No API call is made.
+// input gathers the facts the rules need from the inventory; no API call
+// is made.
 func (h *ValidateWorkloads) input(ctx context.Context, req admission.Request, kind workload.Kind, obj client.Object, name string) (policy.Input, error) {
-	spec, _ := workload.PodSpec(obj)
-	podSpecPath := strings.Join(workload.PodSpecPath(kind.Kind), ".")
-	type id struct {
-		kind refs.Kind
-		name string
-	}
-	targets := map[id]policy.Target{}
-	var references []policy.Reference
-	for _, r := range refs.FromPodSpec(spec) {
-		t, seen := targets[id{r.Kind, r.Name}]
-		if !seen {
-			o, err := h.Inventory.Get(ctx, r.Kind, req.Namespace, r.Name)
-			if err != nil {
-				return policy.Input{}, err
-			}
-			t = policy.Target{Exists: o.Exists, Keys: policy.SortedKeys(o.KeyDigests), Reload: string(o.Mode), Immutable: o.Immutable}
-			targets[id{r.Kind, r.Name}] = t
+	return policy.WorkloadInput(policy.Request{
+		Operation: string(req.Operation), Username: req.UserInfo.Username, Groups: req.UserInfo.Groups,
+		DryRun: ptr.Deref(req.DryRun, false), Kind: kind.Kind, Namespace: req.Namespace, Name: name,
+		SubResource: req.SubResource,
+	}, obj, req.Object.Raw, req.OldObject.Raw, func(k refs.Kind, n string) (policy.Target, error) {
+		o, err := h.Inventory.Get(ctx, k, req.Namespace, n)
+		if err != nil {
+			return policy.Target{}, err
 		}
-		r.Path = policy.RootPath(r.Path, podSpecPath)
-		r.MountFieldPath = policy.RootPath(r.MountFieldPath, podSpecPath)
-		references = append(references, policy.Reference{Ref: r, Target: t})
-	}
-	return policy.Input{
-		Request: policy.Request{
-			Operation: string(req.Operation), Username: req.UserInfo.Username, Groups: req.UserInfo.Groups,
-			DryRun: ptr.Deref(req.DryRun, false), Kind: kind.Kind, Namespace: req.Namespace, Name: name,
-			SubResource: req.SubResource,
-		},
-		Object:    req.Object.Raw,
-		OldObject: req.OldObject.Raw,
-		Workload: policy.Workload{Kind: kind.Kind, Namespace: req.Namespace, Name: name,
-			RolloutDisabled: obj.GetAnnotations()[RolloutAnnotation] == RolloutDisabled},
-		References: references,
-	}, nil
+		return policy.Target{Known: true, Exists: o.Exists, Keys: policy.SortedKeys(o.KeyDigests), Reload: string(o.Mode), Immutable: o.Immutable}, nil
+	})
 }
 
 func respond(d policy.Decision, dryRun bool) admission.Response {
@@ -201,7 +175,7 @@ func respond(d policy.Decision, dryRun bool) admission.Response {
 		resp = admission.Allowed("")
 	}
 	for _, f := range d.Warned {
-		resp.Warnings = append(resp.Warnings, warning(f))
+		resp.Warnings = append(resp.Warnings, policy.Warning(f))
 	}
 	if len(d.Audited) > 0 && !dryRun {
 		resp.AuditAnnotations = map[string]string{}
@@ -216,17 +190,7 @@ func respond(d policy.Decision, dryRun bool) admission.Response {
 	return resp
 }
 
-func line(f policy.Finding) string { return "[" + f.Rule + "] " + f.Message }
-
-// warning keeps a warning within what the API server passes on whole; the
-// Event recorded for it has the full text.
-func warning(f policy.Finding) string {
-	w := line(f)
-	if len(w) > maxWarning {
-		w = w[:maxWarning-len(" (see Events)")-3] + "... (see Events)"
-	}
-	return w
-}
+func line(f policy.Finding) string { return policy.Line(f) }
 
 // record counts every finding and leaves an Event on the object for those
 // the request was allowed with, so the detail survives after kubectl's

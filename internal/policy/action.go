@@ -78,3 +78,19 @@ func (s Settings) Decide(findings []Finding) Decision {
 	}
 	return d
 }
+
+// MaxWarning is where the API server truncates an admission warning.
+const MaxWarning = 256
+
+// Line renders a finding the way users see it: "[rule-id] message".
+func Line(f Finding) string { return "[" + f.Rule + "] " + f.Message }
+
+// Warning renders a finding as an admission warning, kept within what the
+// API server passes on whole; the Event recorded for it has the full text.
+func Warning(f Finding) string {
+	w := Line(f)
+	if len(w) > MaxWarning {
+		w = w[:MaxWarning-len(" (see Events)")-3] + "... (see Events)"
+	}
+	return w
+}

@@ -37,6 +37,10 @@ type Workload struct {
 
 // Target is what the inventory knows of a referenced object.
 type Target struct {
+	// Known is false when nothing is known of the object: `configward
+	// check` on a set of manifests that does not claim to be complete.
+	// Admission always knows (the cache holds every object).
+	Known     bool
 	Exists    bool
 	Keys      []string // key names only, never values
 	Reload    string
@@ -117,6 +121,7 @@ func (in Input) Value(v *Version) (ast.Value, error) {
 			item("containerDisplay", strTerm(containerDisplay(r.Ref))),
 			item("firstOfSource", ast.InternedTerm(!seenSource[r.Path])),
 			item("target", obj(
+				item("known", ast.InternedTerm(r.Target.Known)),
 				item("exists", ast.InternedTerm(r.Target.Exists)), item("keys", strs(r.Target.Keys)),
 				item("reload", strTerm(reload)), item("immutable", ast.InternedTerm(r.Target.Immutable)),
 			)),
@@ -151,7 +156,7 @@ var keyTerms = func() map[string]*ast.Term {
 		"subResource", "workload", "display", "rolloutDisabled", "object", "oldObject", "references",
 		"optional", "keys", "via", "path", "container", "containerType", "envPrefix", "volume",
 		"mountFieldPath", "mountPath", "subPath", "subPathExpr", "readOnly", "maxMode",
-		"containerDisplay", "firstOfSource", "target", "exists", "reload", "immutable",
+		"containerDisplay", "firstOfSource", "target", "known", "exists", "reload", "immutable",
 	} {
 		m[k] = ast.StringTerm(k)
 	}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/configward/configward/internal/check"
+	"github.com/configward/configward/internal/policy"
+)
+
+// exitError carries the process exit code out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+
+func newCheckCommand() *cobra.Command {
+	var (
+		files     []string
+		output    string
+		complete  bool
+		namespace string
+		policies  []string
+	)
+	cmd := &cobra.Command{
+		Use:   "check -f PATH [-f PATH ...]",
+		Short: "Run configward's admission rules on manifests, offline (for CI pipelines)",
+		Long: `Run the same rules and ConfigSchemas as configward's admission webhook on
+manifests, before they reach a cluster.
+
+PATH is a file, a directory (every .yaml, .yml and .json below it) or - for
+standard input, so "helm template ... | configward check -f -" works.
+References between the given objects are resolved (a Deployment and its
+ConfigMaps in one set); a reference to an object that is not among them is
+reported as unknown, unless --complete says the set is whole.
+
+Exit codes: 0 nothing denied, 1 something denied, 2 unusable input.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(files) == 0 {
+				return exitError{2, errors.New("no manifests: pass -f PATH (a file, a directory or - for stdin)")}
+			}
+			if output != "text" && output != "json" {
+				return exitError{2, fmt.Errorf("-o must be text or json, not %q", output)}
+			}
+			if len(policies) > 0 {
+				return exitError{2, errors.New("--policy: ConfigPolicy is not available in this build yet; the built-in defaults apply")}
+			}
+			objs, err := check.Load(files, cmd.InOrStdin())
+			if err != nil {
+				return exitError{2, err}
+			}
+			engine, err := policy.NewEngine(cmd.Context())
+			if err != nil {
+				return err
+			}
+			results, err := check.Run(cmd.Context(), engine, objs, check.Options{Complete: complete, Namespace: namespace})
+			if err != nil {
+				return exitError{2, err}
+			}
+			denied := 0
+			for _, r := range results {
+				if r.Action == policy.Deny {
+					denied++
+				}
+			}
+			if err := report(cmd.OutOrStdout(), output, results, len(objs)); err != nil {
+				return err
+			}
+			if denied > 0 {
+				return exitError{1, fmt.Errorf("%d denied", denied)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "Manifests to check: a file, a directory, or - for stdin. Repeatable.")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text (one finding per line, file:line first) or json.")
+	cmd.Flags().BoolVar(&complete, "complete", false, "The manifests are every object of their namespaces: report references to objects not among them as missing, not unknown.")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "Namespace assumed for objects that do not set one.")
+	cmd.Flags().StringArrayVar(&policies, "policy", nil, "ConfigPolicy manifests to take actions from (not available in this build yet).")
+	return cmd
+}
+
+func report(w io.Writer, format string, results []check.Result, objects int) error {
+	if format == "json" {
+		counts := map[policy.Action]int{}
+		for _, r := range results {
+			counts[r.Action]++
+		}
+		if results == nil {
+			results = []check.Result{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{
+			"objects": objects, "results": results,
+			"denied": counts[policy.Deny], "warned": counts[policy.Warn], "audited": counts[policy.Audit], "unknown": counts[check.Unknown],
+		})
+	}
+	for _, r := range results {
+		fmt.Fprintf(w, "%s:%d: %s [%s] %s\n", r.File, r.Line, r.Action, r.Rule, r.Message)
+	}
+	fmt.Fprintf(w, "%d objects checked, %d findings\n", objects, len(results))
+	return nil
+}

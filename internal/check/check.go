@@ -1,0 +1,227 @@
+package check
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/schemastore"
+	"github.com/configward/configward/internal/workload"
+)
+
+// Unknown is the action of a reference to an object outside the given
+// manifests: reported, never failing the check.
+const Unknown policy.Action = "Unknown"
+
+// Options tune a check.
+type Options struct {
+	// Complete says the manifests are every object of their namespaces, so
+	// a reference to an object not among them is missing, not unknown.
+	Complete bool
+	// Namespace is assumed for objects that do not set one.
+	Namespace string
+}
+
+// Result is one finding on one manifest.
+type Result struct {
+	File      string        `json:"file"`
+	Line      int           `json:"line"`
+	Kind      string        `json:"kind"`
+	Namespace string        `json:"namespace"`
+	Name      string        `json:"name"`
+	Rule      string        `json:"rule"`
+	Action    policy.Action `json:"action"`
+	Path      string        `json:"path,omitempty"`
+	Message   string        `json:"message"`
+}
+
+// Run checks the objects with the same engine, rules and schemas as
+// admission and returns every finding, ordered by file and line.
+func Run(ctx context.Context, engine *policy.Engine, objs []Object, opts Options) ([]Result, error) {
+	if opts.Namespace == "" {
+		opts.Namespace = metav1.NamespaceDefault
+	}
+	for _, o := range objs {
+		if o.Obj.GetNamespace() == "" {
+			o.Obj.SetNamespace(opts.Namespace)
+		}
+	}
+	set := index(objs)
+	var out []Result
+	for _, o := range objs {
+		rs, err := checkObject(ctx, engine, set, o, opts)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", o.File, o.Line, err)
+		}
+		out = append(out, rs...)
+	}
+	slices.SortStableFunc(out, func(a, b Result) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Rule, b.Rule))
+	})
+	return out, nil
+}
+
+type key struct{ kind, namespace, name string }
+
+type objectSet struct {
+	byKey   map[key]Object
+	schemas map[string][]*v1alpha1.ConfigSchema // by namespace
+}
+
+func index(objs []Object) objectSet {
+	s := objectSet{byKey: map[key]Object{}, schemas: map[string][]*v1alpha1.ConfigSchema{}}
+	for _, o := range objs {
+		kind := o.Obj.GetObjectKind().GroupVersionKind().Kind
+		s.byKey[key{kind, o.Obj.GetNamespace(), o.Obj.GetName()}] = o
+		if cs, ok := o.Obj.(*v1alpha1.ConfigSchema); ok {
+			s.schemas[cs.Namespace] = append(s.schemas[cs.Namespace], cs)
+		}
+	}
+	return s
+}
+
+func checkObject(ctx context.Context, engine *policy.Engine, set objectSet, o Object, opts Options) ([]Result, error) {
+	switch obj := o.Obj.(type) {
+	case *corev1.ConfigMap:
+		return checkConfigMap(set, o, obj, opts), nil
+	case *v1alpha1.ConfigSchema:
+		if _, err := schemastore.Compile(obj); err != nil {
+			return []Result{result(o, policy.Finding{Rule: policy.ConfigSchema, Message: fmt.Sprintf("ConfigSchema %s/%s does not compile: %v", obj.Namespace, obj.Name, err)}, policy.Deny)}, nil
+		}
+		return nil, nil
+	}
+	kind := o.Obj.GetObjectKind().GroupVersionKind().Kind
+	if _, ok := workload.Lookup(kind); !ok {
+		return nil, nil
+	}
+	if kind == "Pod" && metav1.GetControllerOf(o.Obj) != nil {
+		return nil, nil
+	}
+	raw, err := json.Marshal(o.Obj)
+	if err != nil {
+		return nil, err
+	}
+	ns := o.Obj.GetNamespace()
+	var unknown []Result
+	input, err := policy.WorkloadInput(policy.Request{Operation: "CREATE", Kind: kind, Namespace: ns, Name: o.Obj.GetName()},
+		o.Obj, raw, nil, func(k refs.Kind, name string) (policy.Target, error) {
+			return set.target(k, ns, name, opts.Complete), nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range input.References {
+		if !r.Target.Known && !r.Optional {
+			unknown = append(unknown, result(o, policy.Finding{Rule: policy.MissingConfigRef, Path: r.Path, Message: fmt.Sprintf(
+				"%s %s/%s references %s %q (%s), which is not among the given manifests; pass --complete if they are every object of the namespace.",
+				kind, ns, o.Obj.GetName(), r.Kind, r.Name, r.Path)}, Unknown))
+		}
+	}
+	version := engine.Current()
+	value, err := input.Value(version)
+	if err != nil {
+		return nil, err
+	}
+	findings, err := version.Eval(ctx, value)
+	if err != nil {
+		return nil, err
+	}
+	settings := policy.Settings{}
+	out := dedupe(unknown)
+	for _, f := range findings {
+		if a := settings.ActionFor(f); a != policy.Off {
+			out = append(out, result(o, f, a))
+		}
+	}
+	return out, nil
+}
+
+func (s objectSet) target(k refs.Kind, ns, name string, complete bool) policy.Target {
+	o, ok := s.byKey[key{string(k), ns, name}]
+	if !ok {
+		return policy.Target{Known: complete, Reload: string(inventory.Rollout)}
+	}
+	mode, _ := inventory.ModeOf(o.Obj.GetAnnotations())
+	t := policy.Target{Known: true, Exists: true, Reload: string(mode)}
+	switch obj := o.Obj.(type) {
+	case *corev1.ConfigMap:
+		t.Immutable = obj.Immutable != nil && *obj.Immutable
+		for k := range obj.Data {
+			t.Keys = append(t.Keys, k)
+		}
+		for k := range obj.BinaryData {
+			t.Keys = append(t.Keys, k)
+		}
+	case *corev1.Secret:
+		t.Immutable = obj.Immutable != nil && *obj.Immutable
+		for k := range obj.Data {
+			t.Keys = append(t.Keys, k)
+		}
+		for k := range obj.StringData {
+			t.Keys = append(t.Keys, k)
+		}
+	}
+	slices.Sort(t.Keys)
+	t.Keys = slices.Compact(t.Keys)
+	return t
+}
+
+func checkConfigMap(set objectSet, o Object, cm *corev1.ConfigMap, opts Options) []Result {
+	named := cm.Annotations[schemastore.SchemaAnnotation]
+	found := named == ""
+	var governing []schemastore.Governing
+	for _, cs := range set.schemas[cm.Namespace] {
+		if cs.Name == named {
+			found = true
+		}
+		if !schemastore.Governs(cs, cm.Name, cm.Labels, cm.Annotations) {
+			continue
+		}
+		c, err := schemastore.Compile(cs)
+		governing = append(governing, schemastore.Governing{Name: cs.Name, Compiled: c, Generation: cs.Generation, Err: err})
+	}
+	missing := ""
+	var out []Result
+	if !found {
+		if opts.Complete {
+			missing = named
+		} else {
+			out = append(out, result(o, policy.Finding{Rule: policy.ConfigSchema, Path: "metadata.annotations", Message: fmt.Sprintf(
+				"ConfigMap %s/%s names ConfigSchema %q, which is not among the given manifests; pass --complete if they are every object of the namespace.",
+				cm.Namespace, cm.Name, named)}, Unknown))
+		}
+	}
+	for _, f := range schemastore.Findings(cm, governing, missing) {
+		out = append(out, result(o, f, policy.Settings{}.ActionFor(f)))
+	}
+	return out
+}
+
+func result(o Object, f policy.Finding, a policy.Action) Result {
+	return Result{
+		File: o.File, Line: o.Line, Kind: o.Obj.GetObjectKind().GroupVersionKind().Kind,
+		Namespace: o.Obj.GetNamespace(), Name: o.Obj.GetName(),
+		Rule: f.Rule, Action: a, Path: f.Path, Message: f.Message,
+	}
+}
+
+func dedupe(rs []Result) []Result {
+	seen := map[string]bool{}
+	var out []Result
+	for _, r := range rs {
+		if k := r.Path + "\x00" + r.Message; !seen[k] {
+			seen[k] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}

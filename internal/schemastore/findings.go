@@ -1,0 +1,53 @@
+package schemastore
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configward/configward/internal/policy"
+)
+
+// maxViolationsShown bounds one finding's message; the rest are counted.
+const maxViolationsShown = 10
+
+// Findings turns what governs a ConfigMap into config-schema findings, one
+// per broken schema (and one for a named schema that does not exist).
+// Admission and `configward check` both report through it.
+func Findings(cm *corev1.ConfigMap, governing []Governing, missing string) []policy.Finding {
+	object := fmt.Sprintf("ConfigMap %s/%s", cm.Namespace, cm.Name)
+	var out []policy.Finding
+	add := func(msg string) {
+		out = append(out, policy.Finding{Rule: policy.ConfigSchema, Message: msg, Path: "data"})
+	}
+	if missing != "" {
+		add(fmt.Sprintf("%s names ConfigSchema %q in %s, which does not exist in namespace %s: a missing schema never means anything goes. Create the schema first, or fix the annotation.",
+			object, missing, SchemaAnnotation, cm.Namespace))
+	}
+	for _, g := range governing {
+		if g.Compiled == nil {
+			add(fmt.Sprintf("%s is governed by ConfigSchema %q, which does not compile (%v): fix the schema first.", object, g.Name, g.Err))
+			continue
+		}
+		violations := g.Compiled.Validate(cm.Data, cm.BinaryData)
+		if len(violations) == 0 {
+			continue
+		}
+		var b strings.Builder
+		noun := "violations"
+		if len(violations) == 1 {
+			noun = "violation"
+		}
+		fmt.Fprintf(&b, "%s breaks ConfigSchema %q (%d %s); fix the values and apply again:", object, g.Name, len(violations), noun)
+		for i, v := range violations {
+			if i == maxViolationsShown {
+				fmt.Fprintf(&b, "\n  ... and %d more", len(violations)-maxViolationsShown)
+				break
+			}
+			b.WriteString("\n  " + v.String())
+		}
+		add(b.String())
+	}
+	return out
+}

@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/yaml"
+
+	"github.com/configward/configward/internal/check"
+	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/test/framework"
+)
+
+var _ = Describe("configward check", func() {
+	It("gives the same findings offline as the admission webhooks give kubectl", func() {
+		ns := schemaNamespace()
+		objs, err := check.Load([]string{filepath.Join(framework.RepoRoot(), "internal", "check", "testdata", "shop")}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		for _, o := range objs {
+			o.Obj.SetNamespace(ns)
+		}
+		engine, err := policy.NewEngine(context.Background())
+		Expect(err).NotTo(HaveOccurred())
+		// The namespace holds exactly these objects, so the set is complete.
+		results, err := check.Run(context.Background(), engine, objs, check.Options{Complete: true})
+		Expect(err).NotTo(HaveOccurred())
+
+		expect := func(kind string) (denied []string, warned []string) {
+			for _, r := range results {
+				if r.Kind != kind {
+					continue
+				}
+				switch r.Action {
+				case policy.Deny:
+					denied = append(denied, policy.Line(policy.Finding{Rule: r.Rule, Message: r.Message}))
+				case policy.Warn:
+					warned = append(warned, "Warning: "+policy.Warning(policy.Finding{Rule: r.Rule, Message: r.Message}))
+				}
+			}
+			return denied, warned
+		}
+		manifest := func(kind string) string {
+			for _, o := range objs {
+				if o.Obj.GetObjectKind().GroupVersionKind().Kind == kind && o.Obj.GetName() != "flags" {
+					y, err := yaml.Marshal(o.Obj)
+					Expect(err).NotTo(HaveOccurred())
+					return string(y)
+				}
+			}
+			Fail("no " + kind)
+			return ""
+		}
+
+		By("storing the config the Deployment and the ConfigMap depend on")
+		for _, o := range objs {
+			if o.Obj.GetName() == "flags" || o.Obj.GetObjectKind().GroupVersionKind().Kind == "ConfigSchema" {
+				y, err := yaml.Marshal(o.Obj)
+				Expect(err).NotTo(HaveOccurred())
+				apply(string(y))
+			}
+		}
+		Eventually(schemaReady(ns, "settings"), 10*time.Second).Should(Equal("True"))
+
+		for _, kind := range []string{"Deployment", "ConfigMap"} {
+			denied, warned := expect(kind)
+			Expect(denied).NotTo(BeEmpty(), "the fixture should make %s denied", kind)
+			res := env.Kubectl(manifest(kind), "create", "--dry-run=server", "-f", "-")
+			Expect(res.ExitCode).To(Equal(1), kind)
+			Expect(res.Stderr).To(ContainSubstring("denied the request: "+strings.Join(denied, "\n")), kind)
+			var gotWarnings []string
+			for _, l := range strings.Split(res.Stderr, "\n") {
+				if strings.HasPrefix(l, "Warning: ") {
+					gotWarnings = append(gotWarnings, l)
+				}
+			}
+			Expect(gotWarnings).To(ConsistOf(warned), kind)
+		}
+	})
+})
