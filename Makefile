@@ -102,7 +102,7 @@ lint: vet $(STATICCHECK) ## gofmt check, go vet and staticcheck.
 
 .PHONY: clean
 clean: ## Remove built binaries (keeps the cached control plane).
-	rm -f $(BIN)/configward
+	rm -f $(BIN)/configward $(BIN)/configward-demo
 
 .PHONY: help
 help:
@@ -112,3 +112,8 @@ help:
 bench: controlplane ## Run the benchmarks (admission latency, inventory heap) against envtest.
 	$(GO) test ./test/bench/ ./internal/... -count=1 -run '^$$' -bench . -skip BenchmarkInventoryHeap -benchmem
 	$(GO) test ./test/bench/ -count=1 -run '^$$' -bench BenchmarkInventoryHeap -benchtime=1x -benchmem -timeout 20m
+
+.PHONY: demo
+demo: controlplane build ## Walk through configward's rules, schemas and rollouts with the sample manifests in config/samples: runs configward's webhook and controller in-process against a local kube-apiserver, then stays up for your own manifests until Ctrl-C.
+	$(GO) build -o $(BIN)/configward-demo ./test/demo
+	$(BIN)/configward-demo

@@ -94,12 +94,12 @@ type ConfigSchemaStatus struct {
 
 	// GovernedConfigMaps counts the ConfigMaps this schema governs.
 	// +optional
-	GovernedConfigMaps int32 `json:"governedConfigMaps,omitempty"`
+	GovernedConfigMaps int32 `json:"governedConfigMaps"`
 
 	// ViolatingConfigMaps counts governed ConfigMaps that break the schema
 	// (they were stored before it, or while it was not enforced).
 	// +optional
-	ViolatingConfigMaps int32 `json:"violatingConfigMaps,omitempty"`
+	ViolatingConfigMaps int32 `json:"violatingConfigMaps"`
 
 	// Violations lists the first few violating ConfigMaps and their first error.
 	// +optional

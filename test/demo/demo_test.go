@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestDemoRunsToTheWait builds the demo (what `make demo` runs), runs it up
+// to the point where it waits for Ctrl-C, checks that its walkthrough shows
+// every expected outcome, then interrupts it and checks that it cleans up.
+func TestDemoRunsToTheWait(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run this test with `make test` (or `make demo` to see the demo), which builds kube-apiserver, etcd and kubectl and points KUBEBUILDER_ASSETS at them")
+	}
+	bin := filepath.Join(t.TempDir(), "demo")
+	build := exec.Command(goTool(), "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the demo: %v\n%s", err, out)
+	}
+
+	cmd := exec.Command(bin)
+	cmd.Stderr = os.Stderr
+	// Its own process group, so a timeout can kill everything it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 1024)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		// Drain anything after the scanner gave up, so the demo never blocks on a full pipe.
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	defer func() {
+		if stopped {
+			return
+		}
+		// A failed test still stops the demo the way a user would, so it
+		// stops kube-apiserver and etcd (which run in process groups of
+		// their own); SIGKILL only if that does not work.
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(60 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+	}()
+
+	var out strings.Builder
+	timeout := time.After(4 * time.Minute)
+wait:
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("the demo ended before it waited for Ctrl-C; its output:\n%s", out.String())
+			}
+			out.WriteString(line + "\n")
+			if strings.Contains(line, "export KUBECONFIG=") {
+				break wait
+			}
+		case <-timeout:
+			t.Fatalf("the demo did not reach the wait within 4 minutes; its output so far:\n%s", out.String())
+		}
+	}
+	t.Logf("the demo reached the wait after %s", time.Since(start).Round(100*time.Millisecond))
+	walk := out.String()
+	for _, want := range []string{
+		"✓ 01 as expected",
+		"✓ 02 as expected",
+		"configward.dev/config-hash=sha256:",
+		"✓ 03 as expected",
+		`denied the request: [subpath-config] Deployment demo/checkout-subpath`,
+		"✓ 04 as expected",
+		`denied the request: [hot-config-in-env] Deployment demo/checkout-flags-env`,
+		"✓ 05 as expected",
+		`Warning: [secret-in-env] Deployment demo/checkout-worker`,
+		"✓ 06 as expected",
+		`denied the request: [config-schema] ConfigMap demo/checkout-config breaks ConfigSchema "checkout"`,
+		`key "app.yaml" line 3 column 9 at /server/port: expected integer`,
+		"✓ 07 as expected",
+		`ConfigSchema "payments" in configward.dev/schema, which does not exist`,
+		"✓ 08 as expected",
+		"generation=2 configward.dev/config-hash=sha256:",
+		"✓ all 8 steps went as expected",
+		"not in this build yet",
+	} {
+		if !strings.Contains(strings.ToLower(walk), strings.ToLower(want)) {
+			t.Errorf("the walkthrough does not show %q", want)
+		}
+	}
+	if strings.Contains(walk, "✗") {
+		t.Errorf("the walkthrough reports a failed expectation")
+	}
+	if t.Failed() {
+		t.Logf("the walkthrough:\n%s", walk)
+	}
+
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	var rest strings.Builder
+	deadline := time.After(60 * time.Second)
+	for lines != nil {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				lines = nil
+				continue
+			}
+			rest.WriteString(line + "\n")
+		case <-deadline:
+			t.Fatalf("the demo did not stop within 60 s of SIGINT; it printed:\n%s", rest.String())
+		}
+	}
+	select {
+	case err := <-exited:
+		stopped = true
+		if err != nil {
+			t.Errorf("the demo exited with %v after SIGINT; it printed:\n%s", err, rest.String())
+		}
+	case <-deadline:
+		t.Fatalf("the demo did not exit within 60 s of SIGINT")
+	}
+	if !strings.Contains(rest.String(), "stopped; cleaned up ") {
+		t.Errorf("the demo did not say it cleaned up; it printed:\n%s", rest.String())
+	}
+	t.Logf("the demo stopped after %s in all", time.Since(start).Round(100*time.Millisecond))
+}
+
+// goTool is the go command building this test, else go on $PATH.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+}
