@@ -114,3 +114,26 @@ func TestCheckStdinAndExitCodes(t *testing.T) {
 		t.Errorf("missing file: exit %d, want 2", code)
 	}
 }
+
+// The samples `make demo` walks through: check must refuse the same ones the
+// webhook refuses in the demo.
+func TestCheckOnTheSamples(t *testing.T) {
+	const samples = "../../config/samples"
+	out, code := runCLI(t, "", "check", "-f", samples, "--complete")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, out)
+	}
+	for _, want := range []string{
+		samples + "/03-deny-subpath-config.yaml:8: Deny [subpath-config] Deployment demo/checkout-subpath",
+		samples + "/04-deny-hot-config-in-env.yaml:7: Deny [hot-config-in-env] Deployment demo/checkout-flags-env",
+		samples + "/05-warn-secret-in-env.yaml:7: Warn [secret-in-env] Deployment demo/checkout-worker",
+		samples + `/06-deny-config-schema.yaml:7: Deny [config-schema] ConfigMap demo/checkout-config breaks ConfigSchema "checkout"`,
+		`key "app.yaml" line 3 column 9 at /server/port: expected integer, found string "eighty"`,
+		samples + `/07-deny-missing-schema.yaml:7: Deny [config-schema] ConfigMap demo/payments-config names ConfigSchema "payments"`,
+		"11 objects checked, 5 findings",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q\n%s", want, out)
+		}
+	}
+}
