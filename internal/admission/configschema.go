@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/policy"
 	"github.com/configward/configward/internal/schemastore"
 )
 
@@ -63,6 +64,9 @@ func (h *ValidateConfigMaps) Handle(ctx context.Context, req admission.Request) 
 	lines := make([]string, len(findings))
 	for i, f := range findings {
 		lines[i] = line(f)
+		if req.DryRun == nil || !*req.DryRun {
+			decisions.WithLabelValues(f.Rule, string(policy.Deny)).Inc()
+		}
 	}
 	return admission.Denied(strings.Join(lines, "\n"))
 }

@@ -38,7 +38,7 @@ const ValidateWorkloadsPath = "/validate-workloads"
 var (
 	decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_policy_decisions_total",
-		Help: "Findings of configward's rules at admission, by rule and the action taken (Deny, Warn, Audit). Dry-runs are not counted.",
+		Help: "Findings of configward's rules (workload rules and config-schema) at admission, by rule and the action taken (Deny, Warn, Audit). Dry-runs are not counted.",
 	}, []string{"rule", "action"})
 	evaluationSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "configward_policy_evaluation_seconds",

@@ -53,6 +53,11 @@ var _ = Describe("metrics", func() {
 		Expect(counter("configward_config_hash_stamped_total", map[string]string{"kind": "Deployment"})).To(Equal(stamped + 1))
 		Expect(counter("configward_policy_decisions_total", map[string]string{"rule": "secret-in-env", "action": "Warn"})).To(Equal(warned + 1))
 
+		schemaDenied := counter("configward_policy_decisions_total", map[string]string{"rule": "config-schema", "action": "Deny"})
+		res := env.Kubectl(literalConfigMap(ns, "m-orphan", map[string]string{"k": "v"}, "  annotations: {configward.dev/schema: nowhere}\n"), "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(1))
+		Expect(counter("configward_policy_decisions_total", map[string]string{"rule": "config-schema", "action": "Deny"})).To(Equal(schemaDenied + 1))
+
 		apply(configMap(ns, "m-config", map[string]string{"k": "2"}, nil))
 		Eventually(func() float64 {
 			return counter("configward_rollouts_triggered_total", map[string]string{"kind": "Deployment"})
