@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/inventory"
@@ -152,23 +154,14 @@ func (s objectSet) target(k refs.Kind, ns, name string, complete bool) policy.Ta
 	}
 	mode, _ := inventory.ModeOf(o.Obj.GetAnnotations())
 	t := policy.Target{Known: true, Exists: true, Reload: string(mode)}
+	// Key names only: Secret values never leave the manifest.
 	switch obj := o.Obj.(type) {
 	case *corev1.ConfigMap:
-		t.Immutable = obj.Immutable != nil && *obj.Immutable
-		for k := range obj.Data {
-			t.Keys = append(t.Keys, k)
-		}
-		for k := range obj.BinaryData {
-			t.Keys = append(t.Keys, k)
-		}
+		t.Immutable = ptr.Deref(obj.Immutable, false)
+		t.Keys = append(slices.Collect(maps.Keys(obj.Data)), slices.Collect(maps.Keys(obj.BinaryData))...)
 	case *corev1.Secret:
-		t.Immutable = obj.Immutable != nil && *obj.Immutable
-		for k := range obj.Data {
-			t.Keys = append(t.Keys, k)
-		}
-		for k := range obj.StringData {
-			t.Keys = append(t.Keys, k)
-		}
+		t.Immutable = ptr.Deref(obj.Immutable, false)
+		t.Keys = append(slices.Collect(maps.Keys(obj.Data)), slices.Collect(maps.Keys(obj.StringData))...)
 	}
 	slices.Sort(t.Keys)
 	t.Keys = slices.Compact(t.Keys)
