@@ -123,7 +123,6 @@ func run() int {
 type walkthrough struct {
 	env           *framework.Env
 	ctx           context.Context
-	n             int
 	total, failed int
 }
 
