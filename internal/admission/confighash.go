@@ -24,10 +24,6 @@ const (
 	// ConfigHashAnnotation on a pod template holds the hash of the config the
 	// pods consume; a change to it is what rolls the workload.
 	ConfigHashAnnotation = "configward.dev/config-hash"
-	// RolloutAnnotation set to "disabled" on a workload opts it out of
-	// config-hash rollouts.
-	RolloutAnnotation = "configward.dev/rollout"
-	RolloutDisabled   = "disabled"
 )
 
 // ConfigHashPath is where the config-hash webhook is served.
@@ -66,15 +62,15 @@ func (h *ConfigHash) Handle(ctx context.Context, req admission.Request) admissio
 	if err := h.Decoder.DecodeRaw(req.Object, obj); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: cannot decode %s %s/%s: %w", kind.Kind, req.Namespace, req.Name, err))
 	}
-	if obj.GetAnnotations()[RolloutAnnotation] == RolloutDisabled {
-		return admission.Allowed("rollouts disabled by " + RolloutAnnotation)
+	if workload.RolloutsDisabled(obj) {
+		return admission.Allowed("rollouts disabled by " + workload.RolloutAnnotation)
 	}
 	if kind.Kind == "Pod" && metav1.GetControllerOf(obj) != nil {
 		// Its controller's template already carries the hash it was made from.
 		return admission.Allowed("pod created by a controller")
 	}
 	spec, _ := workload.PodSpec(obj)
-	hash, counted, err := h.Inventory.TemplateHash(ctx, req.Namespace, spec, inventory.HashOptions{})
+	hash, counted, err := h.Inventory.TemplateHash(ctx, req.Namespace, spec)
 	if err != nil {
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
 			"configward could not compute the config hash of %s %s/%s (%v); it will not roll when its config changes until it is applied again",
@@ -95,11 +91,11 @@ func (h *ConfigHash) Handle(ctx context.Context, req admission.Request) admissio
 	if req.Operation == admissionv1.Update && h.writerIsAhead(kind.Kind, req.OldObject, current, hash) {
 		return admission.Allowed("config hash set by the writer")
 	}
-	op := jsonpatch.Operation{Operation: "add", Path: workload.AnnotationKeyPatchPath(kind.Kind, ConfigHashAnnotation), Value: hash}
 	if annotations == nil {
-		op = jsonpatch.Operation{Operation: "add", Path: workload.AnnotationPatchPath(kind.Kind), Value: map[string]string{ConfigHashAnnotation: hash}}
+		// A JSON patch cannot add a key to a map that is not there.
+		return patched(req, kind, jsonpatch.Operation{Operation: "add", Path: workload.AnnotationPatchPath(kind.Kind), Value: map[string]string{ConfigHashAnnotation: hash}})
 	}
-	return patched(req, kind, op)
+	return patched(req, kind, jsonpatch.Operation{Operation: "add", Path: workload.AnnotationKeyPatchPath(kind.Kind, ConfigHashAnnotation), Value: hash})
 }
 
 // writerIsAhead guards against a webhook replica whose cache lags behind the

@@ -154,7 +154,7 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	changed := r.triggers.take(req.NamespacedName)
 	annotations, _ := workload.TemplateAnnotations(obj)
 	current, stamped := annotations[admission.ConfigHashAnnotation]
-	if obj.GetAnnotations()[admission.RolloutAnnotation] == admission.RolloutDisabled {
+	if workload.RolloutsDisabled(obj) {
 		if len(changed) > 0 {
 			rolloutsSkipped.WithLabelValues(r.kind.Kind, "opted-out").Inc()
 		}
@@ -167,7 +167,7 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		return reconcile.Result{}, nil
 	}
 	spec, _ := workload.PodSpec(obj)
-	hash, counted, err := r.inv.TemplateHash(ctx, req.Namespace, spec, inventory.HashOptions{})
+	hash, counted, err := r.inv.TemplateHash(ctx, req.Namespace, spec)
 	if err != nil {
 		r.triggers.addAll(req.NamespacedName, changed)
 		return reconcile.Result{}, err

@@ -119,24 +119,14 @@ func (inv *Inventory) Get(ctx context.Context, kind refs.Kind, namespace, name s
 	return o, nil
 }
 
-// HashOptions tune which references take part in the pod-template hash.
-type HashOptions struct {
-	// ExcludeSecrets leaves Secrets out, for namespaces whose policy says
-	// Secret changes must not roll workloads.
-	ExcludeSecrets bool
-}
-
 // TemplateHash computes the pod-template hash of a pod spec in a namespace:
 // every rollout-mode ConfigMap/Secret it consumes, restricted to the keys it
 // consumes. A referenced object that does not exist (yet) counts as missing,
 // optional or not, so its creation changes the hash. counted is the number
 // of objects that took part; zero means there is nothing to stamp.
-func (inv *Inventory) TemplateHash(ctx context.Context, namespace string, spec *corev1.PodSpec, opts HashOptions) (hash string, counted int, err error) {
+func (inv *Inventory) TemplateHash(ctx context.Context, namespace string, spec *corev1.PodSpec) (hash string, counted int, err error) {
 	var entries []digest.Entry
 	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
-		if opts.ExcludeSecrets && c.Kind == refs.Secret {
-			continue
-		}
 		o, err := inv.Get(ctx, c.Kind, namespace, c.Name)
 		if err != nil {
 			return "", 0, err

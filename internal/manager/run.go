@@ -200,12 +200,6 @@ func (p *Process) addProbes(extra ...namedCheck) error {
 	return nil
 }
 
-// AddReadyzCheck lets components that load state (policies, schemas) hold
-// readiness until they can decide.
-func (p *Process) AddReadyzCheck(name string, check healthz.Checker) error {
-	return p.Manager.AddReadyzCheck(name, check)
-}
-
 func (p *Process) cachesSynced(req *http.Request) error {
 	ctx, cancel := context.WithTimeout(req.Context(), time.Second)
 	defer cancel()

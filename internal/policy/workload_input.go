@@ -14,12 +14,6 @@ import (
 // in `configward check`.
 type TargetLookup func(kind refs.Kind, name string) (Target, error)
 
-// RolloutDisabledAnnotation value on a workload opts it out of rollouts.
-const (
-	rolloutAnnotation = "configward.dev/rollout"
-	rolloutDisabled   = "disabled"
-)
-
 // WorkloadInput gathers the input of the workload rules for obj, a workload
 // of the given kind: its references with field paths rooted at the object,
 // and the facts of each target, looked up once per object. Admission and
@@ -53,7 +47,7 @@ func WorkloadInput(req Request, obj client.Object, object, oldObject []byte, loo
 		Object:    object,
 		OldObject: oldObject,
 		Workload: Workload{Kind: kind, Namespace: req.Namespace, Name: req.Name,
-			RolloutDisabled: obj.GetAnnotations()[rolloutAnnotation] == rolloutDisabled},
+			RolloutDisabled: workload.RolloutsDisabled(obj)},
 		References: references,
 	}, nil
 }

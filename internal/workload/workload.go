@@ -104,7 +104,22 @@ func AnnotationKeyPatchPath(kind, key string) string {
 	if p == "" {
 		return ""
 	}
-	return p + "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
+	return p + "/" + pointerEscaper.Replace(key)
+}
+
+// pointerEscaper escapes a JSON-pointer token (RFC 6901).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+// RolloutAnnotation set to RolloutDisabled on a workload opts it out of
+// config-hash rollouts.
+const (
+	RolloutAnnotation = "configward.dev/rollout"
+	RolloutDisabled   = "disabled"
+)
+
+// RolloutsDisabled reports whether obj opted out of config-hash rollouts.
+func RolloutsDisabled(obj metav1.Object) bool {
+	return obj.GetAnnotations()[RolloutAnnotation] == RolloutDisabled
 }
 
 // New returns an empty typed object of kind with its TypeMeta set, so it can

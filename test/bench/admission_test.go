@@ -43,7 +43,7 @@ func BenchmarkConfigHashAdmission(b *testing.B) {
 	// Every reference must be found in the cache: a missing one would still
 	// be hashed (as missing) and stamped, and the benchmark would measure
 	// NotFound lookups instead of the real path.
-	_, counted, err := inv.TemplateHash(ctx, admissionNamespace, &dep.Spec.Template.Spec, inventory.HashOptions{})
+	_, counted, err := inv.TemplateHash(ctx, admissionNamespace, &dep.Spec.Template.Spec)
 	if err != nil {
 		b.Fatal(err)
 	}

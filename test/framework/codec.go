@@ -1,8 +1,6 @@
 package framework
 
 import (
-	"encoding/json"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
@@ -12,5 +10,3 @@ import (
 func serializerFor() runtime.Decoder {
 	return serializer.NewCodecFactory(manager.Scheme()).UniversalDeserializer()
 }
-
-func jsonOf(v any) ([]byte, error) { return json.Marshal(v) }

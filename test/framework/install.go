@@ -3,6 +3,7 @@ package framework
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -56,7 +57,7 @@ func DecodeManifests(path string) ([]client.Object, error) {
 		if len(doc) == 0 {
 			continue
 		}
-		js, err := jsonOf(doc)
+		js, err := json.Marshal(doc)
 		if err != nil {
 			return nil, err
 		}
