@@ -86,8 +86,11 @@ func (h *ValidateConfigSchemas) Handle(_ context.Context, req admission.Request)
 	if err := h.Decoder.DecodeRaw(req.Object, &cs); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the ConfigSchema in this request cannot be decoded: %w", err))
 	}
+	if cs.Namespace == "" {
+		cs.Namespace = req.Namespace
+	}
 	if _, err := schemastore.Compile(&cs); err != nil {
-		return admission.Denied(fmt.Sprintf("ConfigSchema %s/%s does not compile: %v", req.Namespace, cs.Name, err))
+		return admission.Denied(line(schemastore.CompileFailure(&cs, err)))
 	}
 	return admission.Allowed("")
 }

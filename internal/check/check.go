@@ -97,7 +97,7 @@ func checkObject(ctx context.Context, engine *policy.Engine, set objectSet, o Ob
 		return checkConfigMap(set, o, obj, opts), nil
 	case *v1alpha1.ConfigSchema:
 		if _, err := schemastore.Compile(obj); err != nil {
-			return []Result{result(o, policy.Finding{Rule: policy.ConfigSchema, Message: fmt.Sprintf("ConfigSchema %s/%s does not compile: %v", obj.Namespace, obj.Name, err)}, policy.Deny)}, nil
+			return []Result{result(o, schemastore.CompileFailure(obj, err), policy.Deny)}, nil
 		}
 		return nil, nil
 	}

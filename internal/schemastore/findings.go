@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/policy"
 )
 
@@ -50,4 +51,12 @@ func Findings(cm *corev1.ConfigMap, governing []Governing, missing string) []pol
 		add(b.String())
 	}
 	return out
+}
+
+// CompileFailure is the finding for a ConfigSchema that does not compile,
+// which admission refuses and `configward check` reports.
+func CompileFailure(cs *v1alpha1.ConfigSchema, err error) policy.Finding {
+	return policy.Finding{Rule: policy.ConfigSchema, Path: "spec", Message: fmt.Sprintf(
+		"ConfigSchema %s/%s does not compile: %v. Fix the schema and apply again; a stored version that compiled stays in force.",
+		cs.Namespace, cs.Name, err)}
 }

@@ -163,7 +163,7 @@ var _ = Describe("ConfigSchema", func() {
 			y := fmt.Sprintf("apiVersion: configward.dev/v1alpha1\nkind: ConfigSchema\nmetadata: {name: broken, namespace: %s}\nspec:\n  keys:\n  - %s\n    format: yaml\n    schema: %s\n", ns, bad.key, bad.schema)
 			res := env.Kubectl(y, "apply", "-f", "-")
 			Expect(res.ExitCode).To(Equal(1), res.Stdout)
-			Expect(res.Stderr).To(ContainSubstring(`admission webhook "configschemas.validate.configward.dev" denied the request: ConfigSchema ` + ns + `/broken does not compile: spec.` + bad.want))
+			Expect(res.Stderr).To(ContainSubstring(`admission webhook "configschemas.validate.configward.dev" denied the request: [config-schema] ConfigSchema ` + ns + `/broken does not compile: spec.` + bad.want))
 		}
 		res := env.Kubectl(fmt.Sprintf("apiVersion: configward.dev/v1alpha1\nkind: ConfigSchema\nmetadata: {name: broken, namespace: %s}\nspec:\n  keys:\n  - name: a\n    format: xml\n", ns), "apply", "-f", "-")
 		Expect(res.ExitCode).To(Equal(1))
