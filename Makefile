@@ -47,14 +47,14 @@ test: controlplane generate manifests ## Run every test: unit, Rego and the envt
 	$(GO) test ./... -count=1 -timeout 30m
 
 .PHONY: controlplane
-controlplane: $(KUBEBUILDER_ASSETS)/.complete ## Build kube-apiserver, etcd and kubectl (cached).
+controlplane: $(KUBEBUILDER_ASSETS)/.complete ## Build kube-apiserver, kube-controller-manager, etcd and kubectl (cached).
 
 $(ASSETS)/.complete:
-	@echo "Building kube-apiserver and kubectl $(K8S_VERSION) and etcd $(ETCD_VERSION) into $(ASSETS)"
+	@echo "Building kube-apiserver, kube-controller-manager and kubectl $(K8S_VERSION) and etcd $(ETCD_VERSION) into $(ASSETS)"
 	@echo "(a cold build takes 10-15 minutes on 2 cores; the result is cached until the pins change)"
 	mkdir -p $(ASSETS)
 	cd $(TOOLS)/controlplane && $(GO) build -ldflags "$(K8S_LDFLAGS)" -o $(ASSETS)/ \
-		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl
 	cd $(TOOLS)/controlplane && $(GO) build -ldflags "-s -w" -o $(ASSETS)/etcd go.etcd.io/etcd/server/v3
 	$(ASSETS)/kube-apiserver --version | grep -q "$(K8S_VERSION)"
 	touch $@

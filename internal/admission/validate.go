@@ -105,7 +105,7 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 	}
 	dryRun := ptr.Deref(req.DryRun, false)
 	if !dryRun {
-		h.record(obj, d)
+		record(h.Events, obj, d)
 	}
 	return respond(d, dryRun)
 }
@@ -195,12 +195,12 @@ func line(f policy.Finding) string { return policy.Line(f) }
 // record counts every finding and leaves an Event on the object for those
 // the request was allowed with, so the detail survives after kubectl's
 // output scrolls away.
-func (h *ValidateWorkloads) record(obj client.Object, d policy.Decision) {
+func record(events recorder.EventRecorder, obj client.Object, d policy.Decision) {
 	for action, fs := range map[policy.Action][]policy.Finding{policy.Deny: d.Denied, policy.Warn: d.Warned, policy.Audit: d.Audited} {
 		for _, f := range fs {
 			decisions.WithLabelValues(f.Rule, string(action)).Inc()
-			if action != policy.Deny && h.Events != nil && obj.GetName() != "" {
-				h.Events.Eventf(obj, nil, corev1.EventTypeWarning, reason(f.Rule), "Admit", "%s (%s)", line(f), action)
+			if action != policy.Deny && events != nil && obj.GetName() != "" {
+				events.Eventf(obj, nil, corev1.EventTypeWarning, reason(f.Rule), "Admit", "%s (%s)", line(f), action)
 			}
 		}
 	}

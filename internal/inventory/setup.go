@@ -13,15 +13,15 @@ import (
 
 // Start registers the informers the inventory reads, so they start and sync
 // with the manager's cache (and count for readiness) instead of lazily on the
-// first request. With withConsumers, workload informers and the consumer
-// index are registered too.
-func Start(ctx context.Context, c cache.Cache, withConsumers bool) (*Inventory, error) {
+// first request. The informers of consumerKinds are registered too, with
+// the consumer index, so Consumers can answer for those kinds.
+func Start(ctx context.Context, c cache.Cache, consumerKinds []workload.Kind) (*Inventory, error) {
 	objs := []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}}
-	if withConsumers {
-		if err := IndexConsumers(ctx, c, RolloutKinds()); err != nil {
+	if len(consumerKinds) > 0 {
+		if err := IndexConsumers(ctx, c, consumerKinds); err != nil {
 			return nil, err
 		}
-		for _, k := range RolloutKinds() {
+		for _, k := range consumerKinds {
 			obj, _ := workload.New(k.Kind)
 			objs = append(objs, obj)
 		}

@@ -9,11 +9,14 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/webhookserver"
 )
 
@@ -92,6 +95,78 @@ type Webhook struct {
 	CertPollInterval time.Duration
 	EnableHTTP2      bool
 	MaxRequestBytes  int64
+	ChangeControl    ChangeControl
+}
+
+// ChangeControl are the flags of rule out-of-pipeline-edit. They stand in
+// for ConfigPolicy's pipeline identities until that CRD exists: change
+// control is on when at least one pipeline identity is given.
+type ChangeControl struct {
+	PipelineUsers              []string
+	PipelineGroups             []string
+	PipelineServiceAccounts    []string
+	NamespaceSelector          string
+	ConfigwardServiceAccounts  []string
+	CertManagerServiceAccounts []string
+}
+
+// AddFlags registers the change-control flags.
+func (c *ChangeControl) AddFlags(fs *pflag.FlagSet) {
+	fs.StringSliceVar(&c.PipelineUsers, "pipeline-users", nil,
+		"Users that may change and delete governed ConfigMaps and Secrets (rule out-of-pipeline-edit). Change control is off until at least one pipeline user, group or service account is given.")
+	fs.StringSliceVar(&c.PipelineGroups, "pipeline-groups", nil, "Groups whose members may change governed ConfigMaps and Secrets.")
+	fs.StringSliceVar(&c.PipelineServiceAccounts, "pipeline-service-accounts", nil,
+		"Service accounts (namespace/name) that may change governed ConfigMaps and Secrets, e.g. argocd/argocd-application-controller.")
+	fs.StringVar(&c.NamespaceSelector, "change-control-namespace-selector", "",
+		"Label selector of the namespaces whose ConfigMaps and Secrets change control governs; empty selects every namespace the webhook sees.")
+	fs.StringSliceVar(&c.ConfigwardServiceAccounts, "configward-service-accounts", nil,
+		"configward's own service accounts (namespace/name); never blocked. The Helm chart sets them.")
+	fs.StringSliceVar(&c.CertManagerServiceAccounts, "cert-manager-service-accounts", []string{"cert-manager/cert-manager"},
+		"cert-manager controller service accounts (namespace/name); they may renew the Secrets cert-manager manages.")
+}
+
+// Settings turns the flags into the settings of each namespace.
+func (c *ChangeControl) Settings() (func(*corev1.Namespace) changecontrol.Settings, error) {
+	sel, err := labels.Parse(c.NamespaceSelector)
+	if err != nil {
+		return nil, fmt.Errorf("--change-control-namespace-selector: %w", err)
+	}
+	pipeline := changecontrol.Identities{Users: c.PipelineUsers, Groups: c.PipelineGroups}
+	if pipeline.ServiceAccounts, err = serviceAccounts("--pipeline-service-accounts", c.PipelineServiceAccounts); err != nil {
+		return nil, err
+	}
+	own, err := serviceAccounts("--configward-service-accounts", c.ConfigwardServiceAccounts)
+	if err != nil {
+		return nil, err
+	}
+	certManager, err := serviceAccounts("--cert-manager-service-accounts", c.CertManagerServiceAccounts)
+	if err != nil {
+		return nil, err
+	}
+	return func(ns *corev1.Namespace) changecontrol.Settings {
+		var l labels.Set
+		if ns != nil {
+			l = ns.Labels
+		}
+		return changecontrol.Settings{
+			Governed:    !pipeline.Empty() && sel.Matches(l),
+			Pipeline:    pipeline,
+			Configward:  changecontrol.Identities{ServiceAccounts: own},
+			CertManager: changecontrol.Identities{ServiceAccounts: certManager},
+		}
+	}, nil
+}
+
+func serviceAccounts(flag string, in []string) ([]string, error) {
+	out := make([]string, 0, len(in))
+	for _, s := range in {
+		u, err := changecontrol.ParseServiceAccount(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", flag, err)
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }
 
 // AddFlags registers the webhook's flags.
@@ -109,6 +184,7 @@ func (w *Webhook) AddFlags(fs *pflag.FlagSet) {
 		"Serve HTTP/2 as well as HTTP/1.1. Off by default because of the HTTP/2 rapid-reset CVEs; the API server does not need it.")
 	fs.Int64Var(&w.MaxRequestBytes, "max-request-bytes", webhookserver.DefaultMaxRequestBytes,
 		"Largest AdmissionReview accepted. Larger requests are refused with an explanation instead of being decoded.")
+	w.ChangeControl.AddFlags(fs)
 }
 
 // Validate reports flag values that cannot work.
@@ -122,7 +198,8 @@ func (w *Webhook) Validate() error {
 	if w.MaxRequestBytes < 1<<20 {
 		return fmt.Errorf("--max-request-bytes must be at least 1 MiB; the API server sends objects of up to 3 MiB")
 	}
-	return nil
+	_, err := w.ChangeControl.Settings()
+	return err
 }
 
 // Controller are the settings of `configward controller`.

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -25,6 +26,7 @@ import (
 	"github.com/configward/configward/internal/policy"
 	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/webhookserver"
+	"github.com/configward/configward/internal/workload"
 )
 
 // Scheme holds every type configward reads or writes.
@@ -91,7 +93,17 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating webhook manager: %w", err)
 	}
-	inv, err := inventory.Start(context.Background(), mgr.GetCache(), false)
+	// Every workload kind, Pods included, is cached (without managed
+	// fields) so that a delete of config still in use is refused from
+	// memory; Namespaces for their labels and whether they are terminating.
+	inv, err := inventory.Start(context.Background(), mgr.GetCache(), workload.Kinds)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Namespace{}); err != nil {
+		return nil, err
+	}
+	changeControl, err := o.ChangeControl.Settings()
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +129,10 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 		&admission.ValidateConfigSchemas{Decoder: decoder}))
 	srv.Register(admission.ValidateWorkloadsPath, admission.Webhook("validate-workloads", &admission.ValidateWorkloads{
 		Inventory: inv, Engine: engine, Decoder: decoder, Events: mgr.GetEventRecorder("configward-webhook"),
+	}))
+	srv.Register(admission.ValidateConfigChangesPath, admission.Webhook("validate-config-changes", &admission.ValidateConfigChanges{
+		Inventory: inv, Cache: mgr.GetCache(), Live: mgr.GetAPIReader(), Decoder: decoder,
+		Events: mgr.GetEventRecorder("configward-webhook"), ChangeControl: changeControl,
 	}))
 	// The manager only runs its webhook server once someone asks for it.
 	mgr.GetWebhookServer()
@@ -154,7 +170,7 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating controller manager: %w", err)
 	}
-	inv, err := inventory.Start(context.Background(), mgr.GetCache(), true)
+	inv, err := inventory.Start(context.Background(), mgr.GetCache(), inventory.RolloutKinds())
 	if err != nil {
 		return nil, err
 	}

@@ -150,6 +150,29 @@ func New(kind string) (client.Object, bool) {
 	return obj, true
 }
 
+// KindOf names the kind of a typed workload object, which objects read
+// from a cache do not carry in their TypeMeta.
+func KindOf(obj runtime.Object) (Kind, bool) {
+	var kind string
+	switch obj.(type) {
+	case *appsv1.Deployment:
+		kind = "Deployment"
+	case *appsv1.StatefulSet:
+		kind = "StatefulSet"
+	case *appsv1.DaemonSet:
+		kind = "DaemonSet"
+	case *appsv1.ReplicaSet:
+		kind = "ReplicaSet"
+	case *batchv1.Job:
+		kind = "Job"
+	case *batchv1.CronJob:
+		kind = "CronJob"
+	case *corev1.Pod:
+		kind = "Pod"
+	}
+	return Lookup(kind)
+}
+
 // podTemplate returns pointers into obj: the template metadata and pod spec.
 func podTemplate(obj runtime.Object) (*metav1.ObjectMeta, *corev1.PodSpec, bool) {
 	switch o := obj.(type) {

@@ -64,6 +64,9 @@ func TestKinds(t *testing.T) {
 			if got := obj.GetObjectKind().GroupVersionKind(); got != k.GroupVersionKind() {
 				t.Errorf("New GVK = %v, want %v", got, k.GroupVersionKind())
 			}
+			if got, ok := KindOf(obj); !ok || got != k {
+				t.Errorf("KindOf = %v, %v; want %v", got, ok, k)
+			}
 
 			if ann, ok := TemplateAnnotations(obj); !ok || ann != nil {
 				t.Errorf("TemplateAnnotations on empty object = %v, %v; want nil, true", ann, ok)

@@ -105,7 +105,7 @@ func startInventoryCache(b *testing.B, cfg *rest.Config) *inventory.Inventory {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	inv, err := inventory.Start(ctx, ca, false)
+	inv, err := inventory.Start(ctx, ca, nil)
 	if err != nil {
 		cancel()
 		b.Fatal(err)

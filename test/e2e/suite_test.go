@@ -33,8 +33,11 @@ var _ = BeforeSuite(func() {
 			registerHarnessWebhook(p)
 			return nil
 		},
+		Webhook: configureChangeControl,
 	})
 	Expect(err).NotTo(HaveOccurred())
+	Expect(env.StartControllerManager()).To(Succeed())
+	grantTestIdentities()
 	installHarnessWebhook()
 	_, err = env.InstallWebhookConfigurations(context.Background(), skipUnmanagedNamespaces)
 	Expect(err).NotTo(HaveOccurred())

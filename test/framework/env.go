@@ -35,6 +35,9 @@ type Options struct {
 	// CertPollInterval of the webhook server; default 2s so tests wait less
 	// when a file-system event is missed.
 	CertPollInterval time.Duration
+	// Webhook, when set, adjusts the webhook's settings (its flags) before
+	// it is built.
+	Webhook func(*manager.Webhook)
 }
 
 // Env is a running control plane plus configward's webhook.
@@ -49,9 +52,17 @@ type Env struct {
 	CA         *CA
 	// ProbeAddr serves /healthz and /readyz of the webhook process.
 	ProbeAddr string
+	// ControllerManagerLog is the log of kube-controller-manager, once
+	// StartControllerManager ran.
+	ControllerManagerLog string
+	// AuditLog is the API server's audit log (JSON lines) of requests on
+	// ConfigMaps and Secrets, at level Metadata: it shows the audit
+	// annotations admission webhooks add.
+	AuditLog string
 
-	testEnv *envtest.Environment
-	cancel  context.CancelFunc
+	testEnv        *envtest.Environment
+	webhookOptions func(*manager.Webhook)
+	cancel         context.CancelFunc
 	done    chan error
 	stops   []func() error
 }
@@ -74,7 +85,7 @@ func Start(opts Options) (env *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{Dir: dir, CertDir: filepath.Join(dir, "tls")}
+	e := &Env{Dir: dir, CertDir: filepath.Join(dir, "tls"), webhookOptions: opts.Webhook}
 	defer func() {
 		// A failed start must not leave kube-apiserver and etcd running.
 		if err != nil {
@@ -85,6 +96,9 @@ func Start(opts Options) (env *Env, err error) {
 		CRDDirectoryPaths:        []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing:    false,
 		ControlPlaneStartTimeout: 2 * time.Minute,
+	}
+	if err := e.configureAudit(); err != nil {
+		return nil, err
 	}
 	if e.Config, err = e.testEnv.Start(); err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
@@ -106,6 +120,27 @@ func Start(opts Options) (env *Env, err error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  resources: [{group: "", resources: [configmaps, secrets]}]
+- level: None
+`
+
+func (e *Env) configureAudit() error {
+	policy := filepath.Join(e.Dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		return err
+	}
+	e.AuditLog = filepath.Join(e.Dir, "audit.log")
+	e.testEnv.ControlPlane.GetAPIServer().Configure().
+		Set("audit-policy-file", policy).
+		Set("audit-log-path", e.AuditLog)
+	return nil
 }
 
 func (e *Env) writeKubeconfig() error {
@@ -157,10 +192,11 @@ func (e *Env) NewWebhookProcess(shutdownDelay, certPoll time.Duration) (*manager
 	if certPoll == 0 {
 		certPoll = 2 * time.Second
 	}
-	p, err := manager.NewWebhook(e.Config, manager.Webhook{
+	o := manager.Webhook{
 		Common: manager.Common{
 			MetricsAddr:   "0",
 			ProbeAddr:     probe,
+			LogFormat:     "console",
 			ShutdownDelay: shutdownDelay,
 		},
 		BindAddress:      "127.0.0.1:0",
@@ -169,7 +205,14 @@ func (e *Env) NewWebhookProcess(shutdownDelay, certPoll time.Duration) (*manager
 		KeyName:          "tls.key",
 		CertPollInterval: certPoll,
 		MaxRequestBytes:  8 << 20,
-	})
+	}
+	if e.webhookOptions != nil {
+		e.webhookOptions(&o)
+	}
+	if err := o.Validate(); err != nil {
+		return nil, "", err
+	}
+	p, err := manager.NewWebhook(e.Config, o)
 	return p, probe, err
 }
 
@@ -277,8 +320,14 @@ type KubectlResult struct {
 // empty. The binary is $KUBECTL, else kubectl in $KUBEBUILDER_ASSETS (built
 // at the server's version by `make test`), else kubectl on $PATH.
 func (e *Env) Kubectl(stdin string, args ...string) KubectlResult {
+	return e.KubectlEnv(nil, stdin, args...)
+}
+
+// KubectlEnv is Kubectl with extra environment variables ("KEY=value"),
+// e.g. KUBE_EDITOR for `kubectl edit`.
+func (e *Env) KubectlEnv(extra []string, stdin string, args ...string) KubectlResult {
 	cmd := exec.Command(KubectlPath(), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+e.Kubeconfig), extra...)
 	if stdin != "" {
 		cmd.Stdin = bytes.NewBufferString(stdin)
 	}

@@ -1,0 +1,222 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/configward/configward/internal/changecontrol"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/workload"
+)
+
+// ValidateConfigChangesPath is where change control is served.
+const ValidateConfigChangesPath = "/validate-config-changes"
+
+// Change control fails closed: if taking the webhook down let anyone edit
+// governed config, the control would be a suggestion. Kubernetes' own
+// controllers are let through by identity inside the handler, and the Helm
+// chart also skips them with matchConditions before any network hop, so
+// namespace deletion and garbage collection do not depend on configward
+// being up. It records Events, never for dry-runs.
+//
+// +kubebuilder:webhook:path=/validate-config-changes,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=configmaps;secrets,verbs=update;delete,versions=v1,name=changes.validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5
+//
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets;replicasets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=get;list;watch
+
+var breakGlassEdits = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "configward_break_glass_total",
+	Help: "Changes of governed ConfigMaps and Secrets let through with configward.dev/break-glass (updates) or configward.dev/break-glass-delete (deletes), by kind and operation. Dry-runs are not counted.",
+}, []string{"kind", "operation"})
+
+func init() { metrics.Registry.MustRegister(breakGlassEdits) }
+
+// ValidateConfigChanges enforces out-of-pipeline-edit and
+// config-in-use-delete on updates and deletes of ConfigMaps and Secrets.
+type ValidateConfigChanges struct {
+	// Inventory answers which workloads consume an object; its cache must
+	// index every workload kind, Pods included.
+	Inventory *inventory.Inventory
+	// Cache reads Namespaces.
+	Cache client.Reader
+	// Live reads the API server directly. It is used on one path only:
+	// before refusing a delete because of its consumers, each is confirmed
+	// to still exist, since a pipeline that deletes a Deployment and then its
+	// ConfigMap can be faster than the cache.
+	Live    client.Reader
+	Decoder admission.Decoder
+	Events  recorder.EventRecorder
+	// ChangeControl returns the change-control settings of a namespace (nil
+	// when the namespace is not in the cache).
+	ChangeControl func(ns *corev1.Namespace) changecontrol.Settings
+	// Settings returns the rule actions in force in a namespace.
+	Settings func(namespace string) policy.Settings
+}
+
+// Handle implements admission.Handler.
+func (h *ValidateConfigChanges) Handle(ctx context.Context, req admission.Request) admission.Response {
+	kind := req.Kind.Kind
+	if req.Kind.Group != "" || (kind != "ConfigMap" && kind != "Secret") {
+		return admission.Allowed(fmt.Sprintf("configward has no change-control rules for %s", req.Kind))
+	}
+	if want := map[string]string{"ConfigMap": "configmaps", "Secret": "secrets"}[kind]; req.Resource.Resource != want || req.Resource.Group != "" {
+		return admission.Denied(fmt.Sprintf("configward: malformed admission request: kind %s does not match resource %s", req.Kind, req.Resource))
+	}
+	if req.Operation != admissionv1.Update && req.Operation != admissionv1.Delete {
+		return admission.Allowed("")
+	}
+	if len(req.OldObject.Raw) == 0 || (req.Operation == admissionv1.Update && len(req.Object.Raw) == 0) {
+		return admission.Denied(fmt.Sprintf("configward: malformed admission request: %s of a %s without the objects it needs", req.Operation, kind))
+	}
+	old, oldContent, err := h.decode(kind, req.OldObject)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	r := changecontrol.Request{Operation: string(req.Operation), User: req.UserInfo, Kind: kind,
+		Namespace: req.Namespace, Name: old.GetName(), Old: oldContent}
+	obj := old
+	if req.Operation == admissionv1.Update {
+		if obj, r.New, err = h.decode(kind, req.Object); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+	}
+	ns, err := h.namespace(ctx, req.Namespace)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	r.NamespaceTerminating = ns != nil && (ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating)
+	cc := h.ChangeControl(ns)
+	settings := policy.Settings{}
+	if h.Settings != nil {
+		settings = h.Settings(req.Namespace)
+	}
+	var live []client.Object
+	if req.Operation == admissionv1.Delete && settings.ActionFor(policy.Finding{Rule: policy.ConfigInUseDelete}) != policy.Off {
+		consumers, err := h.Inventory.Consumers(ctx, workload.Kinds, refs.Kind(kind), req.Namespace, r.Name)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: looking up the consumers of %s %s/%s: %w", kind, req.Namespace, r.Name, err))
+		}
+		live = changecontrol.Live(consumers)
+		r.Consumers = changecontrol.Names(live)
+	}
+	v := changecontrol.Decide(cc, r)
+	if v.Exempt != "" {
+		return admission.Allowed(v.Exempt)
+	}
+	d := settings.Decide(v.Findings)
+	if deniesInUse(d) {
+		// Confirm with the API server before refusing: the cache may not
+		// have seen a consumer's deletion yet.
+		if r.Consumers, err = h.confirm(ctx, live); err != nil {
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: confirming the consumers of %s %s/%s: %w", kind, req.Namespace, r.Name, err))
+		}
+		d = settings.Decide(changecontrol.Decide(cc, r).Findings)
+	}
+	dryRun := ptr.Deref(req.DryRun, false)
+	resp := respond(d, dryRun)
+	if v.BreakGlass != "" && len(d.Denied) == 0 {
+		h.breakGlass(&resp, obj, req, v, dryRun)
+	}
+	if !dryRun {
+		record(h.Events, obj, d)
+	}
+	return resp
+}
+
+func deniesInUse(d policy.Decision) bool {
+	for _, f := range d.Denied {
+		if f.Rule == policy.ConfigInUseDelete {
+			return true
+		}
+	}
+	return false
+}
+
+// breakGlass answers a break-glass change: allowed, and recorded four ways
+// so the emergency edit is found again when the pipeline next deploys.
+func (h *ValidateConfigChanges) breakGlass(resp *admission.Response, obj client.Object, req admission.Request, v changecontrol.Verdict, dryRun bool) {
+	what := fmt.Sprintf("%s %s/%s", req.Kind.Kind, req.Namespace, obj.GetName())
+	var note string
+	if req.Operation == admissionv1.Delete {
+		note = fmt.Sprintf("break-glass by %s: deleted %s outside the pipeline, reason %q", req.UserInfo.Username, what, v.BreakGlass)
+	} else {
+		note = fmt.Sprintf("break-glass by %s: changed %s of %s outside the pipeline, reason %q", req.UserInfo.Username, strings.Join(v.Changed, ", "), what, v.BreakGlass)
+	}
+	resp.Warnings = append(resp.Warnings, policy.Warning(policy.Finding{Rule: policy.OutOfPipelineEdit,
+		Message: note + ". Recorded; bring the change into version control or the next deployment undoes it."}))
+	if dryRun {
+		return
+	}
+	if resp.AuditAnnotations == nil {
+		resp.AuditAnnotations = map[string]string{}
+	}
+	resp.AuditAnnotations["break-glass"] = note
+	breakGlassEdits.WithLabelValues(req.Kind.Kind, string(req.Operation)).Inc()
+	if h.Events != nil {
+		h.Events.Eventf(obj, nil, corev1.EventTypeWarning, "BreakGlass", string(req.Operation), "%s", note)
+	}
+}
+
+// decode reads a ConfigMap or Secret and takes its content.
+func (h *ValidateConfigChanges) decode(kind string, raw runtime.RawExtension) (client.Object, *changecontrol.Content, error) {
+	if kind == "ConfigMap" {
+		var cm corev1.ConfigMap
+		if err := h.Decoder.DecodeRaw(raw, &cm); err != nil {
+			return nil, nil, fmt.Errorf("configward: the ConfigMap in this request cannot be decoded: %w", err)
+		}
+		return &cm, changecontrol.FromConfigMap(&cm), nil
+	}
+	var s corev1.Secret
+	if err := h.Decoder.DecodeRaw(raw, &s); err != nil {
+		// The decoder's message does not quote the object's content.
+		return nil, nil, fmt.Errorf("configward: the Secret in this request cannot be decoded: %w", err)
+	}
+	return &s, changecontrol.FromSecret(&s), nil
+}
+
+func (h *ValidateConfigChanges) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	var ns corev1.Namespace
+	if err := h.Cache.Get(ctx, types.NamespacedName{Name: name}, &ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("configward: reading namespace %s: %w", name, err)
+	}
+	return &ns, nil
+}
+
+// confirm re-reads consumers from the API server and returns the live ones.
+func (h *ValidateConfigChanges) confirm(ctx context.Context, consumers []client.Object) ([]string, error) {
+	var current []client.Object
+	for _, c := range consumers {
+		k, _ := workload.KindOf(c)
+		fresh, _ := workload.New(k.Kind)
+		err := h.Live.Get(ctx, client.ObjectKeyFromObject(c), fresh)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		current = append(current, fresh)
+	}
+	return changecontrol.Names(changecontrol.Live(current)), nil
+}

@@ -1,0 +1,198 @@
+package changecontrol
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/policy"
+)
+
+func TestChanges(t *testing.T) {
+	base := func() *corev1.ConfigMap {
+		return &corev1.ConfigMap{Data: map[string]string{"a": "1", "b": "2"}, BinaryData: map[string][]byte{"bin": {1}}}
+	}
+	tests := []struct {
+		name string
+		edit func(*corev1.ConfigMap)
+		want []string
+	}{
+		{"nothing", func(*corev1.ConfigMap) {}, nil},
+		{"metadata only", func(c *corev1.ConfigMap) { c.Labels = map[string]string{"x": "y"} }, nil},
+		{"value changed", func(c *corev1.ConfigMap) { c.Data["a"] = "9" }, []string{`data["a"]`}},
+		{"key added and removed", func(c *corev1.ConfigMap) { delete(c.Data, "b"); c.Data["c"] = "" }, []string{`data["b"]`, `data["c"]`}},
+		{"binary data", func(c *corev1.ConfigMap) { c.BinaryData["bin"] = []byte{2} }, []string{`binaryData["bin"]`}},
+		{"made immutable", func(c *corev1.ConfigMap) { c.Immutable = ptr.To(true) }, []string{"immutable"}},
+		{"immutable false is no change", func(c *corev1.ConfigMap) { c.Immutable = ptr.To(false) }, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := base()
+			tt.edit(n)
+			if got := Changes(FromConfigMap(base()), FromConfigMap(n)); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Changes = %q, want %q", got, tt.want)
+			}
+		})
+	}
+
+	old := &corev1.Secret{Data: map[string][]byte{"password": []byte("a")}, Type: corev1.SecretTypeOpaque}
+	viaStringData := &corev1.Secret{Data: map[string][]byte{"password": []byte("a")}, StringData: map[string]string{"password": "b"}, Type: corev1.SecretTypeOpaque}
+	if got := Changes(FromSecret(old), FromSecret(viaStringData)); !reflect.DeepEqual(got, []string{`data["password"]`}) {
+		t.Errorf("stringData change = %q", got)
+	}
+	if old.Data["password"][0] != 'a' {
+		t.Error("FromSecret changed the object it read")
+	}
+	retyped := old.DeepCopy()
+	retyped.Type = corev1.SecretTypeTLS
+	if got := Changes(FromSecret(old), FromSecret(retyped)); !reflect.DeepEqual(got, []string{"type"}) {
+		t.Errorf("type change = %q", got)
+	}
+}
+
+func TestParseServiceAccount(t *testing.T) {
+	if u, err := ParseServiceAccount("ci/deployer"); err != nil || u != "system:serviceaccount:ci:deployer" {
+		t.Errorf("= %q, %v", u, err)
+	}
+	for _, bad := range []string{"deployer", "/x", "ci/", "a/b/c"} {
+		if _, err := ParseServiceAccount(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestDecide(t *testing.T) {
+	human := authenticationv1.UserInfo{Username: "alice", Groups: []string{"system:authenticated"}}
+	deployer := authenticationv1.UserInfo{Username: "system:serviceaccount:ci:deployer", Groups: []string{"system:serviceaccounts"}}
+	releaser := authenticationv1.UserInfo{Username: "bob", Groups: []string{"release-managers"}}
+	certManager := authenticationv1.UserInfo{Username: "system:serviceaccount:cert-manager:cert-manager"}
+	settings := Settings{
+		Governed:    true,
+		Pipeline:    Identities{ServiceAccounts: []string{deployer.Username}, Groups: []string{"release-managers"}},
+		Configward:  Identities{ServiceAccounts: []string{"system:serviceaccount:configward:configward-controller"}},
+		CertManager: Identities{ServiceAccounts: []string{certManager.Username}},
+	}
+	cm := func(data string, ann map[string]string) *Content {
+		return FromConfigMap(&corev1.ConfigMap{Data: map[string]string{"level": data}, ObjectMeta: metav1.ObjectMeta{Annotations: ann}})
+	}
+	update := func(u authenticationv1.UserInfo, old, new *Content) Request {
+		return Request{Operation: "UPDATE", User: u, Kind: "ConfigMap", Namespace: "shop", Name: "flags", Old: old, New: new}
+	}
+	tlsSecret := func(key string, ann map[string]string) *Content {
+		return FromSecret(&corev1.Secret{Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.key": []byte(key)}, ObjectMeta: metav1.ObjectMeta{Annotations: ann}})
+	}
+	issued := map[string]string{"cert-manager.io/certificate-name": "serving"}
+
+	tests := []struct {
+		name     string
+		settings *Settings // nil: the settings above
+		req      Request
+		rules    []string // rule ids of the findings
+		action   policy.Action
+		exempt   bool
+		glass    string
+	}{
+		{name: "human edit of content", req: update(human, cm("info", nil), cm("debug", nil)), rules: []string{policy.OutOfPipelineEdit}},
+		{name: "human metadata-only edit", req: update(human, cm("info", nil), cm("info", map[string]string{"team": "a"}))},
+		{name: "pipeline service account", req: update(deployer, cm("info", nil), cm("debug", nil))},
+		{name: "pipeline group", req: update(releaser, cm("info", nil), cm("debug", nil))},
+		{name: "namespace not governed", settings: &Settings{Pipeline: settings.Pipeline}, req: update(human, cm("info", nil), cm("debug", nil))},
+		{name: "break-glass", req: update(human, cm("info", nil), cm("debug", map[string]string{BreakGlassAnnotation: "INC-1"})), glass: "INC-1"},
+		{name: "break-glass replayed", req: update(human, cm("info", map[string]string{BreakGlassAnnotation: "INC-1"}), cm("debug", map[string]string{BreakGlassAnnotation: "INC-1"})), rules: []string{policy.OutOfPipelineEdit}},
+		{name: "break-glass blank", req: update(human, cm("info", nil), cm("debug", map[string]string{BreakGlassAnnotation: "  "})), rules: []string{policy.OutOfPipelineEdit}},
+		{name: "root CA publisher", req: update(authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:root-ca-cert-publisher"}, cm("a", nil), cm("b", nil)), exempt: true},
+		{name: "configward", req: update(authenticationv1.UserInfo{Username: "system:serviceaccount:configward:configward-controller"}, cm("a", nil), cm("b", nil)), exempt: true},
+		{name: "cert-manager renewing its Secret", req: Request{Operation: "UPDATE", User: certManager, Kind: "Secret", Old: tlsSecret("a", issued), New: tlsSecret("b", issued)}, exempt: true},
+		{name: "cert-manager on a Secret it does not manage", req: Request{Operation: "UPDATE", User: certManager, Kind: "Secret", Old: tlsSecret("a", nil), New: tlsSecret("b", nil)}, rules: []string{policy.OutOfPipelineEdit}},
+		{name: "human on a cert-manager Secret", req: Request{Operation: "UPDATE", User: human, Kind: "Secret", Old: tlsSecret("a", issued), New: tlsSecret("b", issued)}, rules: []string{policy.OutOfPipelineEdit}},
+		{name: "helm release Secret", req: Request{Operation: "DELETE", User: human, Kind: "Secret",
+			Old: FromSecret(&corev1.Secret{Type: HelmReleaseSecretType}), Consumers: []string{"Pod x"}}, exempt: true},
+		{name: "human delete", req: Request{Operation: "DELETE", User: human, Kind: "ConfigMap", Old: cm("a", nil)}, rules: []string{policy.OutOfPipelineEdit}},
+		{name: "human delete with break-glass-delete", req: Request{Operation: "DELETE", User: human, Kind: "ConfigMap", Old: cm("a", map[string]string{BreakGlassDeleteAnnotation: "INC-2"})}, glass: "INC-2"},
+		{name: "human delete in use", req: Request{Operation: "DELETE", User: human, Kind: "ConfigMap", Old: cm("a", nil), Consumers: []string{"Deployment web"}},
+			rules: []string{policy.OutOfPipelineEdit, policy.ConfigInUseDelete}},
+		{name: "in use, ungoverned namespace", settings: &Settings{}, req: Request{Operation: "DELETE", User: human, Kind: "ConfigMap", Old: cm("a", nil), Consumers: []string{"Deployment web"}},
+			rules: []string{policy.ConfigInUseDelete}},
+		{name: "in use, namespace terminating", req: Request{Operation: "DELETE", User: human, Kind: "ConfigMap", Old: cm("a", map[string]string{BreakGlassDeleteAnnotation: "x"}), Consumers: []string{"Deployment web"}, NamespaceTerminating: true}, glass: "x"},
+		{name: "in use, pipeline is warned", req: Request{Operation: "DELETE", User: deployer, Kind: "ConfigMap", Old: cm("a", nil), Consumers: []string{"Deployment web"}},
+			rules: []string{policy.ConfigInUseDelete}, action: policy.Warn},
+		{name: "namespace controller", req: Request{Operation: "DELETE", User: authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:namespace-controller"}, Kind: "ConfigMap", Old: cm("a", nil), Consumers: []string{"Deployment web"}}, exempt: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := settings
+			if tt.settings != nil {
+				s = *tt.settings
+			}
+			v := Decide(s, tt.req)
+			var rules []string
+			for _, f := range v.Findings {
+				rules = append(rules, f.Rule)
+				if tt.action != "" && f.Action != tt.action {
+					t.Errorf("action of %s = %q, want %q", f.Rule, f.Action, tt.action)
+				}
+				if strings.Contains(f.Message, "debug") || strings.Contains(f.Message, `"b"`) {
+					t.Errorf("a value reached the message: %s", f.Message)
+				}
+			}
+			if !reflect.DeepEqual(rules, tt.rules) {
+				t.Errorf("findings = %v, want %v (%+v)", rules, tt.rules, v.Findings)
+			}
+			if (v.Exempt != "") != tt.exempt {
+				t.Errorf("exempt = %q, want %v", v.Exempt, tt.exempt)
+			}
+			if v.BreakGlass != tt.glass {
+				t.Errorf("break-glass = %q, want %q", v.BreakGlass, tt.glass)
+			}
+		})
+	}
+}
+
+func TestDecideMessages(t *testing.T) {
+	v := Decide(Settings{Governed: true}, Request{Operation: "UPDATE", User: authenticationv1.UserInfo{Username: "alice"}, Kind: "Secret", Namespace: "shop", Name: "db",
+		Old: FromSecret(&corev1.Secret{Data: map[string][]byte{"user": []byte("u"), "password": []byte("hunter2")}}),
+		New: FromSecret(&corev1.Secret{Data: map[string][]byte{"user": []byte("v"), "password": []byte("swordfish")}})})
+	want := `alice changes data["password"] and data["user"] of Secret shop/db outside the pipeline. Make the change in version control and let the pipeline apply it; in an emergency, repeat the edit with a new annotation configward.dev/break-glass: "<reason>" (the edit is recorded).`
+	if len(v.Findings) != 1 || v.Findings[0].Message != want {
+		t.Fatalf("findings = %+v\nwant message %s", v.Findings, want)
+	}
+
+	v = Decide(Settings{}, Request{Operation: "DELETE", Kind: "ConfigMap", Namespace: "shop", Name: "flags", Old: &Content{},
+		Consumers: []string{"CronJob a", "Deployment b", "Pod c", "StatefulSet d", "StatefulSet e"}})
+	want = `ConfigMap shop/flags is used by CronJob a, Deployment b, Pod c and 2 more: their pods fail to start or to refresh it once it is gone. Remove the references (or the workloads) first.`
+	if len(v.Findings) != 1 || v.Findings[0].Message != want {
+		t.Fatalf("findings = %+v\nwant message %s", v.Findings, want)
+	}
+}
+
+func TestLive(t *testing.T) {
+	now := metav1.Now()
+	isController := true
+	owned := func(apiVersion, kind string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "o", UID: "u", Controller: &isController}}
+	}
+	objs := []client.Object{
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "going", DeletionTimestamp: &now, Finalizers: []string{"f"}}},
+		&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-1", OwnerReferences: owned("apps/v1", "Deployment")}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1-x", OwnerReferences: owned("apps/v1", "ReplicaSet")}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "operated", OwnerReferences: owned("example.com/v1", "Database")}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bare"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "done"}, Status: corev1.PodStatus{Phase: corev1.PodSucceeded}},
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "migrate"}, Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}},
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "nightly-1", OwnerReferences: owned("batch/v1", "CronJob")}},
+		&batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "nightly"}},
+	}
+	want := []string{"CronJob nightly", "Deployment web", "Pod bare", "Pod operated"}
+	if got := Names(Live(objs)); !reflect.DeepEqual(got, want) {
+		t.Errorf("Live = %q, want %q", got, want)
+	}
+}

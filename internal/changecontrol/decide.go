@@ -1,0 +1,164 @@
+package changecontrol
+
+import (
+	"fmt"
+	"strings"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configward/configward/internal/policy"
+)
+
+// Annotations that open the emergency path.
+const (
+	// BreakGlassAnnotation on an update, with a reason the object did not
+	// carry before, lets that update change content out of the pipeline.
+	BreakGlassAnnotation = "configward.dev/break-glass"
+	// BreakGlassDeleteAnnotation on the stored object lets it be deleted out
+	// of the pipeline. A delete carries no object, so the reason is set first
+	// with a metadata-only update (which anyone may make); the object is
+	// gone afterwards, so the reason cannot be replayed on it.
+	BreakGlassDeleteAnnotation = "configward.dev/break-glass-delete"
+)
+
+// HelmReleaseSecretType is the type of the Secrets Helm keeps release state
+// in. They are Helm's bookkeeping, not configuration, and Helm must be able
+// to update and delete them. A Secret's type is immutable, so no one can
+// turn a configuration Secret into one.
+const HelmReleaseSecretType corev1.SecretType = "helm.sh/release.v1"
+
+// Settings is what governs one namespace.
+type Settings struct {
+	// Governed is true when out-of-pipeline-edit applies in the namespace:
+	// change control is configured (it needs pipeline identities) and
+	// selects the namespace.
+	Governed bool
+	// Pipeline may change and delete governed config.
+	Pipeline Identities
+	// Configward are configward's own service accounts.
+	Configward Identities
+	// CertManager are cert-manager's controller service accounts; they may
+	// change the Secrets cert-manager manages.
+	CertManager Identities
+}
+
+// Request is an UPDATE or DELETE of a ConfigMap or Secret.
+type Request struct {
+	Operation string // "UPDATE" or "DELETE"
+	User      authenticationv1.UserInfo
+	Kind      string // "ConfigMap" or "Secret"
+	Namespace string
+	Name      string
+	// Old is the stored object, New the object after the update (nil on
+	// DELETE).
+	Old, New *Content
+	// NamespaceTerminating is true while the namespace is being deleted.
+	NamespaceTerminating bool
+	// Consumers are the live workloads that reference the object, as
+	// "Kind name" (DELETE only); see Live.
+	Consumers []string
+}
+
+// Verdict is what change control says about a request.
+type Verdict struct {
+	// Exempt, when set, says why the request was not judged at all.
+	Exempt string
+	// Changed lists the content fields an update changes, e.g.
+	// `data["log-level"]`, `immutable` (names only, never values).
+	Changed []string
+	// BreakGlass is the reason of a break-glass change, when it is one.
+	BreakGlass string
+	// Findings are the rules' findings; their action comes from the
+	// policy (policy.Settings.ActionFor).
+	Findings []policy.Finding
+}
+
+// Decide judges one request.
+func Decide(s Settings, r Request) Verdict {
+	if why, ok := KubernetesWriter(r.User); ok {
+		return Verdict{Exempt: why}
+	}
+	if s.Configward.Includes(r.User) {
+		return Verdict{Exempt: "configward itself"}
+	}
+	if r.Kind == "Secret" && r.Old != nil && r.Old.Type == HelmReleaseSecretType {
+		return Verdict{Exempt: "a Helm release Secret"}
+	}
+	if r.Kind == "Secret" && s.CertManager.Includes(r.User) && (r.Old.ManagedByCertManager() || r.New.ManagedByCertManager()) {
+		return Verdict{Exempt: "cert-manager renewing a Secret it manages"}
+	}
+	pipeline := s.Pipeline.Includes(r.User)
+	var v Verdict
+	what := fmt.Sprintf("%s %s/%s", r.Kind, r.Namespace, r.Name)
+	switch r.Operation {
+	case "UPDATE":
+		v.Changed = Changes(r.Old, r.New)
+		if len(v.Changed) == 0 || !s.Governed || pipeline {
+			return v
+		}
+		if reason := newBreakGlass(r.Old, r.New); reason != "" {
+			v.BreakGlass = reason
+			return v
+		}
+		v.Findings = append(v.Findings, policy.Finding{
+			Rule: policy.OutOfPipelineEdit,
+			Path: strings.Join(v.Changed, ", "),
+			Message: fmt.Sprintf("%s changes %s of %s outside the pipeline. Make the change in version control and let the pipeline apply it; in an emergency, repeat the edit with a new annotation %s: \"<reason>\" (the edit is recorded).",
+				r.User.Username, list(v.Changed), what, BreakGlassAnnotation),
+		})
+	case "DELETE":
+		if s.Governed && !pipeline {
+			if reason := r.Old.annotation(BreakGlassDeleteAnnotation); reason != "" {
+				v.BreakGlass = reason
+			} else {
+				v.Findings = append(v.Findings, policy.Finding{
+					Rule: policy.OutOfPipelineEdit,
+					Message: fmt.Sprintf("%s deletes %s outside the pipeline. Delete it through the pipeline; in an emergency, first annotate it with %s: \"<reason>\", then delete it (the delete is recorded).",
+						r.User.Username, what, BreakGlassDeleteAnnotation),
+				})
+			}
+		}
+		if len(r.Consumers) > 0 && !r.NamespaceTerminating {
+			f := policy.Finding{
+				Rule: policy.ConfigInUseDelete,
+				Message: fmt.Sprintf("%s is used by %s: their pods fail to start or to refresh it once it is gone. Remove the references (or the workloads) first.",
+					what, countedList(r.Consumers, 3)),
+			}
+			if pipeline {
+				// Admission sees one request of a change set at a time and
+				// cannot tell whether the same change set deletes the
+				// consumers next (kubectl delete -f goes in file order), so
+				// the pipeline is told, not stopped.
+				f.Action = policy.Warn
+			}
+			v.Findings = append(v.Findings, f)
+		}
+	}
+	return v
+}
+
+// newBreakGlass returns the break-glass reason an update sets, if it sets
+// one the object did not already carry: a reason is good for one edit.
+func newBreakGlass(old, new *Content) string {
+	reason := strings.TrimSpace(new.annotation(BreakGlassAnnotation))
+	if reason == "" || reason == strings.TrimSpace(old.annotation(BreakGlassAnnotation)) {
+		return ""
+	}
+	return reason
+}
+
+func list(items []string) string {
+	if len(items) == 1 {
+		return items[0]
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}
+
+// countedList names the first n items and counts the rest.
+func countedList(items []string, n int) string {
+	if len(items) <= n {
+		return list(items)
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
+}
