@@ -239,7 +239,9 @@ var _ = Describe("change control", func() {
 	It("refuses deleting config in use in a namespace without change control, and allows it once the consumer is gone", func() {
 		plain := newNamespace("inuse", nil)
 		apply(configMap(plain, "flags", map[string]string{"a": "1"}, nil), workloadYAML("Pod", plain, "runner", fmt.Sprintf(envFromSpec, "flags")))
-		Eventually(func() int { return as(human, "", "-n", plain, "delete", "configmap", "flags", "--dry-run=server").ExitCode }, 10*time.Second, 200*time.Millisecond).Should(Equal(1))
+		Eventually(func() int {
+			return as(human, "", "-n", plain, "delete", "configmap", "flags", "--dry-run=server").ExitCode
+		}, 10*time.Second, 200*time.Millisecond).Should(Equal(1))
 		res := as(human, "", "-n", plain, "delete", "configmap", "flags")
 		Expect(res.ExitCode).To(Equal(1))
 		Expect(res.Stderr).To(Equal(fmt.Sprintf("Error from server (Forbidden): admission webhook \"changes.validate.configward.dev\" denied the request: [config-in-use-delete] ConfigMap %s/flags is used by Pod runner: their pods fail to start or to refresh it once it is gone. Remove the references (or the workloads) first.\n", plain)))

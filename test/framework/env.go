@@ -63,8 +63,8 @@ type Env struct {
 	testEnv        *envtest.Environment
 	webhookOptions func(*manager.Webhook)
 	cancel         context.CancelFunc
-	done    chan error
-	stops   []func() error
+	done           chan error
+	stops          []func() error
 }
 
 // RepoRoot is the directory holding go.mod, found from this source file so
