@@ -103,7 +103,7 @@ wait:
 		"✓ 08 as expected",
 		"generation=2 configward.dev/config-hash=sha256:",
 		"✓ all 8 steps went as expected",
-		"not in this build yet",
+		"not shown here: change control",
 	} {
 		if !strings.Contains(strings.ToLower(walk), strings.ToLower(want)) {
 			t.Errorf("the walkthrough does not show %q", want)

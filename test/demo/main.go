@@ -100,7 +100,7 @@ func run() int {
 	}
 
 	fmt.Println()
-	fmt.Println("Not in this build yet, so not shown: the out-of-pipeline-edit and config-in-use-delete rules.")
+	fmt.Println("Not shown here: change control (out-of-pipeline-edit, config-in-use-delete); see README.md, \"Change control\".")
 	fmt.Println()
 	if w.failed > 0 {
 		fmt.Printf("✗ %d of %d steps did not go as expected (see above; logs in %s)\n", w.failed, w.total, logPath)

@@ -250,6 +250,39 @@ var _ = Describe("malformed admission requests sent straight to the webhook", fu
 		Expect(out.Response.Result.Message).To(ContainSubstring("no workload rules for"))
 	})
 
+	It("change control: denies malformed requests, never echoes a Secret, and lets other kinds through", func() {
+		secret := func(mutate func(*admissionv1.AdmissionRequest)) []byte {
+			return review(func(r *admissionv1.AdmissionRequest) {
+				r.Kind = metav1.GroupVersionKind{Version: "v1", Kind: "Secret"}
+				r.Resource = metav1.GroupVersionResource{Version: "v1", Resource: "secrets"}
+				r.Operation = admissionv1.Delete
+				r.Object.Raw = nil
+				r.OldObject.Raw = []byte(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"default"},"data":{"k":"c2VjcmV0"}}`)
+				mutate(r)
+			})
+		}
+		for _, tc := range []struct {
+			mutate func(*admissionv1.AdmissionRequest)
+			want   string
+		}{
+			{func(r *admissionv1.AdmissionRequest) { r.Resource.Resource = "configmaps" }, "does not match resource"},
+			{func(r *admissionv1.AdmissionRequest) { r.OldObject.Raw = nil }, "without the objects it needs"},
+			{func(r *admissionv1.AdmissionRequest) { r.Operation = admissionv1.Update }, "without the objects it needs"},
+			{func(r *admissionv1.AdmissionRequest) {
+				r.OldObject.Raw = []byte(`{"data":{"k":"not base64 c2VjcmV0!"}}`)
+			}, "Secret in this request cannot be decoded"},
+		} {
+			_, out := post(admission.ValidateConfigChangesPath, secret(tc.mutate))
+			Expect(out.Response.UID).To(BeEquivalentTo("uid-1"))
+			Expect(out.Response.Allowed).To(BeFalse(), tc.want)
+			Expect(out.Response.Result.Message).To(ContainSubstring(tc.want))
+			Expect(out.Response.Result.Message).NotTo(ContainSubstring("c2VjcmV0"))
+		}
+		_, out := post(admission.ValidateConfigChangesPath, review(func(*admissionv1.AdmissionRequest) {}))
+		Expect(out.Response.Allowed).To(BeTrue())
+		Expect(out.Response.Result.Message).To(ContainSubstring("no change-control rules for apps/v1, Kind=Deployment"))
+	})
+
 	It("answers a 3 MiB object, and refuses one over the size cap with its UID", func() {
 		pad := strings.Repeat("x", 3<<20)
 		start := time.Now()
