@@ -43,8 +43,8 @@ build: ## Build bin/configward.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/configward ./cmd/configward
 
 .PHONY: test
-test: controlplane generate manifests ## Run every test: unit, Rego and the envtest suites.
-	$(GO) test ./... -count=1 -timeout 30m
+test: controlplane helm generate manifests ## Run every test: unit, Rego, the envtest suites and the Helm chart.
+	CONFIGWARD_HELM=$(HELM) $(GO) test ./... -count=1 -timeout 30m
 
 .PHONY: controlplane
 controlplane: $(KUBEBUILDER_ASSETS)/.complete ## Build kube-apiserver, kube-controller-manager, etcd and kubectl (cached).
@@ -76,10 +76,12 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 	$(CONTROLLER_GEN) object paths=./internal/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook manifests into config/.
+manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook manifests into config/, and copy the CRDs into the chart.
 	$(CONTROLLER_GEN) crd rbac:roleName=configward webhook paths=./internal/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
+	rm -f charts/configward/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/configward/crds/
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when committed generated code or manifests are stale.

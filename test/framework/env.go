@@ -5,7 +5,6 @@
 package framework
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,7 +12,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -38,6 +36,11 @@ type Options struct {
 	// Webhook, when set, adjusts the webhook's settings (its flags) before
 	// it is built.
 	Webhook func(*manager.Webhook)
+	// WithoutWebhook leaves the webhook process to the test (e.g. one that
+	// serves a certificate cert-manager issues).
+	WithoutWebhook bool
+	// ExtraCRDPaths are installed with configward's CRDs.
+	ExtraCRDPaths []string
 }
 
 // Env is a running control plane plus configward's webhook.
@@ -93,7 +96,7 @@ func Start(opts Options) (env *Env, err error) {
 		}
 	}()
 	e.testEnv = &envtest.Environment{
-		CRDDirectoryPaths:        []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		CRDDirectoryPaths:        append([]string{filepath.Join(RepoRoot(), "config", "crd", "bases")}, opts.ExtraCRDPaths...),
 		ErrorIfCRDPathMissing:    false,
 		ControlPlaneStartTimeout: 2 * time.Minute,
 	}
@@ -115,6 +118,9 @@ func Start(opts Options) (env *Env, err error) {
 	}
 	if err := e.RotateServingCertificate(); err != nil {
 		return nil, err
+	}
+	if opts.WithoutWebhook {
+		return e, nil
 	}
 	if err := e.startWebhook(opts); err != nil {
 		return nil, err
@@ -326,24 +332,7 @@ func (e *Env) Kubectl(stdin string, args ...string) KubectlResult {
 // KubectlEnv is Kubectl with extra environment variables ("KEY=value"),
 // e.g. KUBE_EDITOR for `kubectl edit`.
 func (e *Env) KubectlEnv(extra []string, stdin string, args ...string) KubectlResult {
-	cmd := exec.Command(KubectlPath(), args...)
-	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+e.Kubeconfig), extra...)
-	if stdin != "" {
-		cmd.Stdin = bytes.NewBufferString(stdin)
-	}
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	res := KubectlResult{Stdout: out.String(), Stderr: errOut.String()}
-	var exitErr *exec.ExitError
-	switch {
-	case errors.As(err, &exitErr):
-		res.ExitCode = exitErr.ExitCode()
-	case err != nil:
-		res.ExitCode = -1
-		res.Stderr += "\nrunning kubectl: " + err.Error()
-	}
-	return res
+	return runTool(KubectlPath(), append([]string{"KUBECONFIG=" + e.Kubeconfig}, extra...), stdin, args...)
 }
 
 // KubectlPath picks the kubectl binary as Kubectl describes.

@@ -1,0 +1,96 @@
+{{/* Name of every object: the release name, plus "-configward" unless it already says so. */}}
+{{- define "configward.fullname" -}}
+{{- if contains "configward" .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-configward" .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "configward.labels" -}}
+app.kubernetes.io/name: configward
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* Selector labels of one component (webhook or controller). */}}
+{{- define "configward.selectorLabels" -}}
+app.kubernetes.io/name: configward
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "configward.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "configward.webhookServiceAccount" -}}{{ include "configward.fullname" . }}-webhook{{- end -}}
+{{- define "configward.controllerServiceAccount" -}}{{ include "configward.fullname" . }}-controller{{- end -}}
+{{- define "configward.tlsSecret" -}}{{ include "configward.fullname" . }}-webhook-tls{{- end -}}
+
+{{/*
+Namespaces the webhooks never see. kubernetes.io/metadata.name is set by the
+API server from the namespace's name and cannot be changed, so this cannot be
+forged by labelling a namespace.
+*/}}
+{{- define "configward.namespaceSelector" -}}
+matchExpressions:
+- key: kubernetes.io/metadata.name
+  operator: NotIn
+  values:
+  {{- $excluded := concat (list "kube-system" "kube-node-lease" "kube-public" .Release.Namespace .Values.certManager.namespace) .Values.webhooks.excludedNamespaces | uniq }}
+  {{- range $excluded }}
+  - {{ . | quote }}
+  {{- end }}
+- key: configward.dev/ignore
+  operator: DoesNotExist
+{{- end -}}
+
+{{/*
+Requests from Kubernetes' own components are skipped before any network hop,
+so the control plane never waits on configward: kube-apiserver,
+kube-controller-manager and kube-scheduler, the controllers that run as
+service accounts in kube-system (namespace deletion, garbage collection, the
+ReplicaSet/Job/DaemonSet controllers creating pods, the root CA publisher),
+and kubelets (mirror pods). Only cluster administrators can act as these.
+*/}}
+{{- define "configward.matchConditions" -}}
+- name: exclude-control-plane-components
+  expression: "!(request.userInfo.username in ['system:apiserver', 'system:kube-controller-manager', 'system:kube-scheduler'])"
+- name: exclude-kube-system-service-accounts
+  expression: "!request.userInfo.username.startsWith('system:serviceaccount:kube-system:')"
+- name: exclude-nodes
+  expression: "!('system:nodes' in request.userInfo.groups)"
+{{- end -}}
+
+{{/* clientConfig of one webhook: the Service, or externalURL when set. */}}
+{{- define "configward.clientConfig" -}}
+{{- if .root.Values.webhook.externalURL -}}
+url: {{ printf "%s%s" (trimSuffix "/" .root.Values.webhook.externalURL) .path | quote }}
+{{- else -}}
+service:
+  name: {{ include "configward.fullname" .root }}-webhook
+  namespace: {{ .root.Release.Namespace }}
+  path: {{ .path }}
+  port: 443
+{{- end -}}
+{{- end -}}
+
+{{/* The restricted pod security profile. */}}
+{{- define "configward.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "configward.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+privileged: false
+capabilities:
+  drop: [ALL]
+{{- end -}}

@@ -1,0 +1,281 @@
+package chart
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	cmscheme "github.com/cert-manager/cert-manager/pkg/client/clientset/versioned/scheme"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/test/framework"
+)
+
+func TestChart(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "configward Helm chart")
+}
+
+const (
+	release   = "configward"
+	namespace = "configward"
+)
+
+// A Deployment the workload rules refuse whoever sends it: it mounts hot
+// config with subPath.
+func refusedDeployment(ns string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: hot-flags, namespace: %[1]s, annotations: {configward.dev/reload: hot}}
+data: {flags.yaml: "a: 1"}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: checkout, namespace: %[1]s}
+spec:
+  selector: {matchLabels: {app: checkout}}
+  template:
+    metadata: {labels: {app: checkout}}
+    spec:
+      containers:
+      - name: api
+        image: registry.example/api:1
+        volumeMounts: [{name: flags, mountPath: /etc/app/flags.yaml, subPath: flags.yaml}]
+      volumes: [{name: flags, configMap: {name: hot-flags}}]
+`, ns)
+}
+
+const refusal = `admission webhook "validate.configward.dev" denied the request: [subpath-config]`
+
+var _ = Describe("helm install next to cert-manager", Ordered, func() {
+	var (
+		env     *framework.Env
+		c       client.Client
+		certDir string
+		addr    string
+		ctx     context.Context
+		cancel  context.CancelFunc
+		// webhookDone reports the end of the configward webhook process,
+		// which serves every spec after the first.
+		webhookDone chan error
+	)
+
+	AfterAll(func() {
+		cancel()
+		if webhookDone != nil {
+			Expect(<-webhookDone).To(Succeed())
+		}
+	})
+
+	// syncServingCertificate does what the kubelet does for the mounted
+	// Secret: it swaps the issued files into the certificate directory
+	// atomically.
+	syncServingCertificate := func() []byte {
+		var s corev1.Secret
+		Eventually(func() []byte {
+			_ = c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: release + "-webhook-tls"}, &s)
+			return s.Data["tls.crt"]
+		}, 60*time.Second, 250*time.Millisecond).ShouldNot(BeEmpty(), "cert-manager did not issue the serving certificate")
+		Expect(framework.WriteAtomic(certDir, map[string][]byte{"tls.crt": s.Data["tls.crt"], "tls.key": s.Data["tls.key"], "ca.crt": s.Data["ca.crt"]})).To(Succeed())
+		return s.Data["tls.crt"]
+	}
+	servedCertificate := func() []byte {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only reads which certificate is served
+		if err != nil {
+			return nil
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Raw
+	}
+	caBundles := func() [][]byte {
+		var m admissionregistrationv1.MutatingWebhookConfiguration
+		var v admissionregistrationv1.ValidatingWebhookConfiguration
+		if c.Get(ctx, client.ObjectKey{Name: release}, &m) != nil || c.Get(ctx, client.ObjectKey{Name: release}, &v) != nil {
+			return nil
+		}
+		var out [][]byte
+		for _, w := range m.Webhooks {
+			out = append(out, w.ClientConfig.CABundle)
+		}
+		for _, w := range v.Webhooks {
+			out = append(out, w.ClientConfig.CABundle)
+		}
+		return out
+	}
+	installArgs := func() []string {
+		return []string{"-n", namespace, "--set", "webhook.externalURL=https://" + addr, "--set", "certificate.extraDNSNames={localhost}",
+			"--set", "changeControl.pipelineServiceAccounts={ci/deployer}"}
+	}
+
+	BeforeAll(func() {
+		ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
+		crds, err := certManagerCRDs()
+		Expect(err).NotTo(HaveOccurred())
+		env, err = framework.Start(framework.Options{WithoutWebhook: true, ExtraCRDPaths: []string{crds}})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(env.Stop)
+		Expect(cmscheme.AddToScheme(env.Client.Scheme())).To(Succeed())
+		c = env.Client
+		ctx, cancel = context.WithCancel(context.Background())
+		DeferCleanup(cancel)
+		Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cert-manager"}})).To(Succeed())
+		Expect(startCertManager(ctx, env.Config, env.Kubeconfig, "cert-manager")).To(Succeed())
+
+		// The webhook will listen on localhost:<port>, the external URL the
+		// chart puts into its webhook configurations.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		Expect(err).NotTo(HaveOccurred())
+		addr = fmt.Sprintf("localhost:%d", l.Addr().(*net.TCPAddr).Port)
+		Expect(l.Close()).To(Succeed())
+		certDir = filepath.Join(env.Dir, "issued-tls")
+	})
+
+	It("installs with the documented command; cert-manager issues the certificate and injects the CA", func() {
+		res := env.Helm(append([]string{"install", release, chartDir, "--create-namespace"}, installArgs()...)...)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+
+		syncServingCertificate()
+		p, err := manager.NewWebhook(env.Config, manager.Webhook{
+			Common:      manager.Common{MetricsAddr: "0", ProbeAddr: "0", LogFormat: "console"},
+			BindAddress: "127.0.0.1:" + addr[len("localhost:"):], CertDir: certDir, CertName: "tls.crt", KeyName: "tls.key",
+			CertPollInterval: time.Second, MaxRequestBytes: 8 << 20,
+			ChangeControl: manager.ChangeControl{PipelineServiceAccounts: []string{"ci/deployer"}},
+		})
+		Expect(err).NotTo(HaveOccurred())
+		webhookDone = make(chan error, 1)
+		go func() { webhookDone <- p.Run(ctx) }()
+
+		var ca corev1.Secret
+		Eventually(func() error {
+			return c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: release + "-ca"}, &ca)
+		}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
+		Eventually(caBundles, 60*time.Second, 250*time.Millisecond).Should(HaveEach(Equal(ca.Data["tls.crt"])),
+			"cert-manager's CA injector did not put the chart's CA into every webhook")
+		Expect(caBundles()).To(HaveLen(5))
+	})
+
+	It("enforces a rule end to end through kubectl, and lets through what the selectors and match conditions exclude", func() {
+		Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}})).To(Succeed())
+		Eventually(func() string {
+			return env.Kubectl(refusedDeployment("shop"), "apply", "-f", "-").Stderr
+		}, 30*time.Second, 250*time.Millisecond).Should(ContainSubstring(refusal))
+
+		By("namespaces the chart excludes, by name and by label")
+		Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "legacy", Labels: map[string]string{"configward.dev/ignore": "true"}}})).To(Succeed())
+		for _, ns := range []string{"kube-system", "legacy", namespace} {
+			res := env.Kubectl(refusedDeployment(ns), "apply", "--dry-run=server", "-f", "-")
+			Expect(res.ExitCode).To(Equal(0), "%s: %s", ns, res.Stderr)
+		}
+
+		By("each match condition, with an identity it skips")
+		Expect(c.Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "chart-test-system-identities"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{
+				{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "system:kube-controller-manager"},
+				{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "system:serviceaccount:kube-system:replicaset-controller"},
+				{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "system:node:worker-1"},
+				{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"},
+			},
+		})).To(Succeed())
+		for _, tc := range []struct {
+			condition string
+			args      []string
+		}{
+			{"exclude-control-plane-components", []string{"--as=system:kube-controller-manager"}},
+			{"exclude-kube-system-service-accounts", []string{"--as=system:serviceaccount:kube-system:replicaset-controller"}},
+			{"exclude-nodes", []string{"--as=system:node:worker-1", "--as-group=system:nodes"}},
+		} {
+			res := env.Kubectl(refusedDeployment("shop"), append(tc.args, "apply", "--dry-run=server", "-f", "-")...)
+			Expect(res.ExitCode).To(Equal(0), "%s: %s", tc.condition, res.Stderr)
+		}
+		res := env.Kubectl(refusedDeployment("shop"), "--as=alice", "apply", "--dry-run=server", "-f", "-")
+		Expect(res.Stderr).To(ContainSubstring(refusal), "an ordinary user must still be judged")
+	})
+
+	It("keeps serving through a renewal: the webhook loads the new certificate, the CA bundle stays, the API server keeps calling", func() {
+		before := syncServingCertificate()
+		bundles := caBundles()
+		var cert cmapi.Certificate
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: release + "-webhook"}, &cert)).To(Succeed())
+		// What `cmctl renew` does: ask cert-manager to issue again now.
+		cert.Status.Conditions = append(cert.Status.Conditions, cmapi.CertificateCondition{
+			Type: cmapi.CertificateConditionIssuing, Status: cmmeta.ConditionTrue, Reason: "ManuallyTriggered",
+			Message: "renewal requested by the chart test", LastTransitionTime: ptrNow(),
+		})
+		Expect(c.Status().Update(ctx, &cert)).To(Succeed())
+
+		var renewed []byte
+		Eventually(func() bool {
+			renewed = syncServingCertificate()
+			return string(renewed) != string(before)
+		}, 60*time.Second, 500*time.Millisecond).Should(BeTrue(), "cert-manager did not re-issue the certificate")
+		block, _ := pemDecode(renewed)
+		Eventually(servedCertificate, 30*time.Second, 250*time.Millisecond).Should(Equal(block), "the webhook did not load the renewed certificate")
+		Expect(caBundles()).To(Equal(bundles), "the CA bundle must not change when the serving certificate renews")
+		res := env.Kubectl(refusedDeployment("shop"), "apply", "-f", "-")
+		Expect(res.Stderr).To(ContainSubstring(refusal))
+	})
+
+	It("upgrades with changed values", func() {
+		res := env.Helm(append([]string{"upgrade", release, chartDir, "--set", "webhooks.validateWorkloads.failurePolicy=Ignore", "--set", "webhook.replicas=3"}, installArgs()...)...)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		var v admissionregistrationv1.ValidatingWebhookConfiguration
+		Expect(c.Get(ctx, client.ObjectKey{Name: release}, &v)).To(Succeed())
+		for _, w := range v.Webhooks {
+			if w.Name == "validate.configward.dev" {
+				Expect(*w.FailurePolicy).To(Equal(admissionregistrationv1.Ignore))
+			}
+		}
+		var d appsv1.Deployment
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: release + "-webhook"}, &d)).To(Succeed())
+		Expect(*d.Spec.Replicas).To(BeEquivalentTo(3))
+		Eventually(caBundles, 30*time.Second, 250*time.Millisecond).Should(HaveEach(Not(BeEmpty())), "the upgrade lost the injected CA")
+		Expect(env.Kubectl(refusedDeployment("shop"), "apply", "-f", "-").Stderr).To(ContainSubstring(refusal))
+	})
+
+	It("uninstalls without leaving a webhook configuration behind to block the cluster", func() {
+		res := env.Helm("uninstall", release, "-n", namespace, "--wait")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		var m admissionregistrationv1.MutatingWebhookConfigurationList
+		var v admissionregistrationv1.ValidatingWebhookConfigurationList
+		Expect(c.List(ctx, &m)).To(Succeed())
+		Expect(c.List(ctx, &v)).To(Succeed())
+		Expect(m.Items).To(BeEmpty())
+		Expect(v.Items).To(BeEmpty())
+		res = env.Kubectl(refusedDeployment("shop"), "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+	})
+})
+
+func ptrNow() *metav1.Time {
+	t := metav1.Now()
+	return &t
+}
+
+// pemDecode returns the DER of the first PEM block (the leaf).
+func pemDecode(b []byte) ([]byte, error) {
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return nil, errors.New("no PEM block")
+	}
+	return block.Bytes, nil
+}

@@ -1,0 +1,266 @@
+package chart
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/configward/configward/test/framework"
+)
+
+var chartDir = filepath.Join(framework.RepoRoot(), "charts", "configward")
+
+// helm runs helm offline (lint, template).
+func helm(args ...string) framework.KubectlResult {
+	var e *framework.Env
+	return e.Helm(args...)
+}
+
+// render runs `helm template` and splits the output into objects.
+func render(args ...string) []*unstructured.Unstructured {
+	res := helm(append([]string{"template", "configward", chartDir, "-n", "configward", "--kube-version", "1.37.2"}, args...)...)
+	Expect(res.ExitCode).To(Equal(0), res.Stderr)
+	return splitYAML(res.Stdout)
+}
+
+func splitYAML(s string) []*unstructured.Unstructured {
+	dec := yaml.NewYAMLOrJSONDecoder(strings.NewReader(s), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var doc map[string]any
+		if err := dec.Decode(&doc); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			Expect(err).NotTo(HaveOccurred())
+		}
+		if len(doc) > 0 {
+			out = append(out, &unstructured.Unstructured{Object: doc})
+		}
+	}
+}
+
+// typed finds the one object of kind (and name, when given) and converts it.
+func typed[T any](objs []*unstructured.Unstructured, kind, name string) *T {
+	var found []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind && (name == "" || o.GetName() == name) {
+			found = append(found, o)
+		}
+	}
+	Expect(found).To(HaveLen(1), "%s %s", kind, name)
+	var t T
+	Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(found[0].Object, &t)).To(Succeed())
+	return &t
+}
+
+func kinds(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetKind()+"/"+o.GetName())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// generatedWebhooks reads controller-gen's webhook manifests by webhook name.
+func generatedWebhooks() (map[string]admissionregistrationv1.MutatingWebhook, map[string]admissionregistrationv1.ValidatingWebhook) {
+	objs, err := framework.DecodeManifests(filepath.Join(framework.RepoRoot(), "config", "webhook", "manifests.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	m, v := map[string]admissionregistrationv1.MutatingWebhook{}, map[string]admissionregistrationv1.ValidatingWebhook{}
+	for _, o := range objs {
+		switch c := o.(type) {
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			for _, w := range c.Webhooks {
+				m[w.Name] = w
+			}
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			for _, w := range c.Webhooks {
+				v[w.Name] = w
+			}
+		}
+	}
+	return m, v
+}
+
+var _ = Describe("the chart, rendered", func() {
+	It("passes helm lint with default and non-default values", func() {
+		for _, args := range [][]string{
+			nil,
+			{"--set", "certificate.issuerRef.name=corp-ca", "--set", "certificate.issuerRef.kind=ClusterIssuer",
+				"--set", "metrics.serviceMonitor.enabled=true", "--set", "changeControl.pipelineServiceAccounts={argocd/argocd-application-controller}"},
+		} {
+			res := helm(append([]string{"lint", chartDir, "--strict", "--kube-version", "1.37.2"}, args...)...)
+			Expect(res.ExitCode).To(Equal(0), res.Stdout+res.Stderr)
+		}
+	})
+
+	It("renders the documented defaults", func() {
+		objs := render()
+		Expect(kinds(objs)).To(Equal([]string{
+			"Certificate/configward-ca", "Certificate/configward-webhook",
+			"ClusterRole/configward-controller", "ClusterRole/configward-webhook",
+			"ClusterRoleBinding/configward-controller", "ClusterRoleBinding/configward-webhook",
+			"Deployment/configward-controller", "Deployment/configward-webhook",
+			"Issuer/configward-ca", "Issuer/configward-selfsigned",
+			"MutatingWebhookConfiguration/configward",
+			"PodDisruptionBudget/configward-webhook",
+			"Role/configward-leader-election", "RoleBinding/configward-leader-election",
+			"Service/configward-controller-metrics", "Service/configward-webhook",
+			"ServiceAccount/configward-controller", "ServiceAccount/configward-webhook",
+			"ValidatingWebhookConfiguration/configward",
+		}))
+
+		web := typed[appsv1.Deployment](objs, "Deployment", "configward-webhook")
+		ctl := typed[appsv1.Deployment](objs, "Deployment", "configward-controller")
+		Expect(*web.Spec.Replicas).To(BeEquivalentTo(2))
+		Expect(web.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue()).To(Equal(0))
+		Expect(web.Spec.Template.Spec.Affinity.PodAntiAffinity).NotTo(BeNil())
+		Expect(web.Spec.Template.Spec.Containers[0].Args).To(ContainElements("webhook", "--shutdown-delay=5s",
+			"--configward-service-accounts=configward/configward-webhook,configward/configward-controller"))
+		Expect(ctl.Spec.Template.Spec.Containers[0].Args).To(ContainElements("controller", "--leader-elect=true", "--leader-election-namespace=configward"))
+		for _, d := range []*appsv1.Deployment{web, ctl} {
+			pod := d.Spec.Template.Spec
+			Expect(*pod.SecurityContext.RunAsNonRoot).To(BeTrue(), d.Name)
+			Expect(string(pod.SecurityContext.SeccompProfile.Type)).To(Equal("RuntimeDefault"), d.Name)
+			c := pod.Containers[0]
+			Expect(*c.SecurityContext.AllowPrivilegeEscalation).To(BeFalse(), d.Name)
+			Expect(*c.SecurityContext.ReadOnlyRootFilesystem).To(BeTrue(), d.Name)
+			Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(BeEquivalentTo("ALL")), d.Name)
+			Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"), d.Name)
+			Expect(c.LivenessProbe.HTTPGet.Path).To(Equal("/healthz"), d.Name)
+			Expect(c.Resources.Requests).NotTo(BeEmpty(), d.Name)
+			Expect(c.Resources.Limits).NotTo(BeEmpty(), d.Name)
+			for _, m := range c.VolumeMounts {
+				Expect(m.SubPath).To(BeEmpty(), "the certificate must be mounted as a directory so renewals arrive")
+			}
+		}
+
+		vwc := typed[admissionregistrationv1.ValidatingWebhookConfiguration](objs, "ValidatingWebhookConfiguration", "configward")
+		Expect(vwc.Annotations).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", "configward/configward-webhook"))
+		for _, w := range vwc.Webhooks {
+			Expect(w.NamespaceSelector.MatchExpressions[0].Values).To(ConsistOf("kube-system", "kube-node-lease", "kube-public", "configward", "cert-manager"), w.Name)
+			Expect(w.NamespaceSelector.MatchExpressions[1].Key).To(Equal("configward.dev/ignore"))
+			Expect(w.MatchConditions).To(HaveLen(3), w.Name)
+			Expect(*w.ClientConfig.Service.Path).To(HavePrefix("/validate-"))
+		}
+	})
+
+	It("renders non-default values: the user's issuer, an external URL, failure policies, a ServiceMonitor", func() {
+		objs := render("--set", "certificate.issuerRef.name=corp-ca", "--set", "certificate.issuerRef.kind=ClusterIssuer",
+			"--set", "webhook.externalURL=https://localhost:9443", "--set", "webhooks.validateWorkloads.failurePolicy=Ignore",
+			"--set", "webhooks.excludedNamespaces={legacy}", "--set", "metrics.serviceMonitor.enabled=true",
+			"--set", "webhook.replicas=3", "--set", "priorityClassName=system-cluster-critical",
+			"--set", "changeControl.pipelineServiceAccounts={ci/deployer}", "--set", "changeControl.namespaceSelector=team=payments")
+		Expect(kinds(objs)).NotTo(ContainElement(HavePrefix("Issuer/")), "with a user's issuer the chart makes none")
+		cert := typed[unstructured.Unstructured](objs, "Certificate", "configward-webhook")
+		Expect(cert.Object["spec"].(map[string]any)["issuerRef"]).To(Equal(map[string]any{"name": "corp-ca", "kind": "ClusterIssuer"}))
+		Expect(kinds(objs)).To(ContainElements("ServiceMonitor/configward-webhook", "ServiceMonitor/configward-controller"))
+
+		vwc := typed[admissionregistrationv1.ValidatingWebhookConfiguration](objs, "ValidatingWebhookConfiguration", "configward")
+		for _, w := range vwc.Webhooks {
+			Expect(*w.ClientConfig.URL).To(HavePrefix("https://localhost:9443/validate-"))
+			Expect(w.ClientConfig.Service).To(BeNil())
+			Expect(w.NamespaceSelector.MatchExpressions[0].Values).To(ContainElement("legacy"))
+			if w.Name == "validate.configward.dev" {
+				Expect(string(*w.FailurePolicy)).To(Equal("Ignore"))
+			}
+		}
+		web := typed[appsv1.Deployment](objs, "Deployment", "configward-webhook")
+		Expect(*web.Spec.Replicas).To(BeEquivalentTo(3))
+		Expect(web.Spec.Template.Spec.PriorityClassName).To(Equal("system-cluster-critical"))
+		Expect(web.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--pipeline-service-accounts=ci/deployer", "--change-control-namespace-selector=team=payments"))
+	})
+
+	It("refuses wrong values at install time, from values.schema.json", func() {
+		for _, tc := range []struct{ set, want string }{
+			{"webhooks.configHash.failurePolicy=Never", "value must be one of 'Fail', 'Ignore'"},
+			{"webhook.replicaz=3", "additional properties 'replicaz' not allowed"},
+			{"changeControl.pipelineServiceAccounts={deployer}", "pipelineServiceAccounts/0"},
+			{"webhook.shutdownDelay=5", "shutdownDelay"},
+		} {
+			res := helm("template", "configward", chartDir, "--kube-version", "1.37.2", "--set", tc.set)
+			Expect(res.ExitCode).NotTo(Equal(0), tc.set)
+			Expect(res.Stderr).To(ContainSubstring(tc.want), tc.set)
+		}
+	})
+
+	It("stays in step with config/: the same CRDs, webhook rules and RBAC", func() {
+		generated, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "config", "crd", "bases", "*.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		inChart, err := filepath.Glob(filepath.Join(chartDir, "crds", "*.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(len(inChart)).To(Equal(len(generated)), "run make manifests")
+		for _, g := range generated {
+			want, _ := os.ReadFile(g)
+			got, err := os.ReadFile(filepath.Join(chartDir, "crds", filepath.Base(g)))
+			Expect(err).NotTo(HaveOccurred(), "run make manifests")
+			Expect(bytes.Equal(got, want)).To(BeTrue(), "%s differs from config/crd: run make manifests", filepath.Base(g))
+		}
+
+		objs := render()
+		genM, genV := generatedWebhooks()
+		mwc := typed[admissionregistrationv1.MutatingWebhookConfiguration](objs, "MutatingWebhookConfiguration", "configward")
+		vwc := typed[admissionregistrationv1.ValidatingWebhookConfiguration](objs, "ValidatingWebhookConfiguration", "configward")
+		Expect(mwc.Webhooks).To(HaveLen(len(genM)))
+		Expect(vwc.Webhooks).To(HaveLen(len(genV)))
+		for _, w := range mwc.Webhooks {
+			g, ok := genM[w.Name]
+			Expect(ok).To(BeTrue(), "the chart has a webhook config/ does not: %s", w.Name)
+			Expect(w.Rules).To(Equal(g.Rules), w.Name)
+			Expect(*w.ClientConfig.Service.Path).To(Equal(*g.ClientConfig.Service.Path), w.Name)
+			Expect(w.SideEffects).To(Equal(g.SideEffects), w.Name)
+			Expect(w.FailurePolicy).To(Equal(g.FailurePolicy), w.Name)
+			Expect(w.ReinvocationPolicy).To(Equal(g.ReinvocationPolicy), w.Name)
+			Expect(w.AdmissionReviewVersions).To(Equal(g.AdmissionReviewVersions), w.Name)
+		}
+		for _, w := range vwc.Webhooks {
+			g, ok := genV[w.Name]
+			Expect(ok).To(BeTrue(), "the chart has a webhook config/ does not: %s", w.Name)
+			Expect(w.Rules).To(Equal(g.Rules), w.Name)
+			Expect(*w.ClientConfig.Service.Path).To(Equal(*g.ClientConfig.Service.Path), w.Name)
+			Expect(w.SideEffects).To(Equal(g.SideEffects), w.Name)
+			Expect(w.FailurePolicy).To(Equal(g.FailurePolicy), w.Name)
+			Expect(w.AdmissionReviewVersions).To(Equal(g.AdmissionReviewVersions), w.Name)
+		}
+
+		// Every permission the code's markers ask for is granted to one of
+		// the chart's two roles.
+		roleObjs, err := framework.DecodeManifests(filepath.Join(framework.RepoRoot(), "config", "rbac", "role.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		granted := map[string]bool{}
+		for _, name := range []string{"configward-webhook", "configward-controller"} {
+			for _, r := range typed[rbacv1.ClusterRole](objs, "ClusterRole", name).Rules {
+				for _, g := range r.APIGroups {
+					for _, res := range r.Resources {
+						for _, v := range r.Verbs {
+							granted[g+"/"+res+"/"+v] = true
+						}
+					}
+				}
+			}
+		}
+		for _, r := range roleObjs[0].(*rbacv1.ClusterRole).Rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						Expect(granted).To(HaveKey(g+"/"+res+"/"+v), "config/rbac asks for it; the chart does not grant it")
+					}
+				}
+			}
+		}
+	})
+})

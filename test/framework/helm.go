@@ -1,0 +1,50 @@
+package framework
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+)
+
+// HelmPath is the helm binary: $CONFIGWARD_HELM (which `make test` sets to
+// the helm it builds from test/tools/helm), else helm on $PATH.
+func HelmPath() string {
+	if p := os.Getenv("CONFIGWARD_HELM"); p != "" {
+		return p
+	}
+	return "helm"
+}
+
+// Helm runs the real helm binary against the test API server (or offline,
+// for lint and template). Helm's caches go under the Env's directory so
+// runs leave nothing in $HOME.
+func (e *Env) Helm(args ...string) KubectlResult {
+	env := []string{}
+	if e != nil {
+		env = append(env, "KUBECONFIG="+e.Kubeconfig, "HELM_CACHE_HOME="+e.Dir+"/helm/cache",
+			"HELM_CONFIG_HOME="+e.Dir+"/helm/config", "HELM_DATA_HOME="+e.Dir+"/helm/data")
+	}
+	return runTool(HelmPath(), env, "", args...)
+}
+
+func runTool(bin string, extraEnv []string, stdin string, args ...string) KubectlResult {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), extraEnv...)
+	if stdin != "" {
+		cmd.Stdin = bytes.NewBufferString(stdin)
+	}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	res := KubectlResult{Stdout: out.String(), Stderr: errOut.String()}
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(err, &exitErr):
+		res.ExitCode = exitErr.ExitCode()
+	case err != nil:
+		res.ExitCode = -1
+		res.Stderr += "\nrunning " + bin + ": " + err.Error()
+	}
+	return res
+}
