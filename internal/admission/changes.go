@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -21,6 +20,7 @@ import (
 	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/workload"
 )
@@ -64,11 +64,12 @@ type ValidateConfigChanges struct {
 	Live    client.Reader
 	Decoder admission.Decoder
 	Events  recorder.EventRecorder
-	// ChangeControl returns the change-control settings of a namespace (nil
-	// when the namespace is not in the cache).
+	// ChangeControl returns the change-control settings of a namespace
+	// from the webhook's flags (nil when the namespace is not in the cache);
+	// the pipeline identities of the ConfigPolicies selecting it are added.
 	ChangeControl func(ns *corev1.Namespace) changecontrol.Settings
-	// Settings returns the rule actions in force in a namespace.
-	Settings func(namespace string) policy.Settings
+	// Policies are the ConfigPolicies in force.
+	Policies *policystore.Store
 }
 
 // Handle implements admission.Handler.
@@ -98,16 +99,18 @@ func (h *ValidateConfigChanges) Handle(ctx context.Context, req admission.Reques
 			return admission.Errored(http.StatusBadRequest, err)
 		}
 	}
-	ns, err := h.namespace(ctx, req.Namespace)
+	ns, err := policystore.LookupNamespace(ctx, h.Cache, req.Namespace)
 	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: %w", err))
 	}
 	r.NamespaceTerminating = ns != nil && (ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating)
+	active := h.Policies.Current()
 	cc := h.ChangeControl(ns)
-	settings := policy.Settings{}
-	if h.Settings != nil {
-		settings = h.Settings(req.Namespace)
+	if fromPolicies := active.Pipeline(ns); !fromPolicies.Empty() {
+		cc.Pipeline = cc.Pipeline.Merge(fromPolicies)
+		cc.Governed = true
 	}
+	settings := active.Settings(ns)
 	var live []client.Object
 	if req.Operation == admissionv1.Delete && settings.ActionFor(policy.Finding{Rule: policy.ConfigInUseDelete}) != policy.Off {
 		consumers, err := h.Inventory.Consumers(ctx, workload.Kinds, refs.Kind(kind), req.Namespace, r.Name)
@@ -121,6 +124,8 @@ func (h *ValidateConfigChanges) Handle(ctx context.Context, req admission.Reques
 	if v.Exempt != "" {
 		return admission.Allowed(v.Exempt)
 	}
+	// Exemptions count from the stored object: an edit cannot exempt itself.
+	notes := settings.Exempt(v.Findings, old.GetAnnotations())
 	d := settings.Decide(v.Findings)
 	if deniesInUse(d) {
 		// Confirm with the API server before refusing: the cache may not
@@ -128,10 +133,13 @@ func (h *ValidateConfigChanges) Handle(ctx context.Context, req admission.Reques
 		if r.Consumers, err = h.confirm(ctx, live); err != nil {
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: confirming the consumers of %s %s/%s: %w", kind, req.Namespace, r.Name, err))
 		}
-		d = settings.Decide(changecontrol.Decide(cc, r).Findings)
+		findings := changecontrol.Decide(cc, r).Findings
+		settings.Exempt(findings, old.GetAnnotations())
+		d = settings.Decide(findings)
 	}
 	dryRun := ptr.Deref(req.DryRun, false)
 	resp := respond(d, dryRun)
+	resp.Warnings = append(resp.Warnings, notes...)
 	if v.BreakGlass != "" && len(d.Denied) == 0 {
 		h.breakGlass(&resp, obj, req, v, dryRun)
 	}
@@ -190,17 +198,6 @@ func (h *ValidateConfigChanges) decode(kind string, raw runtime.RawExtension) (c
 		return nil, nil, fmt.Errorf("configward: the Secret in this request cannot be decoded: %w", err)
 	}
 	return &s, changecontrol.FromSecret(&s), nil
-}
-
-func (h *ValidateConfigChanges) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
-	var ns corev1.Namespace
-	if err := h.Cache.Get(ctx, types.NamespacedName{Name: name}, &ns); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("configward: reading namespace %s: %w", name, err)
-	}
-	return &ns, nil
 }
 
 // confirm re-reads consumers from the API server and returns the live ones.

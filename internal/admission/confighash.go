@@ -13,10 +13,12 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -46,6 +48,10 @@ func init() { metrics.Registry.MustRegister(hashesStamped) }
 type ConfigHash struct {
 	Inventory *inventory.Inventory
 	Decoder   admission.Decoder
+	// Namespaces (a cache) and Policies give the rollout settings of the
+	// ConfigPolicies selecting the namespace.
+	Namespaces client.Reader
+	Policies   *policystore.Store
 }
 
 // Handle implements admission.Handler.
@@ -69,8 +75,16 @@ func (h *ConfigHash) Handle(ctx context.Context, req admission.Request) admissio
 		// Its controller's template already carries the hash it was made from.
 		return admission.Allowed("pod created by a controller")
 	}
+	ns, err := policystore.LookupNamespace(ctx, h.Namespaces, req.Namespace)
+	if err != nil {
+		return admission.Allowed("").WithWarnings(fmt.Sprintf("configward could not read namespace %s (%v); no config hash stamped", req.Namespace, err))
+	}
+	enabled, includeSecrets := h.Policies.Current().Rollouts(ns)
+	if !enabled {
+		return admission.Allowed("rollouts disabled by ConfigPolicy")
+	}
 	spec, _ := workload.PodSpec(obj)
-	hash, counted, err := h.Inventory.TemplateHash(ctx, req.Namespace, spec)
+	hash, counted, err := h.Inventory.TemplateHash(ctx, req.Namespace, spec, includeSecrets)
 	if err != nil {
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
 			"configward could not compute the config hash of %s %s/%s (%v); it will not roll when its config changes until it is applied again",

@@ -4,14 +4,16 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/schemastore"
 )
 
@@ -33,6 +35,11 @@ const (
 type ValidateConfigMaps struct {
 	Schemas *schemastore.Store
 	Decoder admission.Decoder
+	// Policies and Namespaces give config-schema's action in the namespace
+	// and whether a ConfigMap may exempt itself.
+	Policies   *policystore.Store
+	Namespaces client.Reader
+	Events     recorder.EventRecorder
 }
 
 // Handle implements admission.Handler.
@@ -61,14 +68,20 @@ func (h *ValidateConfigMaps) Handle(ctx context.Context, req admission.Request) 
 	if len(findings) == 0 {
 		return admission.Allowed("")
 	}
-	lines := make([]string, len(findings))
-	for i, f := range findings {
-		lines[i] = line(f)
-		if req.DryRun == nil || !*req.DryRun {
-			decisions.WithLabelValues(f.Rule, string(policy.Deny)).Inc()
-		}
+	ns, err := policystore.LookupNamespace(ctx, h.Namespaces, req.Namespace)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: %w", err))
 	}
-	return admission.Denied(strings.Join(lines, "\n"))
+	settings := h.Policies.Current().Settings(ns)
+	notes := settings.Exempt(findings, cm.Annotations)
+	d := settings.Decide(findings)
+	dryRun := ptr.Deref(req.DryRun, false)
+	if !dryRun {
+		record(h.Events, &cm, d)
+	}
+	resp := respond(d, dryRun)
+	resp.Warnings = append(resp.Warnings, notes...)
+	return resp
 }
 
 // ValidateConfigSchemas rejects schemas that do not compile, with the

@@ -20,6 +20,7 @@ import (
 
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/workload"
 )
@@ -47,16 +48,22 @@ var (
 	})
 )
 
-func init() { metrics.Registry.MustRegister(decisions, evaluationSeconds) }
+var exemptionsUsed = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "configward_exemptions_total",
+	Help: "Findings audited instead of enforced because the object carries configward.dev/exempt.<rule-id> with a reason and its ConfigPolicy allows it, by rule. Dry-runs are not counted.",
+}, []string{"rule"})
+
+func init() { metrics.Registry.MustRegister(decisions, evaluationSeconds, exemptionsUsed) }
 
 // ValidateWorkloads runs the workload rules on Pods and the workload kinds.
 type ValidateWorkloads struct {
 	Inventory *inventory.Inventory
-	Engine    *policy.Engine
-	Decoder   admission.Decoder
-	Events    recorder.EventRecorder
-	// Settings returns the actions in force in a namespace.
-	Settings func(namespace string) policy.Settings
+	// Policies are the rules and ConfigPolicies in force; Namespaces (a
+	// cache) says which policies select the request's namespace.
+	Policies   *policystore.Store
+	Namespaces client.Reader
+	Decoder    admission.Decoder
+	Events     recorder.EventRecorder
 }
 
 // Handle implements admission.Handler.
@@ -79,7 +86,13 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: gathering facts for %s %s/%s: %w", kind.Kind, req.Namespace, name, err))
 	}
-	version := h.Engine.Current()
+	ns, err := policystore.LookupNamespace(ctx, h.Namespaces, req.Namespace)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: %w", err))
+	}
+	// One consistent set of rules and settings for the whole request.
+	active := h.Policies.Current()
+	version := active.Version
 	value, err := input.Value(version)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: %s %s/%s: %w", kind.Kind, req.Namespace, name, err))
@@ -90,10 +103,8 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: evaluating rules for %s %s/%s: %w", kind.Kind, req.Namespace, name, err))
 	}
-	settings := policy.Settings{}
-	if h.Settings != nil {
-		settings = h.Settings(req.Namespace)
-	}
+	settings := active.Settings(ns)
+	notes := settings.Exempt(findings, obj.GetAnnotations())
 	d := settings.Decide(findings)
 	if req.Operation == admissionv1.Update && h.podSpecUnchanged(kind.Kind, req, obj) {
 		// The request does not change what the pods consume: a rollout
@@ -107,7 +118,9 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 	if !dryRun {
 		record(h.Events, obj, d)
 	}
-	return respond(d, dryRun)
+	resp = respond(d, dryRun)
+	resp.Warnings = append(resp.Warnings, notes...)
+	return resp
 }
 
 func (h *ValidateWorkloads) podSpecUnchanged(kind string, req admission.Request, obj client.Object) bool {
@@ -180,10 +193,14 @@ func respond(d policy.Decision, dryRun bool) admission.Response {
 	if len(d.Audited) > 0 && !dryRun {
 		resp.AuditAnnotations = map[string]string{}
 		for _, f := range d.Audited {
+			l := line(f)
+			if f.Exemption != "" {
+				l += " (" + actionNote(f, policy.Audit) + ")"
+			}
 			if prev, ok := resp.AuditAnnotations[f.Rule]; ok {
-				resp.AuditAnnotations[f.Rule] = prev + "\n" + line(f)
+				resp.AuditAnnotations[f.Rule] = prev + "\n" + l
 			} else {
-				resp.AuditAnnotations[f.Rule] = line(f)
+				resp.AuditAnnotations[f.Rule] = l
 			}
 		}
 	}
@@ -199,11 +216,22 @@ func record(events recorder.EventRecorder, obj client.Object, d policy.Decision)
 	for action, fs := range map[policy.Action][]policy.Finding{policy.Deny: d.Denied, policy.Warn: d.Warned, policy.Audit: d.Audited} {
 		for _, f := range fs {
 			decisions.WithLabelValues(f.Rule, string(action)).Inc()
+			if f.Exemption != "" {
+				exemptionsUsed.WithLabelValues(f.Rule).Inc()
+			}
 			if action != policy.Deny && events != nil && obj.GetName() != "" {
-				events.Eventf(obj, nil, corev1.EventTypeWarning, reason(f.Rule), "Admit", "%s (%s)", line(f), action)
+				events.Eventf(obj, nil, corev1.EventTypeWarning, reason(f.Rule), "Admit", "%s (%s)", line(f), actionNote(f, action))
 			}
 		}
 	}
+}
+
+// actionNote says what was done with a finding, and why when exempted.
+func actionNote(f policy.Finding, action policy.Action) string {
+	if f.Exemption != "" {
+		return fmt.Sprintf("%s: exempted by %s%s: %q", action, policy.ExemptAnnotationPrefix, f.Rule, f.Exemption)
+	}
+	return string(action)
 }
 
 // reason turns a rule id into an Event reason ("secret-in-env" ->

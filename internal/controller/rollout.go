@@ -53,6 +53,9 @@ type RolloutOptions struct {
 	// before it is re-stamped, so that several objects changed together
 	// (one `kubectl apply` of three ConfigMaps) give one rollout.
 	BatchWindow time.Duration
+	// Settings returns the rollout settings of the ConfigPolicies selecting
+	// a namespace (nil: rollouts on, Secrets included).
+	Settings func(ctx context.Context, namespace string) (enabled, includeSecrets bool, err error)
 }
 
 // SetupRollouts registers one rollout controller per workload kind.
@@ -64,6 +67,7 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			events:   mgr.GetEventRecorder("configward-rollout"),
 			kind:     k,
 			window:   opts.BatchWindow,
+			settings: opts.Settings,
 			triggers: &triggerLog{byWorkload: map[types.NamespacedName]map[string]bool{}},
 		}
 		obj, _ := workload.New(k.Kind)
@@ -89,6 +93,7 @@ type rollout struct {
 	events   recorder.EventRecorder
 	kind     workload.Kind
 	window   time.Duration
+	settings func(ctx context.Context, namespace string) (enabled, includeSecrets bool, err error)
 	triggers *triggerLog
 }
 
@@ -166,8 +171,22 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		// config it consumes really changes.
 		return reconcile.Result{}, nil
 	}
+	enabled, includeSecrets := true, true
+	if r.settings != nil {
+		var err error
+		if enabled, includeSecrets, err = r.settings(ctx, req.Namespace); err != nil {
+			r.triggers.addAll(req.NamespacedName, changed)
+			return reconcile.Result{}, err
+		}
+	}
+	if !enabled {
+		if len(changed) > 0 {
+			rolloutsSkipped.WithLabelValues(r.kind.Kind, "policy-disabled").Inc()
+		}
+		return reconcile.Result{}, nil
+	}
 	spec, _ := workload.PodSpec(obj)
-	hash, counted, err := r.inv.TemplateHash(ctx, req.Namespace, spec)
+	hash, counted, err := r.inv.TemplateHash(ctx, req.Namespace, spec, includeSecrets)
 	if err != nil {
 		r.triggers.addAll(req.NamespacedName, changed)
 		return reconcile.Result{}, err

@@ -123,10 +123,15 @@ func (inv *Inventory) Get(ctx context.Context, kind refs.Kind, namespace, name s
 // every rollout-mode ConfigMap/Secret it consumes, restricted to the keys it
 // consumes. A referenced object that does not exist (yet) counts as missing,
 // optional or not, so its creation changes the hash. counted is the number
-// of objects that took part; zero means there is nothing to stamp.
-func (inv *Inventory) TemplateHash(ctx context.Context, namespace string, spec *corev1.PodSpec) (hash string, counted int, err error) {
+// of objects that took part; zero means there is nothing to stamp. Without
+// includeSecrets (a ConfigPolicy's rollouts.excludeSecrets), Secrets take no
+// part.
+func (inv *Inventory) TemplateHash(ctx context.Context, namespace string, spec *corev1.PodSpec, includeSecrets bool) (hash string, counted int, err error) {
 	var entries []digest.Entry
 	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
+		if c.Kind == refs.Secret && !includeSecrets {
+			continue
+		}
 		o, err := inv.Get(ctx, c.Kind, namespace, c.Name)
 		if err != nil {
 			return "", 0, err

@@ -23,7 +23,7 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/controller"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
@@ -95,25 +95,24 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	}
 	// Every workload kind, Pods included, is cached (without managed
 	// fields) so that a delete of config still in use is refused from
-	// memory; Namespaces for their labels and whether they are terminating.
+	// memory; Namespaces (watchPolicies) for their labels and whether they
+	// are terminating.
 	inv, err := inventory.Start(context.Background(), mgr.GetCache(), workload.Kinds)
 	if err != nil {
-		return nil, err
-	}
-	if _, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Namespace{}); err != nil {
 		return nil, err
 	}
 	changeControl, err := o.ChangeControl.Settings()
 	if err != nil {
 		return nil, err
 	}
-	decoder := cradmission.NewDecoder(mgr.GetScheme())
-	srv.Register(admission.ConfigHashPath, admission.Webhook("config-hash",
-		&admission.ConfigHash{Inventory: inv, Decoder: decoder}))
-	engine, err := policy.NewEngine(context.Background())
+	policies, policiesSynced, err := watchPolicies(mgr)
 	if err != nil {
 		return nil, err
 	}
+	decoder := cradmission.NewDecoder(mgr.GetScheme())
+	events := mgr.GetEventRecorder("configward-webhook")
+	srv.Register(admission.ConfigHashPath, admission.Webhook("config-hash",
+		&admission.ConfigHash{Inventory: inv, Decoder: decoder, Namespaces: mgr.GetCache(), Policies: policies}))
 	schemaInformer, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.ConfigSchema{})
 	if err != nil {
 		return nil, err
@@ -124,15 +123,17 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 		return nil, err
 	}
 	srv.Register(admission.ValidateConfigMapsPath, admission.Webhook("validate-configmaps",
-		&admission.ValidateConfigMaps{Schemas: schemas, Decoder: decoder}))
+		&admission.ValidateConfigMaps{Schemas: schemas, Decoder: decoder, Policies: policies, Namespaces: mgr.GetCache(), Events: events}))
 	srv.Register(admission.ValidateConfigSchemasPath, admission.Webhook("validate-configschemas",
 		&admission.ValidateConfigSchemas{Decoder: decoder}))
+	srv.Register(admission.ValidateConfigPoliciesPath, admission.Webhook("validate-configpolicies",
+		&admission.ValidateConfigPolicies{Decoder: decoder}))
 	srv.Register(admission.ValidateWorkloadsPath, admission.Webhook("validate-workloads", &admission.ValidateWorkloads{
-		Inventory: inv, Engine: engine, Decoder: decoder, Events: mgr.GetEventRecorder("configward-webhook"),
+		Inventory: inv, Policies: policies, Namespaces: mgr.GetCache(), Decoder: decoder, Events: events,
 	}))
 	srv.Register(admission.ValidateConfigChangesPath, admission.Webhook("validate-config-changes", &admission.ValidateConfigChanges{
 		Inventory: inv, Cache: mgr.GetCache(), Live: mgr.GetAPIReader(), Decoder: decoder,
-		Events: mgr.GetEventRecorder("configward-webhook"), ChangeControl: changeControl,
+		Events: events, ChangeControl: changeControl, Policies: policies,
 	}))
 	// The manager only runs its webhook server once someone asks for it.
 	mgr.GetWebhookServer()
@@ -140,7 +141,12 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	if err := p.addProbes(
 		namedCheck{"webhook-server", srv.StartedChecker()},
 		namedCheck{"serving-certificate", srv.CertificateChecker()},
-		namedCheck{"policies-loaded", func(*http.Request) error { return engine.Ready() }},
+		namedCheck{"policies-loaded", func(*http.Request) error {
+			if !policiesSynced() {
+				return errors.New("ConfigPolicies not loaded yet")
+			}
+			return nil
+		}},
 		namedCheck{"schemas-loaded", func(*http.Request) error {
 			if !schemasSynced() {
 				return errors.New("ConfigSchemas not compiled yet")
@@ -151,6 +157,25 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// watchPolicies starts the ConfigPolicy store on the manager's cache, with
+// the Namespace informer the policies' selectors need.
+func watchPolicies(mgr ctrlmanager.Manager) (*policystore.Store, func() bool, error) {
+	ctx := context.Background()
+	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
+		return nil, nil, err
+	}
+	policies, err := policystore.New(ctx, ctrl.Log.WithName("configpolicy"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("compiling the built-in rules: %w", err)
+	}
+	informer, err := mgr.GetCache().GetInformer(ctx, &v1alpha1.ConfigPolicy{})
+	if err != nil {
+		return nil, nil, err
+	}
+	synced, err := policies.Watch(informer)
+	return policies, synced, err
 }
 
 // NewController builds the leader-elected controller process.
@@ -174,7 +199,24 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := controller.SetupRollouts(mgr, inv, controller.RolloutOptions{BatchWindow: o.RolloutBatchWindow}); err != nil {
+	policies, _, err := watchPolicies(mgr)
+	if err != nil {
+		return nil, err
+	}
+	if err := controller.SetupRollouts(mgr, inv, controller.RolloutOptions{
+		BatchWindow: o.RolloutBatchWindow,
+		Settings: func(ctx context.Context, namespace string) (bool, bool, error) {
+			ns, err := policystore.LookupNamespace(ctx, mgr.GetCache(), namespace)
+			if err != nil {
+				return false, false, err
+			}
+			enabled, includeSecrets := policies.Current().Rollouts(ns)
+			return enabled, includeSecrets, nil
+		},
+	}); err != nil {
+		return nil, err
+	}
+	if err := controller.SetupConfigPolicies(mgr); err != nil {
 		return nil, err
 	}
 	if err := controller.SetupConfigSchemas(mgr); err != nil {

@@ -1,5 +1,10 @@
 package policy
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Action is what happens to a request a rule finds a problem with.
 type Action string
 
@@ -35,27 +40,108 @@ var Defaults = map[string]Action{
 	ConfigInUseDelete: Deny,
 }
 
-// Settings are the actions in force for one request; until ConfigPolicy
-// lands they are the defaults.
-type Settings struct {
-	// Actions overrides the action of a rule for every finding of it.
-	Actions map[string]Action
+// strictness orders actions: where several policies set a rule, the
+// strictest wins.
+var strictness = map[Action]int{Off: 0, Audit: 1, Warn: 2, Deny: 3}
+
+// Stricter returns the stricter of two actions.
+func Stricter(a, b Action) Action {
+	if strictness[b] > strictness[a] {
+		return b
+	}
+	return a
 }
 
-// ActionFor decides the action of a finding: an explicit setting for the
-// rule wins, then the finding's own default, then the rule's default, and
-// finally Warn for a rule nobody configured (a custom rule).
+// Builtin reports whether id is a built-in rule.
+func Builtin(id string) bool {
+	_, ok := Defaults[id]
+	return ok || id == SubpathConfig
+}
+
+// Settings are the actions in force in one namespace, merged from the
+// ConfigPolicies that select it (the zero value: built-in defaults).
+type Settings struct {
+	// Actions holds, per rule, the strictest action the policies set.
+	Actions map[string]Action
+	// Defaulted marks built-in rules that at least one selecting policy
+	// leaves at its default: the default then takes part in "strictest wins".
+	Defaulted map[string]bool
+	// Custom holds the custom rules the selecting policies declare, with
+	// their default action. When Scoped, the findings of custom rules no
+	// selecting policy declares are dropped: a policy's custom rules apply
+	// only where that policy does.
+	Custom map[string]Action
+	Scoped bool
+	// Exemptible lists the rules every selecting policy lets objects exempt
+	// themselves from (configward.dev/exempt.<rule-id>).
+	Exemptible map[string]bool
+}
+
+// ActionFor decides the action of a finding. An exempted finding is
+// audited. Otherwise the policies' action for the rule counts, made
+// stricter by the default when a policy leaves the rule at its default.
+// The default is the finding's own (subpath-config), the rule's, a custom
+// rule's declared action, and finally Warn for a custom rule nobody
+// configured (offline, without policies).
 func (s Settings) ActionFor(f Finding) Action {
-	if a, ok := s.Actions[f.Rule]; ok {
-		return a
+	if f.Exemption != "" {
+		return Audit
 	}
-	if f.Action != "" {
-		return f.Action
+	def := f.Action
+	if def == "" {
+		if a, ok := Defaults[f.Rule]; ok {
+			def = a
+		} else if a, ok := s.Custom[f.Rule]; ok {
+			def = a
+		} else if Builtin(f.Rule) {
+			def = Deny
+		} else if s.Scoped {
+			return Off
+		} else {
+			def = Warn
+		}
 	}
-	if a, ok := Defaults[f.Rule]; ok {
-		return a
+	a, ok := s.Actions[f.Rule]
+	if !ok {
+		return def
 	}
-	return Warn
+	if s.Defaulted[f.Rule] {
+		return Stricter(a, def)
+	}
+	return a
+}
+
+// ExemptAnnotationPrefix, followed by a rule id, is the annotation an
+// object exempts itself from that rule with; its value is the reason.
+const ExemptAnnotationPrefix = "configward.dev/exempt."
+
+// Exempt marks the findings the object's annotations exempt, where the
+// settings allow it, and returns notes for exemptions that do not count
+// (not allowed, or without a reason), so the user learns why.
+func (s Settings) Exempt(findings []Finding, annotations map[string]string) (notes []string) {
+	seen := map[string]bool{}
+	for i := range findings {
+		f := &findings[i]
+		reason, ok := annotations[ExemptAnnotationPrefix+f.Rule]
+		if !ok {
+			continue
+		}
+		reason = strings.TrimSpace(reason)
+		switch {
+		case reason == "":
+			if !seen[f.Rule] {
+				notes = append(notes, fmt.Sprintf("%s%s has no reason, so it does not count", ExemptAnnotationPrefix, f.Rule))
+			}
+		case !s.Exemptible[f.Rule]:
+			if !seen[f.Rule] {
+				notes = append(notes, fmt.Sprintf("%s%s is not allowed here: no ConfigPolicy governing this namespace lets objects exempt themselves from %s (rules.%s.allowExemption)", ExemptAnnotationPrefix, f.Rule, f.Rule, f.Rule))
+			}
+		default:
+			f.Exemption = reason
+		}
+		seen[f.Rule] = true
+	}
+	return notes
 }
 
 // Decision sorts findings by action.

@@ -37,6 +37,9 @@ type Finding struct {
 	// Action, when the rule sets it, is the rule's default for this finding
 	// (subpath-config: Deny for hot config, Warn where rollouts are off).
 	Action Action `json:"action,omitempty"`
+	// Exemption is the reason of an exemption the object carries for this
+	// rule and its policy allows; the finding is then audited.
+	Exemption string `json:"-"`
 }
 
 // Version is one compiled set of modules.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/go-logr/logr"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +22,7 @@ import (
 	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/refs"
 )
 
@@ -38,12 +41,12 @@ func BenchmarkConfigHashAdmission(b *testing.B) {
 	createNamespace(b, c, admissionNamespace)
 	dep := seedAdmissionFixture(b, ctx, c)
 
-	inv := startInventoryCache(b, cfg)
+	inv, namespaces := startInventoryCache(b, cfg)
 
 	// Every reference must be found in the cache: a missing one would still
 	// be hashed (as missing) and stamped, and the benchmark would measure
 	// NotFound lookups instead of the real path.
-	_, counted, err := inv.TemplateHash(ctx, admissionNamespace, &dep.Spec.Template.Spec)
+	_, counted, err := inv.TemplateHash(ctx, admissionNamespace, &dep.Spec.Template.Spec, true)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -73,7 +76,11 @@ func BenchmarkConfigHashAdmission(b *testing.B) {
 		Operation: admissionv1.Create,
 		Object:    runtime.RawExtension{Raw: raw},
 	}}
-	h := &admission.ConfigHash{Inventory: inv, Decoder: cradmission.NewDecoder(manager.Scheme())}
+	policies, err := policystore.New(ctx, logr.Discard())
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := &admission.ConfigHash{Inventory: inv, Decoder: cradmission.NewDecoder(manager.Scheme()), Namespaces: namespaces, Policies: policies}
 
 	resp := h.Handle(ctx, req)
 	if !resp.Allowed {
@@ -96,7 +103,7 @@ func BenchmarkConfigHashAdmission(b *testing.B) {
 // startInventoryCache builds the webhook's cache (inventory.CacheOptions, the
 // project's scheme), registers the inventory's informers, starts it and waits
 // for it to sync. The cache stops when the benchmark ends.
-func startInventoryCache(b *testing.B, cfg *rest.Config) *inventory.Inventory {
+func startInventoryCache(b *testing.B, cfg *rest.Config) (*inventory.Inventory, client.Reader) {
 	b.Helper()
 	opts := inventory.CacheOptions()
 	opts.Scheme = manager.Scheme()
@@ -107,6 +114,10 @@ func startInventoryCache(b *testing.B, cfg *rest.Config) *inventory.Inventory {
 	ctx, cancel := context.WithCancel(context.Background())
 	inv, err := inventory.Start(ctx, ca, nil)
 	if err != nil {
+		cancel()
+		b.Fatal(err)
+	}
+	if _, err := ca.GetInformer(ctx, &corev1.Namespace{}); err != nil {
 		cancel()
 		b.Fatal(err)
 	}
@@ -121,7 +132,7 @@ func startInventoryCache(b *testing.B, cfg *rest.Config) *inventory.Inventory {
 	if !ca.WaitForCacheSync(ctx) {
 		b.Fatal("cache did not sync")
 	}
-	return inv
+	return inv, ca
 }
 
 func referencedConfigMaps() []string {

@@ -152,6 +152,11 @@ var _ = Describe("the chart, rendered", func() {
 		vwc := typed[admissionregistrationv1.ValidatingWebhookConfiguration](objs, "ValidatingWebhookConfiguration", "configward")
 		Expect(vwc.Annotations).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", "configward/configward-webhook"))
 		for _, w := range vwc.Webhooks {
+			Expect(w.MatchConditions).To(HaveLen(3), w.Name)
+			if w.Name == "configpolicies.validate.configward.dev" {
+				Expect(w.NamespaceSelector).To(BeNil(), "ConfigPolicies are cluster-scoped")
+				continue
+			}
 			Expect(w.NamespaceSelector.MatchExpressions[0].Values).To(ConsistOf("kube-system", "kube-node-lease", "kube-public", "configward", "cert-manager"), w.Name)
 			Expect(w.NamespaceSelector.MatchExpressions[1].Key).To(Equal("configward.dev/ignore"))
 			Expect(w.MatchConditions).To(HaveLen(3), w.Name)
@@ -174,7 +179,9 @@ var _ = Describe("the chart, rendered", func() {
 		for _, w := range vwc.Webhooks {
 			Expect(*w.ClientConfig.URL).To(HavePrefix("https://localhost:9443/validate-"))
 			Expect(w.ClientConfig.Service).To(BeNil())
-			Expect(w.NamespaceSelector.MatchExpressions[0].Values).To(ContainElement("legacy"))
+			if w.NamespaceSelector != nil {
+				Expect(w.NamespaceSelector.MatchExpressions[0].Values).To(ContainElement("legacy"))
+			}
 			if w.Name == "validate.configward.dev" {
 				Expect(string(*w.FailurePolicy)).To(Equal("Ignore"))
 			}

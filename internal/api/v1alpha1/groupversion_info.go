@@ -24,7 +24,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &ConfigSchema{}, &ConfigSchemaList{})
+	s.AddKnownTypes(GroupVersion, &ConfigSchema{}, &ConfigSchemaList{}, &ConfigPolicy{}, &ConfigPolicyList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

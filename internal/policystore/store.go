@@ -1,0 +1,281 @@
+package policystore
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/labels"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/changecontrol"
+	"github.com/configward/configward/internal/policy"
+)
+
+var (
+	loads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configward_policy_loads_total",
+		Help: "ConfigPolicy generations the webhook tried to put in force, by result: loaded, or failed (the last good generation stays in force).",
+	}, []string{"result"})
+	activeVersion = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "configward_policy_active_info",
+		Help: "1 for the hash of the rule set in force (built-in rules plus every ConfigPolicy's custom rules).",
+	}, []string{"hash"})
+)
+
+func init() { metrics.Registry.MustRegister(loads, activeVersion) }
+
+// Active is one consistent set of policies in force: the compiled rules and
+// the policies their settings come from. Requests take it once and use it
+// throughout.
+type Active struct {
+	Version  *policy.Version
+	policies []*Compiled // sorted by name
+}
+
+// Store holds the policies in force.
+type Store struct {
+	log    logr.Logger
+	mu     sync.Mutex // serialises loads
+	good   map[string]*Compiled
+	active atomic.Pointer[Active]
+}
+
+// New starts with the built-in rules and no policy.
+func New(ctx context.Context, log logr.Logger) (*Store, error) {
+	v, err := policy.Compile(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{log: log, good: map[string]*Compiled{}}
+	s.publish(&Active{Version: v})
+	return s, nil
+}
+
+// Current is the set in force.
+func (s *Store) Current() *Active { return s.active.Load() }
+
+func (s *Store) publish(a *Active) {
+	old := s.active.Swap(a)
+	if old != nil {
+		activeVersion.DeleteLabelValues(old.Version.Hash)
+	}
+	activeVersion.WithLabelValues(a.Version.Hash).Set(1)
+}
+
+// Watch loads every ConfigPolicy the informer adds or updates, and forgets
+// deleted ones. The returned function reports, for readiness, whether the
+// policies listed at start have been loaded.
+func (s *Store) Watch(informer cache.Informer) (synced func() bool, err error) {
+	reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.observe(obj) },
+		UpdateFunc: func(_, obj any) { s.observe(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if cp, ok := obj.(*v1alpha1.ConfigPolicy); ok {
+				s.Forget(cp.Name)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return reg.HasSynced, nil
+}
+
+func (s *Store) observe(obj any) {
+	if cp, ok := obj.(*v1alpha1.ConfigPolicy); ok {
+		_ = s.Load(context.Background(), cp)
+	}
+}
+
+// Load puts a generation of a policy in force if it compiles, alone and
+// with the others; otherwise the policy's last good generation stays.
+func (s *Store) Load(ctx context.Context, cp *v1alpha1.ConfigPolicy) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g, ok := s.good[cp.Name]; ok && g.Generation == cp.Generation {
+		return nil
+	}
+	c, err := Compile(ctx, cp)
+	if err == nil {
+		next := maps.Clone(s.good)
+		next[cp.Name] = c
+		err = s.swap(ctx, next)
+	}
+	if err != nil {
+		loads.WithLabelValues("failed").Inc()
+		kept := "none (built-in defaults apply where it selects)"
+		if g, ok := s.good[cp.Name]; ok {
+			kept = "generation " + itoa(g.Generation) + " (" + g.Hash[:12] + ")"
+		}
+		s.log.Error(err, "ConfigPolicy generation not loaded; the last good generation stays in force",
+			"policy", cp.Name, "generation", cp.Generation, "inForce", kept)
+		return err
+	}
+	loads.WithLabelValues("loaded").Inc()
+	s.log.Info("ConfigPolicy loaded", "policy", cp.Name, "generation", cp.Generation, "hash", c.Hash,
+		"activeRules", s.Current().Version.Hash)
+	return nil
+}
+
+// Forget takes a deleted policy out of force.
+func (s *Store) Forget(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.good[name]; !ok {
+		return
+	}
+	next := maps.Clone(s.good)
+	delete(next, name)
+	if err := s.swap(context.Background(), next); err != nil {
+		s.log.Error(err, "ConfigPolicy deleted, but the remaining policies did not compile; the previous set stays in force", "policy", name)
+		return
+	}
+	s.log.Info("ConfigPolicy removed", "policy", name, "activeRules", s.Current().Version.Hash)
+}
+
+// swap compiles the rules of a set of policies and puts the set in force.
+func (s *Store) swap(ctx context.Context, set map[string]*Compiled) error {
+	modules := map[string]string{}
+	var list []*Compiled
+	for _, name := range slices.Sorted(maps.Keys(set)) {
+		list = append(list, set[name])
+		maps.Copy(modules, set[name].modules)
+	}
+	v, err := policy.Compile(ctx, modules)
+	if err != nil {
+		return err
+	}
+	s.good = set
+	s.publish(&Active{Version: v, policies: list})
+	return nil
+}
+
+// selecting returns the policies that select the namespace. A namespace
+// the cache does not know yet is matched with no labels.
+func (a *Active) selecting(ns *corev1.Namespace) []*Compiled {
+	var l map[string]string
+	if ns != nil {
+		l = ns.Labels
+	}
+	var out []*Compiled
+	for _, p := range a.policies {
+		if p.selector.Matches(labelSet(l)) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Settings merges the rule settings of the policies selecting ns: the
+// strictest action wins, a rule is exemptible only if every selecting
+// policy allows it, and custom rules apply only where a policy declaring
+// them selects.
+func (a *Active) Settings(ns *corev1.Namespace) policy.Settings {
+	sel := a.selecting(ns)
+	if len(a.policies) == 0 {
+		return policy.Settings{}
+	}
+	s := policy.Settings{Actions: map[string]policy.Action{}, Defaulted: map[string]bool{},
+		Custom: map[string]policy.Action{}, Exemptible: map[string]bool{}, Scoped: true}
+	exemptVotes := map[string]int{}
+	for _, p := range sel {
+		for _, r := range p.spec.CustomRules {
+			act := policy.Action(r.Action)
+			if act == "" {
+				act = policy.Warn
+			}
+			if prev, ok := s.Custom[r.ID]; ok {
+				act = policy.Stricter(prev, act)
+			}
+			s.Custom[r.ID] = act
+		}
+		for id, rs := range p.spec.Rules {
+			if rs.AllowExemption {
+				exemptVotes[id]++
+			}
+			if rs.Action == "" {
+				continue
+			}
+			act := policy.Action(rs.Action)
+			if prev, ok := s.Actions[id]; ok {
+				act = policy.Stricter(prev, act)
+			}
+			s.Actions[id] = act
+		}
+	}
+	for id := range s.Actions {
+		if !policy.Builtin(id) {
+			continue
+		}
+		for _, p := range sel {
+			if rs, ok := p.spec.Rules[id]; !ok || rs.Action == "" {
+				s.Defaulted[id] = true
+			}
+		}
+	}
+	for id, n := range exemptVotes {
+		if n == len(sel) {
+			s.Exemptible[id] = true
+		}
+	}
+	return s
+}
+
+// Pipeline combines the pipeline identities of the policies selecting ns.
+func (a *Active) Pipeline(ns *corev1.Namespace) changecontrol.Identities {
+	var ids changecontrol.Identities
+	for _, p := range a.selecting(ns) {
+		ids = ids.Merge(p.pipeline)
+	}
+	return ids
+}
+
+// Rollouts returns the rollout settings in ns: rollouts stay on unless
+// every selecting policy turns them off, and Secrets stay in the hash
+// unless every selecting policy leaves them out.
+func (a *Active) Rollouts(ns *corev1.Namespace) (enabled, includeSecrets bool) {
+	sel := a.selecting(ns)
+	if len(sel) == 0 {
+		return true, true
+	}
+	enabled, includeSecrets = false, false
+	for _, p := range sel {
+		enabled = enabled || !p.spec.Rollouts.Disabled
+		includeSecrets = includeSecrets || !p.spec.Rollouts.ExcludeSecrets
+	}
+	return enabled, includeSecrets
+}
+
+func labelSet(l map[string]string) labels.Set { return labels.Set(l) }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// LookupNamespace reads a namespace from a cache; nil when it is not there
+// (yet): it then matches only selectors that select everything.
+func LookupNamespace(ctx context.Context, reader client.Reader, name string) (*corev1.Namespace, error) {
+	var ns corev1.Namespace
+	if err := reader.Get(ctx, types.NamespacedName{Name: name}, &ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
+	}
+	return &ns, nil
+}
