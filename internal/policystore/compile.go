@@ -95,7 +95,9 @@ func Compile(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Compiled, error) 
 	}
 	if len(c.modules) > 0 {
 		if _, err := policy.Compile(ctx, c.modules); err != nil {
-			return nil, fmt.Errorf("spec.customRules: %w", err)
+			// OPA reports compile errors of prepared queries as a failed
+			// "bundle activation"; users wrote no bundle.
+			return nil, fmt.Errorf("spec.customRules: %s", strings.Replace(err.Error(), "bundle activation failed: ", "", 1))
 		}
 	}
 	return c, nil

@@ -63,6 +63,7 @@ func grantTestIdentities() {
 			{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: human},
 			{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: pipelineGroup},
 			{Kind: rbacv1.ServiceAccountKind, Namespace: "ci", Name: "deployer"},
+			{Kind: rbacv1.ServiceAccountKind, Namespace: "ci", Name: "policy-deployer"},
 			{Kind: rbacv1.ServiceAccountKind, Namespace: "configward-system", Name: "configward-controller"},
 			{Kind: rbacv1.ServiceAccountKind, Namespace: "cert-manager", Name: "cert-manager"},
 		},

@@ -1,0 +1,273 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+)
+
+// policyLabel selects the namespaces of one spec's policies, so that the
+// cluster-scoped policies of one spec never reach another's namespaces.
+const policyLabel = "e2e.configward.dev/policy"
+
+// applyPolicy applies a ConfigPolicy with kubectl and deletes it when the
+// spec ends.
+func applyPolicy(y string) {
+	res := env.Kubectl(y, "apply", "-f", "-")
+	Expect(res.ExitCode).To(Equal(0), res.Stderr)
+	name := decode(y).GetName()
+	DeferCleanup(func() {
+		env.Kubectl("", "delete", "configpolicy", name, "--ignore-not-found")
+	})
+}
+
+func policyYAML(name, selectorValue, body string) string {
+	return fmt.Sprintf("apiVersion: configward.dev/v1alpha1\nkind: ConfigPolicy\nmetadata: {name: %s}\nspec:\n  namespaceSelector: {matchLabels: {%s: %s}}\n%s",
+		name, policyLabel, selectorValue, indent(body, 2))
+}
+
+// policyNamespace returns a namespace selected by the policies whose
+// selector value is tag, holding a Secret the workloads use through env.
+func policyNamespace(tag string) string {
+	ns := newNamespace("policy", map[string]string{policyLabel: tag})
+	apply(fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: %s}\nstringData: {password: x}\n", ns))
+	return ns
+}
+
+// secretEnvDeployment is a Deployment that secret-in-env finds (Warn by
+// default).
+func secretEnvDeployment(ns, name, annotations string) string {
+	return deployment(ns, name, annotations, "containers:\n- name: app\n  image: registry.example/app:1\n  envFrom: [{secretRef: {name: db}}]\n")
+}
+
+// dryRun applies manifests with a server-side dry run and returns kubectl's
+// exit code and stderr.
+func dryRun(y string) (int, string) {
+	res := env.Kubectl(y, "apply", "--dry-run=server", "-f", "-")
+	return res.ExitCode, res.Stderr
+}
+
+func policyReady(name string) func() metav1.Condition {
+	return func() metav1.Condition {
+		var cp v1alpha1.ConfigPolicy
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, &cp); err != nil {
+			return metav1.Condition{}
+		}
+		c := meta.FindStatusCondition(cp.Status.Conditions, "Ready")
+		if c == nil || cp.Status.ObservedGeneration != cp.Generation {
+			return metav1.Condition{}
+		}
+		return *c
+	}
+}
+
+var _ = Describe("ConfigPolicy", func() {
+	// The bound: a policy change is in force on every request that starts
+	// 5 s after kubectl apply returns (measured: 0.4-1.2 s, kubectl's own
+	// round trips included).
+	It("changes a rule's action without a restart, within 5 s", func() {
+		tag := "hot-swap"
+		ns := policyNamespace(tag)
+		code, stderr := dryRun(secretEnvDeployment(ns, "api", ""))
+		Expect(code).To(Equal(0))
+		Expect(stderr).To(HavePrefix("Warning: [secret-in-env]"), "the default is Warn")
+
+		start := time.Now()
+		applyPolicy(policyYAML("hot-swap", tag, "rules:\n  secret-in-env: {action: Deny}\n"))
+		Eventually(func() int { c, _ := dryRun(secretEnvDeployment(ns, "api", "")); return c }, 5*time.Second, 50*time.Millisecond).Should(Equal(1))
+		toDeny := time.Since(start)
+
+		start = time.Now()
+		applyPolicy(policyYAML("hot-swap", tag, "rules:\n  secret-in-env: {action: \"Off\"}\n"))
+		Eventually(func() string { _, s := dryRun(secretEnvDeployment(ns, "api", "")); return s }, 5*time.Second, 50*time.Millisecond).Should(BeEmpty())
+		toOff := time.Since(start)
+		AddReportEntry("ConfigPolicy action change to effect (kubectl apply to first request under the new action)",
+			fmt.Sprintf("Warn->Deny %s, Deny->Off %s", toDeny, toOff))
+		GinkgoWriter.Printf("policy change took effect after %s (Warn->Deny) and %s (Deny->Off)\n", toDeny, toOff)
+
+		Eventually(policyReady("hot-swap"), 10*time.Second, 100*time.Millisecond).Should(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", "Compiled")))
+		var cp v1alpha1.ConfigPolicy
+		Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: "hot-swap"}, &cp)).To(Succeed())
+		Expect(cp.Status.ActiveHash).To(HaveLen(64))
+	})
+
+	It("applies the strictest action where two policies overlap, and the defaults where none selects", func() {
+		ns := policyNamespace("overlap")
+		applyPolicy(policyYAML("overlap-lenient", "overlap", "rules:\n  secret-in-env: {action: \"Off\"}\n"))
+		applyPolicy("apiVersion: configward.dev/v1alpha1\nkind: ConfigPolicy\nmetadata: {name: overlap-strict}\nspec:\n" +
+			"  namespaceSelector: {matchExpressions: [{key: " + policyLabel + ", operator: In, values: [overlap]}]}\n  rules:\n    secret-in-env: {action: Deny}\n")
+		Eventually(func() string { _, s := dryRun(secretEnvDeployment(ns, "api", "")); return s }, 10*time.Second, 100*time.Millisecond).
+			Should(ContainSubstring(`denied the request: [secret-in-env]`))
+
+		unselected := policyNamespace("nobody")
+		code, stderr := dryRun(secretEnvDeployment(unselected, "api", ""))
+		Expect(code).To(Equal(0))
+		Expect(stderr).To(HavePrefix("Warning: [secret-in-env]"))
+	})
+
+	It("refuses a broken policy at apply, with the line of the Rego error", func() {
+		for _, tc := range []struct{ body, want string }{
+			{"customRules:\n- id: no-latest\n  rego: |\n    package configward.custom.no_latest\n\n    findings contains f if {\n      f := undefined_thing\n    }\n",
+				`admission webhook "configpolicies.validate.configward.dev" denied the request: configward: ConfigPolicy broken: spec.customRules: 1 error occurred: configpolicy/broken/no-latest.rego:4: rego_unsafe_var_error: var undefined_thing is unsafe`},
+			{"rules:\n  secret-in-envv: {action: Deny}\n", `spec.rules: unknown rule id "secret-in-envv"`},
+			{"rules: {}\n", ""},
+		} {
+			y := policyYAML("broken", "refused", tc.body)
+			if tc.want == "" {
+				y = strings.Replace(y, "matchLabels: {"+policyLabel+": refused}", "matchExpressions: [{key: a, operator: Near}]", 1)
+				tc.want = `spec.namespaceSelector: "Near" is not a valid label selector operator`
+			}
+			res := env.Kubectl(y, "apply", "-f", "-")
+			Expect(res.ExitCode).To(Equal(1), y)
+			Expect(res.Stderr).To(ContainSubstring(tc.want))
+			Expect(env.Kubectl("", "get", "configpolicy", "broken").ExitCode).To(Equal(1), "a refused policy must not be stored")
+		}
+	})
+
+	It("keeps the last good generation when a broken one is stored while the webhook is not registered, and says so in its status", func() {
+		tag := "lkg"
+		ns := policyNamespace(tag)
+		applyPolicy(policyYAML("lkg", tag, "rules:\n  secret-in-env: {action: Deny}\n"))
+		Eventually(func() int { c, _ := dryRun(secretEnvDeployment(ns, "api", "")); return c }, 10*time.Second, 100*time.Millisecond).Should(Equal(1))
+		Eventually(policyReady("lkg"), 10*time.Second).Should(HaveField("Status", metav1.ConditionTrue))
+		var good v1alpha1.ConfigPolicy
+		Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: "lkg"}, &good)).To(Succeed())
+
+		restore := unregisterWebhook("configpolicies.validate.configward.dev")
+		broken := policyYAML("lkg", tag, "rules:\n  secret-in-env: {action: \"Off\"}\ncustomRules:\n- id: oops\n  rego: |\n    package configward.custom.oops\n\n    findings contains f if { f := nope }\n")
+		Eventually(func() int { return env.Kubectl(broken, "apply", "-f", "-").ExitCode }, 10*time.Second, 200*time.Millisecond).Should(Equal(0))
+		restore()
+
+		Eventually(policyReady("lkg"), 10*time.Second, 100*time.Millisecond).Should(And(
+			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", "CompileFailed"),
+			HaveField("Message", ContainSubstring("configpolicy/lkg/oops.rego:3: rego_unsafe_var_error: var nope is unsafe")),
+			HaveField("Message", ContainSubstring("the last generation that compiled stays in force"))))
+		var now v1alpha1.ConfigPolicy
+		Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: "lkg"}, &now)).To(Succeed())
+		Expect(now.Status.ActiveHash).To(Equal(good.Status.ActiveHash))
+		Consistently(func() int { c, _ := dryRun(secretEnvDeployment(ns, "api", "")); return c }, 3*time.Second, 250*time.Millisecond).
+			Should(Equal(1), "the broken generation (which turns the rule off) must not be in force")
+	})
+
+	It("lets an object exempt itself only where the policy allows it, and only with a reason", func() {
+		tag := "exempt"
+		ns := policyNamespace(tag)
+		apply(configMap(ns, "hot-flags", map[string]string{"a": "1"}, map[string]string{"configward.dev/reload": "hot"}))
+		applyPolicy(policyYAML("exempt", tag, "rules:\n  secret-in-env: {action: Deny, allowExemption: true}\n"))
+		Eventually(func() int { c, _ := dryRun(secretEnvDeployment(ns, "api", "")); return c }, 10*time.Second, 100*time.Millisecond).Should(Equal(1))
+
+		By("allowed, with a reason: audited and recorded")
+		res := env.Kubectl(secretEnvDeployment(ns, "vendor", "  annotations: {configward.dev/exempt.secret-in-env: \"vendor image reads env only\"}"), "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(res.Stderr).To(BeEmpty(), "an exempted finding is audited, not printed")
+		Eventually(func() []string { return eventsFor(ns, "vendor", "SecretInEnv") }, 10*time.Second, 200*time.Millisecond).
+			Should(ConsistOf(HaveSuffix(`(Audit: exempted by configward.dev/exempt.secret-in-env: "vendor image reads env only")`)))
+
+		By("without a reason")
+		res = env.Kubectl(secretEnvDeployment(ns, "blank", "  annotations: {configward.dev/exempt.secret-in-env: \"\"}"), "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(1))
+		Expect(res.Stderr).To(ContainSubstring("denied the request: [secret-in-env]"))
+
+		By("a rule the policy does not let objects exempt")
+		res = env.Kubectl(deployment(ns, "hot", "  annotations: {configward.dev/exempt.hot-config-in-env: \"we restart by hand\"}",
+			"containers:\n- name: app\n  image: registry.example/app:1\n  envFrom: [{configMapRef: {name: hot-flags}}]\n"), "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(1))
+		Expect(res.Stderr).To(ContainSubstring("denied the request: [hot-config-in-env]"))
+		Expect(res.Stderr).To(ContainSubstring("Warning: configward.dev/exempt.hot-config-in-env is not allowed here"))
+	})
+
+	It("runs custom Rego rules that deny and warn through kubectl", func() {
+		tag := "custom"
+		ns := policyNamespace(tag)
+		applyPolicy(policyYAML("custom", tag, `customRules:
+- id: no-latest-tag
+  action: Deny
+  rego: |
+    package configward.custom.no_latest_tag
+
+    findings contains f if {
+      some i, c in input.object.spec.template.spec.containers
+      endswith(c.image, ":latest")
+      f := {
+        "rule": "no-latest-tag",
+        "path": sprintf("spec.template.spec.containers[%d].image", [i]),
+        "message": sprintf("%s container %q uses a :latest image; pin a version so a rollout is reproducible", [input.workload.display, c.name]),
+      }
+    }
+- id: team-label
+  rego: |
+    package configward.custom.team_label
+
+    findings contains f if {
+      not input.object.metadata.labels.team
+      f := {"rule": "team-label", "path": "metadata.labels", "message": sprintf("%s has no team label", [input.workload.display])}
+    }
+`))
+		latest := deployment(ns, "web", "", "containers:\n- name: app\n  image: registry.example/app:latest\n")
+		Eventually(func() string { _, s := dryRun(latest); return s }, 10*time.Second, 100*time.Millisecond).Should(ContainSubstring("no-latest-tag"))
+		res := env.Kubectl(latest, "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(1))
+		Expect(res.Stderr).To(ContainSubstring(fmt.Sprintf(`denied the request: [no-latest-tag] Deployment %s/web container "app" uses a :latest image; pin a version so a rollout is reproducible`, ns)))
+
+		res = env.Kubectl(deployment(ns, "web", "", "containers:\n- name: app\n  image: registry.example/app:1.2\n"), "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(res.Stderr).To(Equal(fmt.Sprintf("Warning: [team-label] Deployment %s/web has no team label\n", ns)))
+
+		By("not where the policy does not select")
+		code, stderr := dryRun(deployment(policyNamespace("elsewhere"), "web", "", "containers:\n- name: app\n  image: registry.example/app:latest\n"))
+		Expect(code).To(Equal(0), stderr)
+		Expect(stderr).To(BeEmpty())
+	})
+
+	It("names the pipeline for change control", func() {
+		tag := "pipeline"
+		ns := policyNamespace(tag)
+		apply(configMap(ns, "flags", map[string]string{"level": "info"}, nil))
+		applyPolicy(policyYAML("pipeline", tag, "pipeline:\n  serviceAccounts: [ci/policy-deployer]\n"))
+		Eventually(func() int {
+			return as(human, "", "-n", ns, "patch", "configmap", "flags", "--dry-run=server", "--type=merge", "-p", `{"data":{"level":"debug"}}`).ExitCode
+		}, 10*time.Second, 100*time.Millisecond).Should(Equal(1))
+		res := as("system:serviceaccount:ci:policy-deployer", "", "-n", ns, "patch", "configmap", "flags", "--type=merge", "-p", `{"data":{"level":"debug"}}`)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+	})
+})
+
+// unregisterWebhook takes one webhook out of configward's validating
+// configuration, as if configward were not installed, and returns a
+// function that puts it back.
+func unregisterWebhook(name string) (restore func()) {
+	ctx := context.Background()
+	var cfgs admissionregistrationv1.ValidatingWebhookConfigurationList
+	Expect(env.Client.List(ctx, &cfgs)).To(Succeed())
+	for i := range cfgs.Items {
+		c := &cfgs.Items[i]
+		for j, w := range c.Webhooks {
+			if w.Name != name {
+				continue
+			}
+			removed := w
+			c.Webhooks = append(c.Webhooks[:j], c.Webhooks[j+1:]...)
+			Expect(env.Client.Update(ctx, c)).To(Succeed())
+			key := client.ObjectKeyFromObject(c)
+			return func() {
+				var now admissionregistrationv1.ValidatingWebhookConfiguration
+				Expect(env.Client.Get(ctx, key, &now)).To(Succeed())
+				now.Webhooks = append(now.Webhooks, removed)
+				Expect(env.Client.Update(ctx, &now)).To(Succeed())
+			}
+		}
+	}
+	Fail("webhook " + name + " is not installed")
+	return nil
+}
