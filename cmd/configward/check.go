@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 
 	"github.com/configward/configward/internal/check"
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/internal/policystore"
 )
 
 // exitError carries the process exit code out of a command.
@@ -49,18 +52,20 @@ Exit codes: 0 nothing denied, 1 something denied, 2 unusable input.`,
 			if output != "text" && output != "json" {
 				return exitError{2, fmt.Errorf("-o must be text or json, not %q", output)}
 			}
-			if len(policies) > 0 {
-				return exitError{2, errors.New("--policy: ConfigPolicy is not available in this build yet; the built-in defaults apply")}
-			}
 			objs, err := check.Load(files, cmd.InOrStdin())
 			if err != nil {
 				return exitError{2, err}
 			}
-			engine, err := policy.NewEngine(cmd.Context())
+			store, err := policystore.New(cmd.Context(), logr.Discard())
 			if err != nil {
 				return err
 			}
-			results, err := check.Run(cmd.Context(), engine, objs, check.Options{Complete: complete, Namespace: namespace})
+			if len(policies) > 0 {
+				if err := loadPolicies(cmd, store, policies); err != nil {
+					return exitError{2, err}
+				}
+			}
+			results, err := check.Run(cmd.Context(), store.Current(), objs, check.Options{Complete: complete, Namespace: namespace})
 			if err != nil {
 				return exitError{2, err}
 			}
@@ -83,8 +88,28 @@ Exit codes: 0 nothing denied, 1 something denied, 2 unusable input.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text (one finding per line, file:line first) or json.")
 	cmd.Flags().BoolVar(&complete, "complete", false, "The manifests are every object of their namespaces: report references to objects not among them as missing, not unknown.")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "Namespace assumed for objects that do not set one.")
-	cmd.Flags().StringArrayVar(&policies, "policy", nil, "ConfigPolicy manifests to take actions from (not available in this build yet).")
+	cmd.Flags().StringArrayVar(&policies, "policy", nil, "ConfigPolicy manifests (a file, a directory, or -) to take rule actions, exemptions and custom rules from, as the cluster would. Repeatable.")
 	return cmd
+}
+
+// loadPolicies puts the ConfigPolicies of the given files in force; a
+// policy that does not compile, or a manifest that is not a ConfigPolicy,
+// makes the input unusable.
+func loadPolicies(cmd *cobra.Command, store *policystore.Store, files []string) error {
+	objs, err := check.Load(files, cmd.InOrStdin())
+	if err != nil {
+		return fmt.Errorf("--policy: %w", err)
+	}
+	for _, o := range objs {
+		cp, ok := o.Obj.(*v1alpha1.ConfigPolicy)
+		if !ok {
+			return fmt.Errorf("--policy: %s:%d: %s is not a ConfigPolicy", o.File, o.Line, o.Obj.GetObjectKind().GroupVersionKind().Kind)
+		}
+		if err := store.Load(cmd.Context(), cp); err != nil {
+			return fmt.Errorf("--policy: %s:%d: ConfigPolicy %s: %w", o.File, o.Line, cp.Name, err)
+		}
+	}
+	return nil
 }
 
 func report(w io.Writer, format string, results []check.Result, objects int) error {

@@ -25,6 +25,9 @@ func runCLI(t *testing.T, stdin string, args ...string) (string, int) {
 	case err == nil:
 		return out.String(), 0
 	case errors.As(err, &exit):
+		if exit.code == 2 { // unusable input: main prints the error
+			return out.String() + exit.Error(), exit.code
+		}
 		return out.String(), exit.code
 	}
 	return out.String() + err.Error(), 1
@@ -135,5 +138,36 @@ func TestCheckOnTheSamples(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q\n%s", want, out)
 		}
+	}
+}
+
+func TestCheckTakesActionsFromConfigPolicies(t *testing.T) {
+	dir := t.TempDir()
+	policy := dir + "/policy.yaml"
+	if err := os.WriteFile(policy, []byte(`apiVersion: configward.dev/v1alpha1
+kind: ConfigPolicy
+metadata: {name: shop}
+spec:
+  rules:
+    secret-in-env: {action: Deny}
+    subpath-config: {action: "Off"}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runCLI(t, "", "check", "-f", shop, "--policy", policy)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, out)
+	}
+	if !strings.Contains(out, `Deny [secret-in-env] Deployment shop/checkout`) || strings.Contains(out, "[subpath-config]") {
+		t.Fatalf("the policy's actions were not applied:\n%s", out)
+	}
+
+	broken := dir + "/broken.yaml"
+	if err := os.WriteFile(broken, []byte("apiVersion: configward.dev/v1alpha1\nkind: ConfigPolicy\nmetadata: {name: broken}\nspec:\n  rules:\n    nope: {action: Deny}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code = runCLI(t, "", "check", "-f", shop, "--policy", broken)
+	if code != 2 || !strings.Contains(out, `--policy: `+broken+`:1: ConfigPolicy broken: spec.rules: unknown rule id "nope"`) {
+		t.Fatalf("exit %d, want 2 with the policy error\n%s", code, out)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/workload"
@@ -46,13 +47,19 @@ type Result struct {
 	Message   string        `json:"message"`
 }
 
-// Run checks the objects with the same engine, rules and schemas as
-// admission and returns every finding, ordered by file and line.
-func Run(ctx context.Context, engine *policy.Engine, objs []Object, opts Options) ([]Result, error) {
+// Run checks the objects with the same rules, ConfigPolicies and schemas as
+// admission and returns every finding, ordered by file and line. Policies
+// select namespaces by the labels of the Namespace objects among objs (a
+// namespace not among them has no labels).
+func Run(ctx context.Context, policies *policystore.Active, objs []Object, opts Options) ([]Result, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = metav1.NamespaceDefault
 	}
 	for _, o := range objs {
+		switch o.Obj.(type) {
+		case *corev1.Namespace, *v1alpha1.ConfigPolicy: // cluster-scoped
+			continue
+		}
 		if o.Obj.GetNamespace() == "" {
 			o.Obj.SetNamespace(opts.Namespace)
 		}
@@ -60,7 +67,7 @@ func Run(ctx context.Context, engine *policy.Engine, objs []Object, opts Options
 	set := index(objs)
 	var out []Result
 	for _, o := range objs {
-		rs, err := checkObject(ctx, engine, set, o, opts)
+		rs, err := checkObject(ctx, policies, set, o, opts)
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", o.File, o.Line, err)
 		}
@@ -75,26 +82,36 @@ func Run(ctx context.Context, engine *policy.Engine, objs []Object, opts Options
 type key struct{ kind, namespace, name string }
 
 type objectSet struct {
-	byKey   map[key]Object
-	schemas map[string][]*v1alpha1.ConfigSchema // by namespace
+	byKey      map[key]Object
+	schemas    map[string][]*v1alpha1.ConfigSchema // by namespace
+	namespaces map[string]*corev1.Namespace
 }
 
 func index(objs []Object) objectSet {
-	s := objectSet{byKey: map[key]Object{}, schemas: map[string][]*v1alpha1.ConfigSchema{}}
+	s := objectSet{byKey: map[key]Object{}, schemas: map[string][]*v1alpha1.ConfigSchema{}, namespaces: map[string]*corev1.Namespace{}}
 	for _, o := range objs {
 		kind := o.Obj.GetObjectKind().GroupVersionKind().Kind
 		s.byKey[key{kind, o.Obj.GetNamespace(), o.Obj.GetName()}] = o
-		if cs, ok := o.Obj.(*v1alpha1.ConfigSchema); ok {
-			s.schemas[cs.Namespace] = append(s.schemas[cs.Namespace], cs)
+		switch t := o.Obj.(type) {
+		case *v1alpha1.ConfigSchema:
+			s.schemas[t.Namespace] = append(s.schemas[t.Namespace], t)
+		case *corev1.Namespace:
+			s.namespaces[t.Name] = t
 		}
 	}
 	return s
 }
 
-func checkObject(ctx context.Context, engine *policy.Engine, set objectSet, o Object, opts Options) ([]Result, error) {
+func checkObject(ctx context.Context, policies *policystore.Active, set objectSet, o Object, opts Options) ([]Result, error) {
+	settings := policies.Settings(set.namespaces[o.Obj.GetNamespace()])
 	switch obj := o.Obj.(type) {
 	case *corev1.ConfigMap:
-		return checkConfigMap(set, o, obj, opts), nil
+		return checkConfigMap(set, o, obj, opts, settings), nil
+	case *v1alpha1.ConfigPolicy:
+		if _, err := policystore.Compile(ctx, obj); err != nil {
+			return []Result{result(o, policy.Finding{Rule: "configpolicy", Message: fmt.Sprintf("ConfigPolicy %s: %v", obj.Name, err)}, policy.Deny)}, nil
+		}
+		return nil, nil
 	case *v1alpha1.ConfigSchema:
 		if _, err := schemastore.Compile(obj); err != nil {
 			return []Result{result(o, schemastore.CompileFailure(obj, err), policy.Deny)}, nil
@@ -128,7 +145,7 @@ func checkObject(ctx context.Context, engine *policy.Engine, set objectSet, o Ob
 				kind, ns, o.Obj.GetName(), r.Kind, r.Name, r.Path)}, Unknown))
 		}
 	}
-	version := engine.Current()
+	version := policies.Version
 	value, err := input.Value(version)
 	if err != nil {
 		return nil, err
@@ -137,7 +154,7 @@ func checkObject(ctx context.Context, engine *policy.Engine, set objectSet, o Ob
 	if err != nil {
 		return nil, err
 	}
-	settings := policy.Settings{}
+	settings.Exempt(findings, o.Obj.GetAnnotations())
 	out := dedupe(unknown)
 	for _, f := range findings {
 		if a := settings.ActionFor(f); a != policy.Off {
@@ -168,7 +185,7 @@ func (s objectSet) target(k refs.Kind, ns, name string, complete bool) policy.Ta
 	return t
 }
 
-func checkConfigMap(set objectSet, o Object, cm *corev1.ConfigMap, opts Options) []Result {
+func checkConfigMap(set objectSet, o Object, cm *corev1.ConfigMap, opts Options, settings policy.Settings) []Result {
 	named := cm.Annotations[schemastore.SchemaAnnotation]
 	found := named == ""
 	var governing []schemastore.Governing
@@ -193,8 +210,12 @@ func checkConfigMap(set objectSet, o Object, cm *corev1.ConfigMap, opts Options)
 				cm.Namespace, cm.Name, named)}, Unknown))
 		}
 	}
-	for _, f := range schemastore.Findings(cm, governing, missing) {
-		out = append(out, result(o, f, policy.Settings{}.ActionFor(f)))
+	findings := schemastore.Findings(cm, governing, missing)
+	settings.Exempt(findings, cm.Annotations)
+	for _, f := range findings {
+		if a := settings.ActionFor(f); a != policy.Off {
+			out = append(out, result(o, f, a))
+		}
 	}
 	return out
 }

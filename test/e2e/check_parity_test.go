@@ -6,12 +6,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/yaml"
 
 	"github.com/configward/configward/internal/check"
 	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/test/framework"
 )
 
@@ -23,10 +25,10 @@ var _ = Describe("configward check", func() {
 		for _, o := range objs {
 			o.Obj.SetNamespace(ns)
 		}
-		engine, err := policy.NewEngine(context.Background())
+		store, err := policystore.New(context.Background(), logr.Discard())
 		Expect(err).NotTo(HaveOccurred())
 		// The namespace holds exactly these objects, so the set is complete.
-		results, err := check.Run(context.Background(), engine, objs, check.Options{Complete: true})
+		results, err := check.Run(context.Background(), store.Current(), objs, check.Options{Complete: true})
 		Expect(err).NotTo(HaveOccurred())
 
 		expect := func(kind string) (denied []string, warned []string) {
