@@ -205,13 +205,21 @@ var _ = Describe("ConfigPolicy", func() {
         "message": sprintf("%s container %q uses a :latest image; pin a version so a rollout is reproducible", [input.workload.display, c.name]),
       }
     }
-- id: team-label
+- id: flags-must-be-hot
   rego: |
-    package configward.custom.team_label
+    package configward.custom.flags_must_be_hot
 
     findings contains f if {
-      not input.object.metadata.labels.team
-      f := {"rule": "team-label", "path": "metadata.labels", "message": sprintf("%s has no team label", [input.workload.display])}
+      some ref in input.references
+      ref.kind == "ConfigMap"
+      endswith(ref.name, "-flags")
+      ref.target.exists
+      ref.target.reload != "hot"
+      f := {
+        "rule": "flags-must-be-hot",
+        "path": ref.path,
+        "message": sprintf("%s reads ConfigMap %q, which holds feature flags: annotate it configward.dev/reload=hot so flag flips do not restart pods", [input.workload.display, ref.name]),
+      }
     }
 `))
 		latest := deployment(ns, "web", "", "containers:\n- name: app\n  image: registry.example/app:latest\n")
@@ -220,9 +228,10 @@ var _ = Describe("ConfigPolicy", func() {
 		Expect(res.ExitCode).To(Equal(1))
 		Expect(res.Stderr).To(ContainSubstring(fmt.Sprintf(`denied the request: [no-latest-tag] Deployment %s/web container "app" uses a :latest image; pin a version so a rollout is reproducible`, ns)))
 
-		res = env.Kubectl(deployment(ns, "web", "", "containers:\n- name: app\n  image: registry.example/app:1.2\n"), "apply", "-f", "-")
+		apply(configMap(ns, "app-flags", map[string]string{"new-checkout": "on"}, nil))
+		res = env.Kubectl(deployment(ns, "web", "", "containers:\n- name: app\n  image: registry.example/app:1.2\n  envFrom: [{configMapRef: {name: app-flags}}]\n"), "apply", "-f", "-")
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
-		Expect(res.Stderr).To(Equal(fmt.Sprintf("Warning: [team-label] Deployment %s/web has no team label\n", ns)))
+		Expect(res.Stderr).To(Equal(fmt.Sprintf("Warning: [flags-must-be-hot] Deployment %s/web reads ConfigMap \"app-flags\", which holds feature flags: annotate it configward.dev/reload=hot so flag flips do not restart pods\n", ns)))
 
 		By("not where the policy does not select")
 		code, stderr := dryRun(deployment(policyNamespace("elsewhere"), "web", "", "containers:\n- name: app\n  image: registry.example/app:latest\n"))
