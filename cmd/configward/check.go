@@ -9,8 +9,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 
-	"github.com/configward/configward/internal/check"
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/check"
 	"github.com/configward/configward/internal/policy"
 	"github.com/configward/configward/internal/policystore"
 )

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/api/v1alpha1"
 )
 
@@ -237,6 +238,29 @@ var _ = Describe("ConfigPolicy", func() {
 		code, stderr := dryRun(deployment(policyNamespace("elsewhere"), "web", "", "containers:\n- name: app\n  image: registry.example/app:latest\n"))
 		Expect(code).To(Equal(0), stderr)
 		Expect(stderr).To(BeEmpty())
+	})
+
+	It("turns config-hash rollouts off, or leaves Secrets out of the hash, where a policy says so", func() {
+		stamped := func(ns, consumes string) string {
+			obj := decode(podYAML(ns, "probe", consumes))
+			Expect(env.Client.Create(context.Background(), obj, &client.CreateOptions{DryRun: []string{metav1.DryRunAll}})).To(Succeed())
+			return obj.GetAnnotations()[admission.ConfigHashAnnotation]
+		}
+		off := policyNamespace("rollouts-off")
+		apply(configMap(off, "app-config", map[string]string{"a": "1"}, nil))
+		Expect(stamped(off, "app-config")).NotTo(BeEmpty(), "stamped by default")
+		applyPolicy(policyYAML("rollouts-off", "rollouts-off", "rollouts: {disabled: true}\n"))
+		Eventually(func() string { return stamped(off, "app-config") }, 5*time.Second, 100*time.Millisecond).Should(BeEmpty())
+
+		noSecrets := policyNamespace("rollouts-no-secrets")
+		secretPod := func() string {
+			obj := decode(fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: probe, namespace: %s}\nspec:\n  containers: [{name: app, image: app, volumeMounts: [{name: s, mountPath: /s}]}]\n  volumes: [{name: s, secret: {secretName: db}}]\n", noSecrets))
+			Expect(env.Client.Create(context.Background(), obj, &client.CreateOptions{DryRun: []string{metav1.DryRunAll}})).To(Succeed())
+			return obj.GetAnnotations()[admission.ConfigHashAnnotation]
+		}
+		Expect(secretPod()).NotTo(BeEmpty())
+		applyPolicy(policyYAML("rollouts-no-secrets", "rollouts-no-secrets", "rollouts: {excludeSecrets: true}\n"))
+		Eventually(secretPod, 5*time.Second, 100*time.Millisecond).Should(BeEmpty(), "a pod consuming only a Secret has nothing to hash")
 	})
 
 	It("names the pipeline for change control", func() {
