@@ -2,11 +2,9 @@ package controller
 
 import (
 	"context"
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,17 +40,13 @@ func (r *configPolicies) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	before := cp.DeepCopy()
-	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Compiled",
-		Message: "this generation compiled and is in force", ObservedGeneration: cp.Generation}
 	compiled, err := policystore.Compile(ctx, &cp)
-	if err != nil {
-		ready.Status, ready.Reason = metav1.ConditionFalse, "CompileFailed"
-		inForce := "the built-in defaults apply where it selects (no generation of it ever compiled)"
-		if cp.Status.ActiveHash != "" {
-			inForce = "the last generation that compiled stays in force (activeHash)"
-		}
-		ready.Message = fmt.Sprintf("%v; %s", err, inForce)
-	} else {
+	inForce := "the built-in defaults apply where it selects (no generation of it ever compiled)"
+	if cp.Status.ActiveHash != "" {
+		inForce = "the last generation that compiled stays in force (activeHash)"
+	}
+	ready := readyCondition(cp.Generation, err, inForce)
+	if err == nil {
 		cp.Status.ActiveHash = compiled.Hash
 	}
 	meta.SetStatusCondition(&cp.Status.Conditions, ready)

@@ -25,6 +25,17 @@ import (
 // +kubebuilder:rbac:groups=configward.dev,resources=configschemas/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 
+// readyCondition reports whether a generation compiled and is in force;
+// when it did not, the message gives the error and what is in force instead.
+func readyCondition(generation int64, compileErr error, inForceOnFailure string) metav1.Condition {
+	if compileErr != nil {
+		return metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "CompileFailed",
+			Message: fmt.Sprintf("%v; %s", compileErr, inForceOnFailure), ObservedGeneration: generation}
+	}
+	return metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Compiled",
+		Message: "this generation compiled and is in force", ObservedGeneration: generation}
+}
+
 // maxStatusViolations bounds status.violations.
 const maxStatusViolations = 5
 
@@ -50,13 +61,8 @@ func (r *configSchemas) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	before := cs.DeepCopy()
-	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Compiled",
-		Message: "this generation compiled and is in force", ObservedGeneration: cs.Generation}
 	compiled, err := schemastore.Compile(&cs)
-	if err != nil {
-		ready.Status, ready.Reason = metav1.ConditionFalse, "CompileFailed"
-		ready.Message = fmt.Sprintf("%v; the last generation that compiled stays in force", err)
-	}
+	ready := readyCondition(cs.Generation, err, "the last generation that compiled stays in force")
 	meta.SetStatusCondition(&cs.Status.Conditions, ready)
 	cs.Status.ObservedGeneration = cs.Generation
 

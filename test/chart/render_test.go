@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/test/framework"
 )
@@ -76,24 +77,40 @@ func kinds(objs []*unstructured.Unstructured) []string {
 	return out
 }
 
-// generatedWebhooks reads controller-gen's webhook manifests by webhook name.
-func generatedWebhooks() (map[string]admissionregistrationv1.MutatingWebhook, map[string]admissionregistrationv1.ValidatingWebhook) {
-	objs, err := framework.DecodeManifests(filepath.Join(framework.RepoRoot(), "config", "webhook", "manifests.yaml"))
-	Expect(err).NotTo(HaveOccurred())
-	m, v := map[string]admissionregistrationv1.MutatingWebhook{}, map[string]admissionregistrationv1.ValidatingWebhook{}
+// webhook is what the chart must keep as controller-gen generated it: the
+// rest (selectors, match conditions, clientConfig) the chart adds.
+type webhook struct {
+	Path                    string
+	Rules                   []admissionregistrationv1.RuleWithOperations
+	SideEffects             *admissionregistrationv1.SideEffectClass
+	FailurePolicy           *admissionregistrationv1.FailurePolicyType
+	ReinvocationPolicy      *admissionregistrationv1.ReinvocationPolicyType
+	AdmissionReviewVersions []string
+}
+
+// webhookFacts indexes the webhooks of the configurations by name.
+func webhookFacts(objs ...client.Object) map[string]webhook {
+	out := map[string]webhook{}
 	for _, o := range objs {
 		switch c := o.(type) {
 		case *admissionregistrationv1.MutatingWebhookConfiguration:
 			for _, w := range c.Webhooks {
-				m[w.Name] = w
+				out[w.Name] = webhook{*w.ClientConfig.Service.Path, w.Rules, w.SideEffects, w.FailurePolicy, w.ReinvocationPolicy, w.AdmissionReviewVersions}
 			}
 		case *admissionregistrationv1.ValidatingWebhookConfiguration:
 			for _, w := range c.Webhooks {
-				v[w.Name] = w
+				out[w.Name] = webhook{*w.ClientConfig.Service.Path, w.Rules, w.SideEffects, w.FailurePolicy, nil, w.AdmissionReviewVersions}
 			}
 		}
 	}
-	return m, v
+	return out
+}
+
+// generatedWebhookFacts reads controller-gen's webhook manifests.
+func generatedWebhookFacts() map[string]webhook {
+	objs, err := framework.DecodeManifests(filepath.Join(framework.RepoRoot(), "config", "webhook", "manifests.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	return webhookFacts(objs...)
 }
 
 var _ = Describe("the chart, rendered", func() {
@@ -219,30 +236,10 @@ var _ = Describe("the chart, rendered", func() {
 		}
 
 		objs := render()
-		genM, genV := generatedWebhooks()
-		mwc := typed[admissionregistrationv1.MutatingWebhookConfiguration](objs, "MutatingWebhookConfiguration", "configward")
-		vwc := typed[admissionregistrationv1.ValidatingWebhookConfiguration](objs, "ValidatingWebhookConfiguration", "configward")
-		Expect(mwc.Webhooks).To(HaveLen(len(genM)))
-		Expect(vwc.Webhooks).To(HaveLen(len(genV)))
-		for _, w := range mwc.Webhooks {
-			g, ok := genM[w.Name]
-			Expect(ok).To(BeTrue(), "the chart has a webhook config/ does not: %s", w.Name)
-			Expect(w.Rules).To(Equal(g.Rules), w.Name)
-			Expect(*w.ClientConfig.Service.Path).To(Equal(*g.ClientConfig.Service.Path), w.Name)
-			Expect(w.SideEffects).To(Equal(g.SideEffects), w.Name)
-			Expect(w.FailurePolicy).To(Equal(g.FailurePolicy), w.Name)
-			Expect(w.ReinvocationPolicy).To(Equal(g.ReinvocationPolicy), w.Name)
-			Expect(w.AdmissionReviewVersions).To(Equal(g.AdmissionReviewVersions), w.Name)
-		}
-		for _, w := range vwc.Webhooks {
-			g, ok := genV[w.Name]
-			Expect(ok).To(BeTrue(), "the chart has a webhook config/ does not: %s", w.Name)
-			Expect(w.Rules).To(Equal(g.Rules), w.Name)
-			Expect(*w.ClientConfig.Service.Path).To(Equal(*g.ClientConfig.Service.Path), w.Name)
-			Expect(w.SideEffects).To(Equal(g.SideEffects), w.Name)
-			Expect(w.FailurePolicy).To(Equal(g.FailurePolicy), w.Name)
-			Expect(w.AdmissionReviewVersions).To(Equal(g.AdmissionReviewVersions), w.Name)
-		}
+		Expect(webhookFacts(
+			typed[admissionregistrationv1.MutatingWebhookConfiguration](objs, "MutatingWebhookConfiguration", "configward"),
+			typed[admissionregistrationv1.ValidatingWebhookConfiguration](objs, "ValidatingWebhookConfiguration", "configward"),
+		)).To(Equal(generatedWebhookFacts()), "the chart's webhooks and config/webhook (from the handlers' markers) differ")
 
 		// Every permission the code's markers ask for is granted to one of
 		// the chart's two roles.
