@@ -106,7 +106,8 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 	settings := active.Settings(ns)
 	notes := settings.Exempt(findings, obj.GetAnnotations())
 	d := settings.Decide(findings)
-	if req.Operation == admissionv1.Update && h.podSpecUnchanged(kind.Kind, req, obj) {
+	unchanged := req.Operation == admissionv1.Update && h.podSpecUnchanged(kind.Kind, req, obj)
+	if unchanged {
 		// The request does not change what the pods consume: a rollout
 		// re-stamp, a scale, a label. Refusing it would not fix a problem
 		// that was admitted before (or before the rule existed) and would
@@ -115,7 +116,10 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 		d.Denied = nil
 	}
 	dryRun := ptr.Deref(req.DryRun, false)
-	if !dryRun {
+	// Findings are recorded when the pod spec is written: the same findings
+	// on every scale or rollout re-stamp would bury the Events that matter
+	// and count one problem many times.
+	if !dryRun && !unchanged {
 		record(h.Events, obj, d)
 	}
 	resp = respond(d, dryRun)

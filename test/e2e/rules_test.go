@@ -172,6 +172,8 @@ volumes: [{name: v, secret: {secretName: db, defaultMode: 0400}}]`, outcome{"", 
 		res := env.Kubectl("", "label", "deployment", "older", "-n", ns, "team=payments")
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
 		Expect(res.Stderr).To(HavePrefix("Warning: [hot-config-in-env] Deployment " + ns + "/older"))
+		Consistently(func() []string { return eventsFor(ns, "older", "HotConfigInEnv") }, 2*time.Second, 250*time.Millisecond).
+			Should(BeEmpty(), "an update that leaves the pod spec alone records no Event: a re-stamp or scale would repeat them")
 
 		res = env.Kubectl("", "set", "image", "deployment/older", "-n", ns, "a=app:2")
 		Expect(res.ExitCode).To(Equal(1))
