@@ -78,6 +78,7 @@ func CacheOptions() cache.Options {
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.ConfigMap{}: {Transform: TransformConfigMap},
 			&corev1.Secret{}:    {Transform: TransformSecret},
+			&corev1.Pod{}:       {Transform: TransformPod},
 		},
 		DefaultTransform:            TransformWorkload,
 		ReaderFailOnMissingInformer: true,

@@ -54,6 +54,53 @@ func TransformSecret(obj any) (any, error) {
 	return out, nil
 }
 
+// TransformPod keeps of a Pod only what tells who consumes which ConfigMap
+// or Secret (the webhook caches every Pod for config-in-use-delete): its
+// metadata, the containers' names, env, envFrom and volume mounts, the
+// volumes, and the phase. Images, probes, resources and the rest of the
+// status are most of a Pod and are never read from the cache.
+func TransformPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Pod{
+		TypeMeta:   p.TypeMeta,
+		ObjectMeta: slimMeta(p.ObjectMeta),
+		Spec: corev1.PodSpec{
+			Volumes:             p.Spec.Volumes,
+			InitContainers:      slimContainers(p.Spec.InitContainers),
+			Containers:          slimContainers(p.Spec.Containers),
+			EphemeralContainers: slimEphemeral(p.Spec.EphemeralContainers),
+		},
+		Status: corev1.PodStatus{Phase: p.Status.Phase},
+	}
+	return out, nil
+}
+
+func slimContainers(cs []corev1.Container) []corev1.Container {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		out[i] = corev1.Container{Name: c.Name, Env: c.Env, EnvFrom: c.EnvFrom, VolumeMounts: c.VolumeMounts}
+	}
+	return out
+}
+
+func slimEphemeral(cs []corev1.EphemeralContainer) []corev1.EphemeralContainer {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]corev1.EphemeralContainer, len(cs))
+	for i, c := range cs {
+		out[i] = corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: c.Name, Env: c.Env, EnvFrom: c.EnvFrom, VolumeMounts: c.VolumeMounts}}
+	}
+	return out
+}
+
 // TransformWorkload drops managed fields, the largest part of most objects
 // and never read by configward.
 func TransformWorkload(obj any) (any, error) {

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configward/configward/internal/digest"
+	"github.com/configward/configward/internal/refs"
 )
 
 func TestTransformSecretKeepsNoValue(t *testing.T) {
@@ -92,5 +94,37 @@ func TestUnpackRefusesCorruptInput(t *testing.T) {
 	}
 	if m, err := unpack(""); err != nil || len(m) != 0 {
 		t.Fatalf("empty: %v %v", m, err)
+	}
+}
+
+func TestTransformPodKeepsWhatItConsumes(t *testing.T) {
+	isController := true
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "n", OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "rs", Controller: &isController}},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "init", Image: "i", EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}}}}},
+			Containers: []corev1.Container{{Name: "app", Image: "a", Args: []string{"--x"},
+				Env:          []corev1.EnvVar{{Name: "K", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}, Key: "k"}}}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/etc/x", SubPath: "x"}}}},
+			EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: "d",
+				EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "dbg"}}}}}}},
+			Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "vol"}}}}},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Message: "m", ContainerStatuses: []corev1.ContainerStatus{{Name: "app"}}},
+	}
+	out, err := TransformPod(pod.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slim := out.(*corev1.Pod)
+	if !reflect.DeepEqual(refs.FromPodSpec(&slim.Spec), refs.FromPodSpec(&pod.Spec)) {
+		t.Errorf("the slim Pod consumes something else:\n%+v\n%+v", refs.FromPodSpec(&slim.Spec), refs.FromPodSpec(&pod.Spec))
+	}
+	if slim.Spec.Containers[0].Image != "" || slim.Status.ContainerStatuses != nil || slim.ManagedFields != nil {
+		t.Errorf("the slim Pod kept what it does not need: %+v", slim)
+	}
+	if slim.Status.Phase != corev1.PodRunning || metav1.GetControllerOf(slim) == nil {
+		t.Errorf("phase and owner are needed to tell live consumers: %+v", slim)
 	}
 }

@@ -1,0 +1,172 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/internal/workload"
+)
+
+const (
+	podHeapNamespace = "bench-pods"
+	podHeapObjects   = 5_000
+)
+
+var (
+	podSeedOnce sync.Once
+	podSeedErr  error
+)
+
+// BenchmarkWebhookPodCache measures what the webhook's Pod informer costs
+// (change control caches every Pod to know who still uses a ConfigMap):
+// 5,000 Pods of a typical shape — two containers with env, envFrom and
+// volume mounts, a ReplicaSet owner, the usual labels and a status — with
+// the cache transform (managed fields and last-applied dropped) and the
+// consumer index, as `configward webhook` runs it. Run with -benchtime=1x.
+func BenchmarkWebhookPodCache(b *testing.B) {
+	cfg := controlPlane(b)
+	podSeedOnce.Do(func() { podSeedErr = seedPods(b, cfg) })
+	if podSeedErr != nil {
+		b.Fatal(podSeedErr)
+	}
+	var total uint64
+	n := 0
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+
+		opts := inventory.CacheOptions()
+		opts.Scheme = manager.Scheme()
+		ca, err := cache.New(cfg, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		if _, err := inventory.Start(ctx, ca, []workload.Kind{podKind()}); err != nil {
+			cancel()
+			b.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- ca.Start(ctx) }()
+		if !ca.WaitForCacheSync(ctx) {
+			cancel()
+			b.Fatal("cache did not sync")
+		}
+		var list corev1.PodList
+		if err := ca.List(ctx, &list, client.InNamespace(podHeapNamespace), client.UnsafeDisableDeepCopy); err != nil || len(list.Items) != podHeapObjects {
+			cancel()
+			b.Fatalf("cache holds %d pods (%v), want %d", len(list.Items), err, podHeapObjects)
+		}
+		list = corev1.PodList{}
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(ca)
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("cache: %v", err)
+		}
+		if after.HeapAlloc > before.HeapAlloc {
+			total += after.HeapAlloc - before.HeapAlloc
+		}
+		n++
+	}
+	mean := float64(total) / float64(n)
+	b.ReportMetric(mean/(1<<20), "MiB/5k-pods")
+	b.ReportMetric(mean/podHeapObjects, "B/pod")
+}
+
+func podKind() workload.Kind {
+	k, _ := workload.Lookup("Pod")
+	return k
+}
+
+func seedPods(b *testing.B, cfg *rest.Config) error {
+	c := newClient(b, cfg)
+	createNamespace(b, c, podHeapNamespace)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	jobs := make(chan int)
+	errs := make(chan error, seedWorkers)
+	var wg sync.WaitGroup
+	for range seedWorkers {
+		wg.Go(func() {
+			for i := range jobs {
+				if err := createIgnoringExisting(ctx, c, benchPod(i)); err != nil {
+					errs <- fmt.Errorf("creating Pod %d: %w", i, err)
+					cancel()
+					return
+				}
+			}
+		})
+	}
+feed:
+	for i := range podHeapObjects {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	b.Logf("created %d Pods in %s", podHeapObjects, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// benchPod is a Pod as a Deployment's ReplicaSet would create it.
+func benchPod(i int) *corev1.Pod {
+	isController := true
+	container := func(name string) corev1.Container {
+		return corev1.Container{
+			Name:  name,
+			Image: "registry.example/team/" + name + ":1.42.0",
+			Args:  []string{"--config=/etc/app/app.yaml", "--log-level=info"},
+			Env: []corev1.EnvVar{
+				{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+				{Name: "DB_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}},
+				{Name: "REGION", Value: "eu-west-1"},
+			},
+			EnvFrom:      []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app-env"}}}},
+			Ports:        []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/app"}, {Name: "tls", MountPath: "/etc/tls", ReadOnly: true}},
+		}
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("checkout-7d9f8b6c5-%05d", i),
+			Namespace: podHeapNamespace,
+			Labels:    map[string]string{"app.kubernetes.io/name": "checkout", "app.kubernetes.io/part-of": "shop", "pod-template-hash": "7d9f8b6c5"},
+			Annotations: map[string]string{
+				"configward.dev/config-hash": "sha256:4f1d2c8e0b7a6f5e4d3c2b1a09f8e7d6c5b4a3928170f6e5d4c3b2a1908f7e6d",
+			},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "checkout-7d9f8b6c5", UID: "0c9a1f5e-2b7d-4c3e-9f8a-1b2c3d4e5f60", Controller: &isController}},
+		},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{container("api"), container("sidecar")},
+			Volumes: []corev1.Volume{
+				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app-config"}}}},
+				{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "app-tls"}}},
+			},
+		},
+	}
+}
