@@ -98,9 +98,10 @@ type Webhook struct {
 	ChangeControl    ChangeControl
 }
 
-// ChangeControl are the flags of rule out-of-pipeline-edit. They stand in
-// for ConfigPolicy's pipeline identities until that CRD exists: change
-// control is on when at least one pipeline identity is given.
+// ChangeControl are the flags of rule out-of-pipeline-edit. They name a
+// pipeline for the namespaces the selector picks; ConfigPolicies name more,
+// per namespace, and the two are combined. Change control is on in a
+// namespace once any pipeline identity applies to it.
 type ChangeControl struct {
 	PipelineUsers              []string
 	PipelineGroups             []string
@@ -113,7 +114,7 @@ type ChangeControl struct {
 // AddFlags registers the change-control flags.
 func (c *ChangeControl) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.PipelineUsers, "pipeline-users", nil,
-		"Users that may change and delete governed ConfigMaps and Secrets (rule out-of-pipeline-edit). Change control is off until at least one pipeline user, group or service account is given.")
+		"Users that may change and delete governed ConfigMaps and Secrets (rule out-of-pipeline-edit), combined with the pipeline of the ConfigPolicies selecting a namespace. Change control is off where neither names a pipeline.")
 	fs.StringSliceVar(&c.PipelineGroups, "pipeline-groups", nil, "Groups whose members may change governed ConfigMaps and Secrets.")
 	fs.StringSliceVar(&c.PipelineServiceAccounts, "pipeline-service-accounts", nil,
 		"Service accounts (namespace/name) that may change governed ConfigMaps and Secrets, e.g. argocd/argocd-application-controller.")
