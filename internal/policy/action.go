@@ -173,8 +173,23 @@ func Line(f Finding) string { return "[" + f.Rule + "] " + f.Message }
 
 // Warning renders a finding as an admission warning, kept within what the
 // API server passes on whole; the Event recorded for it has the full text.
+//
+// A warning is one line: the API server drops admission warnings that hold
+// control characters, so a multi-line message (config-schema lists one
+// violation per line) is joined with "; ".
 func Warning(f Finding) string {
-	w := Line(f)
+	var b strings.Builder
+	for i, l := range strings.Split(Line(f), "\n") {
+		if i > 0 {
+			if strings.HasSuffix(b.String(), ":") {
+				b.WriteString(" ")
+			} else {
+				b.WriteString("; ")
+			}
+		}
+		b.WriteString(strings.TrimSpace(l))
+	}
+	w := b.String()
 	if len(w) > MaxWarning {
 		w = w[:MaxWarning-len(" (see Events)")-3] + "... (see Events)"
 	}

@@ -196,3 +196,11 @@ func BenchmarkBuiltinRules(b *testing.B) {
 		})
 	}
 }
+
+func TestWarningIsOneLine(t *testing.T) {
+	got := Warning(Finding{Rule: ConfigSchema, Message: "ConfigMap a/b breaks ConfigSchema \"s\" (2 violations):\n  key \"x\": bad\n  key \"y\": worse"})
+	want := `[config-schema] ConfigMap a/b breaks ConfigSchema "s" (2 violations): key "x": bad; key "y": worse`
+	if got != want {
+		t.Errorf("Warning = %q\nwant %q", got, want)
+	}
+}
