@@ -273,8 +273,8 @@ var _ = Describe("ConfigPolicy", func() {
 
 		applyPolicy(policyYAML("schema-action", tag, "rules:\n  config-schema: {action: Warn, allowExemption: true}\n"))
 		Eventually(func() string { _, s := dryRun(bad); return s }, 5*time.Second, 100*time.Millisecond).
-			Should(HavePrefix("Warning: [config-schema] ConfigMap " + ns + `/settings breaks ConfigSchema "settings" (1 violation); fix the values and apply again: key "port" line 1 column 1: expected a string matching`),
-			"a multi-line finding reaches kubectl as one line: the API server drops warnings with line breaks")
+			Should(HavePrefix("Warning: [config-schema] ConfigMap "+ns+`/settings breaks ConfigSchema "settings" (1 violation); fix the values and apply again: key "port" line 1 column 1: expected a string matching`),
+				"a multi-line finding reaches kubectl as one line: the API server drops warnings with line breaks")
 
 		res := env.Kubectl(literalConfigMap(ns, "legacy", map[string]string{"port": "eighty"}, "  annotations: {configward.dev/exempt.config-schema: \"read by a legacy parser; fixed in TICKET-9\"}\n"), "apply", "-f", "-")
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
