@@ -102,8 +102,12 @@ wait:
 		`ConfigSchema "payments" in configward.dev/schema, which does not exist`,
 		"✓ 08 as expected",
 		"generation=2 configward.dev/config-hash=sha256:",
-		"✓ all 8 steps went as expected",
-		"not shown here: change control",
+		"✓ 09 as expected",
+		`denied the request: [secret-in-env] Deployment demo/checkout-worker`,
+		"✓ 10 as expected",
+		`denied the request: [out-of-pipeline-edit] e2e-admin changes data["app.yaml"] of ConfigMap demo/checkout-config outside the pipeline`,
+		`Warning: [out-of-pipeline-edit] break-glass by e2e-admin: changed data["app.yaml"] of ConfigMap demo/checkout-config`,
+		"✓ all 10 steps went as expected",
 	} {
 		if !strings.Contains(strings.ToLower(walk), strings.ToLower(want)) {
 			t.Errorf("the walkthrough does not show %q", want)
