@@ -1,21 +1,19 @@
 // Package policy evaluates configward's rules, written in Rego. The built-in
 // modules are embedded from policies/; custom modules can be added. A set of
 // modules is compiled once into a Version with a prepared query that every
-// request shares, and the Engine swaps versions atomically: a request in
-// flight finishes on the version it started with.
+// request shares; internal/policystore decides which version is in force
+// and swaps versions atomically.
 package policy
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -137,34 +135,4 @@ func (v *Version) Eval(ctx context.Context, input ast.Value) ([]Finding, error) 
 func str(v any) string {
 	s, _ := v.(string)
 	return s
-}
-
-// Engine holds the version in force.
-type Engine struct {
-	current atomic.Pointer[Version]
-}
-
-// NewEngine compiles the built-in rules.
-func NewEngine(ctx context.Context) (*Engine, error) {
-	v, err := Compile(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("compiling the built-in rules: %w", err)
-	}
-	e := &Engine{}
-	e.current.Store(v)
-	return e, nil
-}
-
-// Swap puts v in force for requests that start from now on.
-func (e *Engine) Swap(v *Version) { e.current.Store(v) }
-
-// Current is the version in force.
-func (e *Engine) Current() *Version { return e.current.Load() }
-
-// Ready reports whether a version is loaded, for readiness.
-func (e *Engine) Ready() error {
-	if e.current.Load() == nil {
-		return errors.New("no policy version loaded")
-	}
-	return nil
 }
