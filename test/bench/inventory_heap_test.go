@@ -134,13 +134,19 @@ func countConfigMaps(b *testing.B, ctx context.Context, r client.Reader) int {
 	return len(list.Items)
 }
 
-// seedHeapConfigMaps creates the 10,000 ConfigMaps through the API server
-// with a few concurrent writers.
+// seedHeapConfigMaps creates the 10,000 ConfigMaps through the API server.
 func seedHeapConfigMaps(b *testing.B, cfg *rest.Config) error {
+	return seedObjects(b, cfg, heapNamespace, heapObjects, func(i int) client.Object { return heapConfigMap(i) })
+}
+
+// seedObjects creates n objects made by newObj in namespace through the API
+// server with a few concurrent writers (objects left by an earlier run are
+// kept).
+func seedObjects(b *testing.B, cfg *rest.Config, namespace string, n int, newObj func(i int) client.Object) error {
 	c := newClient(b, cfg)
-	createNamespace(b, c, heapNamespace)
+	createNamespace(b, c, namespace)
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
 	jobs := make(chan int)
@@ -149,8 +155,8 @@ func seedHeapConfigMaps(b *testing.B, cfg *rest.Config) error {
 	for range seedWorkers {
 		wg.Go(func() {
 			for i := range jobs {
-				if err := createIgnoringExisting(ctx, c, heapConfigMap(i)); err != nil {
-					errs <- fmt.Errorf("creating ConfigMap %d: %w", i, err)
+				if err := createIgnoringExisting(ctx, c, newObj(i)); err != nil {
+					errs <- fmt.Errorf("creating object %d in %s: %w", i, namespace, err)
 					cancel()
 					return
 				}
@@ -158,7 +164,7 @@ func seedHeapConfigMaps(b *testing.B, cfg *rest.Config) error {
 		})
 	}
 feed:
-	for i := range heapObjects {
+	for i := range n {
 		select {
 		case jobs <- i:
 		case <-ctx.Done():
@@ -171,7 +177,7 @@ feed:
 	if err := <-errs; err != nil {
 		return err
 	}
-	b.Logf("created %d ConfigMaps of %d KiB in %s", heapObjects, heapKeys*heapValueSize>>10, time.Since(start).Round(time.Millisecond))
+	b.Logf("created %d objects in %s in %s", n, namespace, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

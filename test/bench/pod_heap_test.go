@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,41 +95,7 @@ func podKind() workload.Kind {
 }
 
 func seedPods(b *testing.B, cfg *rest.Config) error {
-	c := newClient(b, cfg)
-	createNamespace(b, c, podHeapNamespace)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	start := time.Now()
-	jobs := make(chan int)
-	errs := make(chan error, seedWorkers)
-	var wg sync.WaitGroup
-	for range seedWorkers {
-		wg.Go(func() {
-			for i := range jobs {
-				if err := createIgnoringExisting(ctx, c, benchPod(i)); err != nil {
-					errs <- fmt.Errorf("creating Pod %d: %w", i, err)
-					cancel()
-					return
-				}
-			}
-		})
-	}
-feed:
-	for i := range podHeapObjects {
-		select {
-		case jobs <- i:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(jobs)
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return err
-	}
-	b.Logf("created %d Pods in %s", podHeapObjects, time.Since(start).Round(time.Millisecond))
-	return nil
+	return seedObjects(b, cfg, podHeapNamespace, podHeapObjects, func(i int) client.Object { return benchPod(i) })
 }
 
 // benchPod is a Pod as a Deployment's ReplicaSet would create it.
