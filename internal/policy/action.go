@@ -130,11 +130,11 @@ func (s Settings) Exempt(findings []Finding, annotations map[string]string) (not
 		switch {
 		case reason == "":
 			if !seen[f.Rule] {
-				notes = append(notes, fmt.Sprintf("%s%s has no reason, so it does not count", ExemptAnnotationPrefix, f.Rule))
+				notes = append(notes, fmt.Sprintf("[%s] %s%s has no reason, so it does not count: write why the object is exempt as the annotation's value", f.Rule, ExemptAnnotationPrefix, f.Rule))
 			}
 		case !s.Exemptible[f.Rule]:
 			if !seen[f.Rule] {
-				notes = append(notes, fmt.Sprintf("%s%s is not allowed here: no ConfigPolicy governing this namespace lets objects exempt themselves from %s (rules.%s.allowExemption)", ExemptAnnotationPrefix, f.Rule, f.Rule, f.Rule))
+				notes = append(notes, fmt.Sprintf("[%s] %s%s does not count here: the ConfigPolicies governing this namespace do not all set rules.%s.allowExemption, so the rule applies as usual", f.Rule, ExemptAnnotationPrefix, f.Rule, f.Rule))
 			}
 		default:
 			f.Exemption = reason

@@ -169,8 +169,8 @@ func TestExempt(t *testing.T) {
 		t.Errorf("exemptions that do not count were applied: %+v", fs)
 	}
 	want := []string{
-		"configward.dev/exempt.hot-config-in-env is not allowed here: no ConfigPolicy governing this namespace lets objects exempt themselves from hot-config-in-env (rules.hot-config-in-env.allowExemption)",
-		"configward.dev/exempt.missing-config-ref has no reason, so it does not count",
+		"[hot-config-in-env] configward.dev/exempt.hot-config-in-env does not count here: the ConfigPolicies governing this namespace do not all set rules.hot-config-in-env.allowExemption, so the rule applies as usual",
+		"[missing-config-ref] configward.dev/exempt.missing-config-ref has no reason, so it does not count: write why the object is exempt as the annotation's value",
 	}
 	if strings.Join(notes, "\n") != strings.Join(want, "\n") {
 		t.Errorf("notes = %q\nwant %q", notes, want)

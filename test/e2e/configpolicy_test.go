@@ -179,13 +179,14 @@ var _ = Describe("ConfigPolicy", func() {
 		res = env.Kubectl(secretEnvDeployment(ns, "blank", "  annotations: {configward.dev/exempt.secret-in-env: \"\"}"), "apply", "-f", "-")
 		Expect(res.ExitCode).To(Equal(1))
 		Expect(res.Stderr).To(ContainSubstring("denied the request: [secret-in-env]"))
+		Expect(res.Stderr).To(ContainSubstring("Warning: [secret-in-env] configward.dev/exempt.secret-in-env has no reason, so it does not count"))
 
 		By("a rule the policy does not let objects exempt")
 		res = env.Kubectl(deployment(ns, "hot", "  annotations: {configward.dev/exempt.hot-config-in-env: \"we restart by hand\"}",
 			"containers:\n- name: app\n  image: registry.example/app:1\n  envFrom: [{configMapRef: {name: hot-flags}}]\n"), "apply", "-f", "-")
 		Expect(res.ExitCode).To(Equal(1))
 		Expect(res.Stderr).To(ContainSubstring("denied the request: [hot-config-in-env]"))
-		Expect(res.Stderr).To(ContainSubstring("Warning: configward.dev/exempt.hot-config-in-env is not allowed here"))
+		Expect(res.Stderr).To(ContainSubstring("Warning: [hot-config-in-env] configward.dev/exempt.hot-config-in-env does not count here"))
 	})
 
 	It("runs custom Rego rules that deny and warn through kubectl", func() {
