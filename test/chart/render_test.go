@@ -25,10 +25,7 @@ import (
 var chartDir = filepath.Join(framework.RepoRoot(), "charts", "configward")
 
 // helm runs helm offline (lint, template).
-func helm(args ...string) framework.KubectlResult {
-	var e *framework.Env
-	return e.Helm(args...)
-}
+func helm(args ...string) framework.KubectlResult { return framework.HelmOffline(args...) }
 
 // render runs `helm template` and splits the output into objects.
 func render(args ...string) []*unstructured.Unstructured {

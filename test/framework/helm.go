@@ -16,16 +16,16 @@ func HelmPath() string {
 	return "helm"
 }
 
-// Helm runs the real helm binary against the test API server (or offline,
-// for lint and template). Helm's caches go under the Env's directory so
-// runs leave nothing in $HOME.
+// Helm runs the real helm binary against the test API server. Helm's
+// caches go under the Env's directory so runs leave nothing in $HOME.
 func (e *Env) Helm(args ...string) KubectlResult {
-	env := []string{}
-	if e != nil {
-		env = append(env, "KUBECONFIG="+e.Kubeconfig, "HELM_CACHE_HOME="+e.Dir+"/helm/cache",
-			"HELM_CONFIG_HOME="+e.Dir+"/helm/config", "HELM_DATA_HOME="+e.Dir+"/helm/data")
-	}
-	return runTool(HelmPath(), env, "", args...)
+	return runTool(HelmPath(), []string{"KUBECONFIG=" + e.Kubeconfig, "HELM_CACHE_HOME=" + e.Dir + "/helm/cache",
+		"HELM_CONFIG_HOME=" + e.Dir + "/helm/config", "HELM_DATA_HOME=" + e.Dir + "/helm/data"}, "", args...)
+}
+
+// HelmOffline runs helm for commands that need no cluster (lint, template).
+func HelmOffline(args ...string) KubectlResult {
+	return runTool(HelmPath(), nil, "", args...)
 }
 
 func runTool(bin string, extraEnv []string, stdin string, args ...string) KubectlResult {
