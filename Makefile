@@ -17,6 +17,7 @@ modversion    = $(shell awk '{for(i=1;i<NF;i++) if($$i=="$(2)" && $$(i+1) ~ /^v/
 K8S_VERSION  := $(call modversion,controlplane,k8s.io/kubernetes)
 ETCD_VERSION := $(call modversion,controlplane,go.etcd.io/etcd/server/v3)
 HELM_VERSION := $(call modversion,helm,helm.sh/helm/v3)
+KWOK_VERSION := $(call modversion,kwok,sigs.k8s.io/kwok)
 CODEGEN_VERSION := $(call modversion,codegen,sigs.k8s.io/controller-tools)
 
 # Binaries are cached under bin/ (git-ignored) in folders named after the
@@ -30,7 +31,7 @@ K8S_LDFLAGS  := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION)
 # The folder name also carries a hash of the tools module, so adding a tool
 # or changing any pin there rebuilds (mostly from Go's build cache).
 TOOLS_SUM    = $(shell cat $(TOOLS)/$(1)/go.mod $(TOOLS)/$(1)/go.sum | sha256sum | cut -c1-8)
-ASSETS       := $(BIN)/k8s/$(K8S_VERSION)-etcd-$(ETCD_VERSION)-$(call TOOLS_SUM,controlplane)
+ASSETS       := $(BIN)/k8s/$(K8S_VERSION)-etcd-$(ETCD_VERSION)-kwok-$(KWOK_VERSION)-$(call TOOLS_SUM,controlplane)$(call TOOLS_SUM,kwok)
 HELM         := $(BIN)/helm-$(HELM_VERSION)-$(call TOOLS_SUM,helm)/helm
 CODEGEN_DIR  := $(BIN)/codegen-$(CODEGEN_VERSION)-$(call TOOLS_SUM,codegen)
 CONTROLLER_GEN := $(CODEGEN_DIR)/controller-gen
@@ -47,17 +48,32 @@ test: controlplane helm generate manifests ## Run every test: unit, Rego, the en
 	CONFIGWARD_HELM=$(HELM) $(GO) test ./... -count=1 -timeout 30m
 
 .PHONY: controlplane
-controlplane: $(KUBEBUILDER_ASSETS)/.complete ## Build kube-apiserver, kube-controller-manager, etcd and kubectl (cached).
+controlplane: $(KUBEBUILDER_ASSETS)/.complete $(KUBEBUILDER_ASSETS)/kwok ## Build kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kubectl and kwok (cached).
 
 $(ASSETS)/.complete:
-	@echo "Building kube-apiserver, kube-controller-manager and kubectl $(K8S_VERSION) and etcd $(ETCD_VERSION) into $(ASSETS)"
+	@echo "Building kube-apiserver, kube-controller-manager, kube-scheduler and kubectl $(K8S_VERSION) and etcd $(ETCD_VERSION) into $(ASSETS)"
 	@echo "(a cold build takes 10-15 minutes on 2 cores; the result is cached until the pins change)"
 	mkdir -p $(ASSETS)
 	cd $(TOOLS)/controlplane && $(GO) build -ldflags "$(K8S_LDFLAGS)" -o $(ASSETS)/ \
-		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 	cd $(TOOLS)/controlplane && $(GO) build -ldflags "-s -w" -o $(ASSETS)/etcd go.etcd.io/etcd/server/v3
 	$(ASSETS)/kube-apiserver --version | grep -q "$(K8S_VERSION)"
 	touch $@
+
+# kwok plays the kubelet of fake nodes. It has a tools module of its own
+# because its k8s.io versions differ from kube-apiserver's. Its stages (how a
+# fake node and pod move through their lifecycle) ship in the module; they
+# are copied next to the binary, where test/framework reads them.
+KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+               pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml
+$(ASSETS)/kwok:
+	@echo "Building kwok $(KWOK_VERSION) into $(ASSETS) (about 2 minutes cold)"
+	mkdir -p $(ASSETS)
+	cd $(TOOLS)/kwok && $(GO) build -ldflags "-s -w" -o $(ASSETS)/kwok.tmp sigs.k8s.io/kwok/cmd/kwok
+	dir=$$(cd $(TOOLS)/kwok && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kwok) && \
+		for f in $(KWOK_STAGES); do cat "$$dir/kustomize/stage/$$f"; echo "---"; done > $(ASSETS)/kwok-stages.yaml
+	mv $(ASSETS)/kwok.tmp $@
 
 .PHONY: helm
 helm: $(HELM) ## Build helm (cached).

@@ -17,15 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/workload"
-)
-
-const (
-	// ConfigHashAnnotation on a pod template holds the hash of the config the
-	// pods consume; a change to it is what rolls the workload.
-	ConfigHashAnnotation = "configward.dev/config-hash"
 )
 
 // ConfigHashPath is where the config-hash webhook is served.
@@ -71,9 +66,11 @@ func (h *ConfigHash) Handle(ctx context.Context, req admission.Request) admissio
 	if workload.RolloutsDisabled(obj) {
 		return admission.Allowed("rollouts disabled by " + workload.RolloutAnnotation)
 	}
-	if kind.Kind == "Pod" && metav1.GetControllerOf(obj) != nil {
-		// Its controller's template already carries the hash it was made from.
-		return admission.Allowed("pod created by a controller")
+	if workload.Controlled(obj) {
+		// Its owner's template carries the hash it was made from. Changing
+		// an owned template would break the owner's bookkeeping: a
+		// Deployment finds its ReplicaSets by comparing templates.
+		return admission.Allowed("controlled by " + metav1.GetControllerOf(obj).Kind + "; its owner carries the config hash")
 	}
 	ns, err := policystore.LookupNamespace(ctx, h.Namespaces, req.Namespace)
 	if err != nil {
@@ -91,40 +88,47 @@ func (h *ConfigHash) Handle(ctx context.Context, req admission.Request) admissio
 			kind.Kind, req.Namespace, objectName(req, obj), err))
 	}
 	annotations, _ := workload.TemplateAnnotations(obj)
-	current, stamped := annotations[ConfigHashAnnotation]
+	current, stamped := annotations[v1alpha1.ConfigHashAnnotation]
 	if counted == 0 {
 		if !stamped {
 			return admission.Allowed("")
 		}
 		// No rollout-mode config any more: a stale hash would only mislead.
-		return patched(req, kind, jsonpatch.Operation{Operation: "remove", Path: workload.AnnotationKeyPatchPath(kind.Kind, ConfigHashAnnotation)})
+		return patched(req, kind, jsonpatch.Operation{Operation: "remove", Path: workload.AnnotationKeyPatchPath(kind.Kind, v1alpha1.ConfigHashAnnotation)})
 	}
 	if current == hash {
 		return admission.Allowed("")
 	}
-	if req.Operation == admissionv1.Update && h.writerIsAhead(kind.Kind, req.OldObject, current, hash) {
-		return admission.Allowed("config hash set by the writer")
+	var warnings []string
+	if req.Operation == admissionv1.Update && h.writerChangedHash(kind.Kind, req.OldObject, current) {
+		// The hash always describes the config as it is now; a writer that
+		// sets another one (kubectl rollout undo copies an old revision's
+		// template) gets the current one, and is told why.
+		warnings = append(warnings, fmt.Sprintf("[config-hash] %s %s/%s: the config hash was reset to the current config's. "+
+			"A rollback does not bring back old ConfigMap or Secret content; change the config itself to go back.",
+			kind.Kind, req.Namespace, objectName(req, obj)))
 	}
+	var op jsonpatch.Operation
 	if annotations == nil {
 		// A JSON patch cannot add a key to a map that is not there.
-		return patched(req, kind, jsonpatch.Operation{Operation: "add", Path: workload.AnnotationPatchPath(kind.Kind), Value: map[string]string{ConfigHashAnnotation: hash}})
+		op = jsonpatch.Operation{Operation: "add", Path: workload.AnnotationPatchPath(kind.Kind), Value: map[string]string{v1alpha1.ConfigHashAnnotation: hash}}
+	} else {
+		op = jsonpatch.Operation{Operation: "add", Path: workload.AnnotationKeyPatchPath(kind.Kind, v1alpha1.ConfigHashAnnotation), Value: hash}
 	}
-	return patched(req, kind, jsonpatch.Operation{Operation: "add", Path: workload.AnnotationKeyPatchPath(kind.Kind, ConfigHashAnnotation), Value: hash})
+	return patched(req, kind, op).WithWarnings(warnings...)
 }
 
-// writerIsAhead guards against a webhook replica whose cache lags behind the
-// rollout controller's: the controller moves the hash from old to new, and
-// this replica, still computing old, must not move it back (that would roll
-// the workload twice). When the write itself changes the hash away from the
-// value this replica computes, the writer knows newer content; let it be.
-func (h *ConfigHash) writerIsAhead(kind string, oldRaw runtime.RawExtension, current, computed string) bool {
+// writerChangedHash reports whether an update sets a config hash other than
+// the stored one: a rollback, a copied manifest, or configward's own
+// controller when this replica's cache is behind its (the controller
+// notices that its hash did not stick and tries again).
+func (h *ConfigHash) writerChangedHash(kind string, oldRaw runtime.RawExtension, written string) bool {
 	old, _ := workload.New(kind)
 	if len(oldRaw.Raw) == 0 || h.Decoder.DecodeRaw(oldRaw, old) != nil {
 		return false
 	}
-	oldAnnotations, _ := workload.TemplateAnnotations(old)
-	previous := oldAnnotations[ConfigHashAnnotation]
-	return current != previous && computed == previous
+	previous, _ := workload.TemplateAnnotation(old, v1alpha1.ConfigHashAnnotation)
+	return written != "" && written != previous
 }
 
 func patched(req admission.Request, kind workload.Kind, op jsonpatch.Operation) admission.Response {

@@ -76,10 +76,13 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 	if err := h.Decoder.DecodeRaw(req.Object, obj); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the %s in this request cannot be decoded: %w", kind.Kind, err))
 	}
-	if kind.Kind == "Pod" && req.SubResource == "" && metav1.GetControllerOf(obj) != nil {
-		// The rules ran on the workload that owns it; refusing its pods
-		// would only stop an admitted workload from scaling.
-		return admission.Allowed("pod created by a controller")
+	if req.SubResource == "" && workload.ControlledByWorkload(obj) {
+		// The rules ran on the workload that owns it (a Deployment's
+		// ReplicaSets, any workload's Pods); refusing what it creates would
+		// only stop an admitted workload from scaling, and judging it again
+		// would record every finding once more. `kubectl debug` (the
+		// ephemeralcontainers subresource) adds to the spec, so it is judged.
+		return admission.Allowed("created by a " + metav1.GetControllerOf(obj).Kind + ", which was judged")
 	}
 	name := objectName(req, obj)
 	input, err := h.input(ctx, req, kind, obj, name)

@@ -5,8 +5,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/workload"
@@ -23,7 +21,7 @@ import (
 func Live(objs []client.Object) []client.Object {
 	var out []client.Object
 	for _, o := range objs {
-		if o.GetDeletionTimestamp() == nil && !ownedByWorkload(o) && !finished(o) {
+		if o.GetDeletionTimestamp() == nil && !workload.ControlledByWorkload(o) && !finished(o) {
 			out = append(out, o)
 		}
 	}
@@ -39,19 +37,6 @@ func Names(objs []client.Object) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func ownedByWorkload(o client.Object) bool {
-	ref := metav1.GetControllerOf(o)
-	if ref == nil {
-		return false
-	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil {
-		return false
-	}
-	k, ok := workload.Lookup(ref.Kind)
-	return ok && k.Group == gv.Group
 }
 
 func finished(o client.Object) bool {

@@ -1,8 +1,10 @@
 // Package controller holds configward's leader-elected controllers. The
 // rollout controller closes the config-hash loop for changes that never touch
-// the workload: when a ConfigMap or Secret changes, every workload that
-// consumes it and carries a now-stale hash gets the new one, which starts
-// that workload's own rolling update.
+// the workload: when a ConfigMap or Secret changes, every top-level workload
+// that consumes it and carries a now-stale hash gets the new one, which
+// starts that workload's own rolling update. Workloads another one controls
+// (the ReplicaSets of a Deployment, the Jobs of a CronJob) are never
+// patched: their owner's rollout replaces them.
 package controller
 
 import (
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -28,7 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	"github.com/configward/configward/internal/admission"
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/workload"
@@ -41,7 +44,9 @@ var (
 	}, []string{"kind"})
 	rolloutsSkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_rollouts_skipped_total",
-		Help: "Workloads whose config changed but were not rolled, by kind and reason (opted-out, job-immutable).",
+		Help: "Workloads whose consumed config changed but whose running pods were not replaced, by kind and reason: " +
+			"opted-out, policy-disabled and job-immutable leave the template as it is; on-delete, paused and replicaset " +
+			"get the new hash, but their own update strategy does not replace running pods.",
 	}, []string{"kind", "reason"})
 )
 
@@ -56,10 +61,19 @@ type RolloutOptions struct {
 	// Settings returns the rollout settings of the ConfigPolicies selecting
 	// a namespace (nil: rollouts on, Secrets included).
 	Settings func(ctx context.Context, namespace string) (enabled, includeSecrets bool, err error)
+	// Rate is how many workloads per second may be re-stamped, across every
+	// kind, so that one ConfigMap shared by a thousand workloads does not
+	// restart them all in the same second. Zero means unpaced.
+	Rate float64
 }
 
-// SetupRollouts registers one rollout controller per workload kind.
+// SetupRollouts registers one rollout controller per workload kind, all
+// paced by one rate.
 func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptions) error {
+	pace := rate.NewLimiter(rate.Inf, 0)
+	if opts.Rate > 0 {
+		pace = rate.NewLimiter(rate.Limit(opts.Rate), max(1, int(opts.Rate)))
+	}
 	for _, k := range inventory.RolloutKinds() {
 		r := &rollout{
 			client:   mgr.GetClient(),
@@ -68,6 +82,7 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			kind:     k,
 			window:   opts.BatchWindow,
 			settings: opts.Settings,
+			pace:     pace,
 			triggers: &triggerLog{byWorkload: map[types.NamespacedName]map[string]bool{}},
 		}
 		obj, _ := workload.New(k.Kind)
@@ -94,6 +109,7 @@ type rollout struct {
 	kind     workload.Kind
 	window   time.Duration
 	settings func(ctx context.Context, namespace string) (enabled, includeSecrets bool, err error)
+	pace     *rate.Limiter
 	triggers *triggerLog
 }
 
@@ -109,6 +125,9 @@ func (r *rollout) configChanged(kind refs.Kind) handler.EventHandler {
 			return
 		}
 		for _, c := range consumers {
+			if workload.Controlled(c) {
+				continue // its owner is a consumer too, and rolls it
+			}
 			key := types.NamespacedName{Namespace: c.GetNamespace(), Name: c.GetName()}
 			r.triggers.add(key, inventory.IndexValue(kind, obj.GetName()))
 			q.AddAfter(reconcile.Request{NamespacedName: key}, r.window)
@@ -150,49 +169,13 @@ func contentChanged(old, new client.Object) bool {
 }
 
 func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
-	obj, _ := workload.New(r.kind.Kind)
-	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
-		r.triggers.take(req.NamespacedName)
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
 	changed := r.triggers.take(req.NamespacedName)
-	annotations, _ := workload.TemplateAnnotations(obj)
-	current, stamped := annotations[admission.ConfigHashAnnotation]
-	if workload.RolloutsDisabled(obj) {
-		if len(changed) > 0 {
-			rolloutsSkipped.WithLabelValues(r.kind.Kind, "opted-out").Inc()
-		}
-		return reconcile.Result{}, nil
-	}
-	if !stamped && len(changed) == 0 {
-		// Installing configward restarts nothing: a workload the webhook has
-		// not stamped yet is only stamped when it is next written or when
-		// config it consumes really changes.
-		return reconcile.Result{}, nil
-	}
-	enabled, includeSecrets := true, true
-	if r.settings != nil {
-		var err error
-		if enabled, includeSecrets, err = r.settings(ctx, req.Namespace); err != nil {
+	obj, hash, err := r.staleHash(ctx, req, len(changed) > 0)
+	if obj == nil || err != nil {
+		if err != nil {
 			r.triggers.addAll(req.NamespacedName, changed)
-			return reconcile.Result{}, err
 		}
-	}
-	if !enabled {
-		if len(changed) > 0 {
-			rolloutsSkipped.WithLabelValues(r.kind.Kind, "policy-disabled").Inc()
-		}
-		return reconcile.Result{}, nil
-	}
-	spec, _ := workload.PodSpec(obj)
-	hash, counted, err := r.inv.TemplateHash(ctx, req.Namespace, spec, includeSecrets)
-	if err != nil {
-		r.triggers.addAll(req.NamespacedName, changed)
-		return reconcile.Result{}, err
-	}
-	if counted == 0 || hash == current {
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	what := "its config"
 	if len(changed) > 0 {
@@ -202,14 +185,27 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		// A Job's pod template is immutable; the next Job picks the change up.
 		if len(changed) > 0 {
 			rolloutsSkipped.WithLabelValues(r.kind.Kind, "job-immutable").Inc()
-			r.events.Eventf(obj, nil, corev1.EventTypeNormal, "ConfigChangedNotRolled", "Rollout",
+			r.events.Eventf(obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
 				"%s changed, but a Job's pod template cannot change: running pods keep the old config and a new Job is needed to use the new one", what)
 		}
 		return reconcile.Result{}, nil
 	}
 
+	// Wait for this rollout's turn, then decide again on what the cache
+	// holds by then: a change made meanwhile joins this rollout.
+	if err := r.pace.Wait(ctx); err != nil {
+		r.triggers.addAll(req.NamespacedName, changed)
+		return reconcile.Result{}, err
+	}
+	if obj, hash, err = r.staleHash(ctx, req, len(changed) > 0); obj == nil || err != nil {
+		if err != nil {
+			r.triggers.addAll(req.NamespacedName, changed)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+
 	before := obj.DeepCopyObject().(client.Object)
-	workload.SetTemplateAnnotation(obj, admission.ConfigHashAnnotation, hash)
+	workload.SetTemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation, hash)
 	// The optimistic lock makes a concurrent writer win; the conflict
 	// retries and the hash is recomputed on the fresh object.
 	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -217,12 +213,76 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		r.triggers.addAll(req.NamespacedName, changed)
 		return reconcile.Result{}, err
 	}
+	if stored, _ := workload.TemplateAnnotations(obj); stored[v1alpha1.ConfigHashAnnotation] != hash {
+		// The mutating webhook stamps what its own cache computes; one
+		// that has not seen the change yet writes the old hash back, and
+		// nothing rolls. Try again once its cache has caught up.
+		r.triggers.addAll(req.NamespacedName, changed)
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	log := ctrl.LoggerFrom(ctx)
+	if rep := workload.PodReplacement(obj); rep.Reason != "" {
+		rolloutsSkipped.WithLabelValues(r.kind.Kind, rep.Reason).Inc()
+		log.Info("config changed; pod template updated, pods not replaced", "kind", r.kind.Kind, "changed", changed, "reason", rep.Reason)
+		r.events.Eventf(obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
+			"%s changed: updated %s to %s, but %s: running pods keep the old config until %s",
+			what, v1alpha1.ConfigHashAnnotation, hash, rep.Why, rep.Until)
+		return reconcile.Result{}, nil
+	}
 	rolloutsTriggered.WithLabelValues(r.kind.Kind).Inc()
 	log.Info("config changed; rolling workload", "kind", r.kind.Kind, "changed", changed, "hash", hash)
+	effect := "which rolls the pods through the workload's own update strategy"
+	if r.kind.Kind == "CronJob" {
+		effect = "which the next Job it starts uses; Jobs already started keep theirs"
+	}
 	r.events.Eventf(obj, nil, corev1.EventTypeNormal, "ConfigChanged", "Rollout",
-		"%s changed: updated %s to %s, which rolls the pods through the workload's own update strategy",
-		what, admission.ConfigHashAnnotation, hash)
+		"%s changed: updated %s to %s, %s", what, v1alpha1.ConfigHashAnnotation, hash, effect)
 	return reconcile.Result{}, nil
+}
+
+// staleHash reads the workload and returns it with the hash its template
+// should carry, or a nil object when nothing is to be done: the workload is
+// gone, controlled by another, opted out, not stamped yet with no config
+// change to account for (installing configward restarts nothing), or up to
+// date. changed says whether config it consumes changed since the last
+// reconcile, for the metrics of workloads left alone.
+func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed bool) (client.Object, string, error) {
+	obj, _ := workload.New(r.kind.Kind)
+	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return nil, "", err
+	}
+	if workload.Controlled(obj) {
+		return nil, "", nil
+	}
+	current, stamped := workload.TemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation)
+	if workload.RolloutsDisabled(obj) {
+		if changed {
+			rolloutsSkipped.WithLabelValues(r.kind.Kind, "opted-out").Inc()
+		}
+		return nil, "", nil
+	}
+	if !stamped && !changed {
+		return nil, "", nil
+	}
+	enabled, includeSecrets := true, true
+	if r.settings != nil {
+		var err error
+		if enabled, includeSecrets, err = r.settings(ctx, req.Namespace); err != nil {
+			return nil, "", err
+		}
+	}
+	if !enabled {
+		if changed {
+			rolloutsSkipped.WithLabelValues(r.kind.Kind, "policy-disabled").Inc()
+		}
+		return nil, "", nil
+	}
+	spec, _ := workload.PodSpec(obj)
+	hash, counted, err := r.inv.TemplateHash(ctx, req.Namespace, spec, includeSecrets)
+	if err != nil || counted == 0 || hash == current {
+		return nil, "", err
+	}
+	return obj, hash, nil
 }
 
 // triggerLog remembers which config objects changed since a workload was

@@ -210,6 +210,12 @@ type Controller struct {
 	LeaderElectionNamespace string
 	LeaderElectionID        string
 	RolloutBatchWindow      time.Duration
+	RolloutRate             float64
+	// Restartable lets a second controller process be built in the same Go
+	// process once the first has stopped (controller-runtime refuses two
+	// controllers of one name in a process otherwise). Tests that stop and
+	// restart the controller set it; it has no flag.
+	Restartable bool
 }
 
 // AddFlags registers the controller's flags.
@@ -223,4 +229,24 @@ func (c *Controller) AddFlags(fs *pflag.FlagSet) {
 		"Name of the leader-election Lease.")
 	fs.DurationVar(&c.RolloutBatchWindow, "rollout-batch-window", 2*time.Second,
 		"How long to wait after a ConfigMap or Secret changes before rolling its consumers, so several objects changed together give one rollout. Longer windows batch more and react later.")
+	fs.Float64Var(&c.RolloutRate, "rollout-rate", DefaultRolloutRate,
+		"Most workloads rolled per second, across every namespace and kind, so that a ConfigMap shared by many workloads does not restart them all in the same second or flood the API server. Each workload is still rolled exactly once. 0 means unpaced.")
+}
+
+// DefaultRolloutRate paces rollouts: a thousand workloads sharing one
+// ConfigMap start rolling over about 100 s (see the README's measurements).
+const DefaultRolloutRate = 10
+
+// Validate reports flag values that cannot work.
+func (c *Controller) Validate() error {
+	if err := c.Common.Validate(); err != nil {
+		return err
+	}
+	if c.RolloutRate < 0 {
+		return fmt.Errorf("--rollout-rate must not be negative (0 means unpaced)")
+	}
+	if c.RolloutBatchWindow < 0 {
+		return fmt.Errorf("--rollout-batch-window must not be negative")
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -191,6 +192,7 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 		// next leader wait for it to expire.
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         inventory.CacheOptions(),
+		Controller:                    config.Controller{SkipNameValidation: &o.Restartable},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating controller manager: %w", err)
@@ -205,6 +207,7 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 	}
 	if err := controller.SetupRollouts(mgr, inv, controller.RolloutOptions{
 		BatchWindow: o.RolloutBatchWindow,
+		Rate:        o.RolloutRate,
 		Settings: func(ctx context.Context, namespace string) (bool, bool, error) {
 			ns, err := policystore.LookupNamespace(ctx, mgr.GetCache(), namespace)
 			if err != nil {

@@ -122,6 +122,64 @@ func RolloutsDisabled(obj metav1.Object) bool {
 	return obj.GetAnnotations()[RolloutAnnotation] == RolloutDisabled
 }
 
+// Controlled reports whether another object controls obj (a ReplicaSet of
+// a Deployment, a Job of a CronJob, a Pod of anything). Its owner's template
+// is what configward stamps and rolls: the owner finds its own ReplicaSets by
+// comparing templates, so changing an owned template breaks its rollouts.
+func Controlled(obj metav1.Object) bool { return metav1.GetControllerOf(obj) != nil }
+
+// ControlledByWorkload reports whether a workload of a known kind controls
+// obj. Only such an owner stands for obj: it was judged, and it is what a
+// delete of config in use would break. Any other controller (a ConfigMap
+// named as owner, an unknown operator) proves nothing.
+func ControlledByWorkload(obj metav1.Object) bool {
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return false
+	}
+	k, ok := Lookup(ref.Kind)
+	return ok && k.Group == gv.Group
+}
+
+// Replacement says what a change of a workload's pod template does to the
+// pods it already runs.
+type Replacement struct {
+	// Reason is empty when the workload's own update strategy replaces its
+	// pods; otherwise a short label for metrics (on-delete, paused,
+	// replicaset).
+	Reason string
+	// Why and Until complete, for people, "running pods keep the old
+	// config: <Why>; they get the new one when <Until>".
+	Why, Until string
+}
+
+// PodReplacement tells whether changing obj's pod template replaces the
+// pods it runs. A CronJob's next Job uses the new template, which is its
+// rollout. Jobs are not covered: their template cannot change.
+func PodReplacement(obj runtime.Object) Replacement {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		if o.Spec.Paused {
+			return Replacement{"paused", "the Deployment is paused", "it is resumed (kubectl rollout resume)"}
+		}
+	case *appsv1.StatefulSet:
+		if o.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
+			return Replacement{"on-delete", "its updateStrategy is OnDelete", "each pod is deleted"}
+		}
+	case *appsv1.DaemonSet:
+		if o.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
+			return Replacement{"on-delete", "its updateStrategy is OnDelete", "each pod is deleted"}
+		}
+	case *appsv1.ReplicaSet:
+		return Replacement{"replicaset", "a ReplicaSet never replaces running pods", "each pod is deleted (use a Deployment to roll them)"}
+	}
+	return Replacement{}
+}
+
 // New returns an empty typed object of kind with its TypeMeta set, so it can
 // be used with a client or decoded into directly.
 func New(kind string) (client.Object, bool) {
@@ -210,6 +268,14 @@ func TemplateAnnotations(obj runtime.Object) (map[string]string, bool) {
 		return nil, false
 	}
 	return meta.Annotations, true
+}
+
+// TemplateAnnotation returns one annotation of the pod template, and
+// whether it is set.
+func TemplateAnnotation(obj runtime.Object, key string) (string, bool) {
+	a, _ := TemplateAnnotations(obj)
+	v, ok := a[key]
+	return v, ok
 }
 
 // SetTemplateAnnotation sets one annotation on the pod template, creating

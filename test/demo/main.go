@@ -1,7 +1,8 @@
-// Command demo is `make demo`: it starts kube-apiserver and etcd with the
-// same harness as the e2e suites (test/framework), runs configward's webhook
-// and controller in-process with the generated webhook configurations
-// installed, walks through the sample manifests in config/samples with the
+// Command demo is `make demo`: it starts a whole cluster with the same
+// harness as the e2e suites (test/framework): kube-apiserver and etcd,
+// kube-controller-manager, kube-scheduler and two kwok nodes on which pods
+// run. It runs configward's webhook and controller in-process with the
+// generated webhook configurations installed, walks through the sample manifests in config/samples with the
 // real kubectl, checking each outcome, and then stays up with a kubeconfig
 // the user can point kubectl at until Ctrl-C.
 package main
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,7 +58,7 @@ func run() int {
 	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.UseDevMode(true)))
 	klog.SetLogger(ctrl.Log.WithName("klog"))
 
-	fmt.Println("Starting kube-apiserver and etcd (from $KUBEBUILDER_ASSETS), configward's webhook and controller ...")
+	fmt.Println("Starting kube-apiserver, etcd, kube-controller-manager, kube-scheduler and two kwok nodes (from $KUBEBUILDER_ASSETS), configward's webhook and controller ...")
 	start := time.Now()
 	env, err := framework.Start(framework.Options{})
 	if err != nil {
@@ -81,12 +83,17 @@ func run() int {
 		cleanup()
 		return 1
 	}
+	if err := env.StartCluster(2); err != nil {
+		fmt.Fprintln(os.Stderr, "demo: starting kube-controller-manager, kube-scheduler and kwok:", err)
+		cleanup()
+		return 1
+	}
 	if _, err := env.InstallWebhookConfigurations(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "demo: installing the webhook configurations:", err)
 		cleanup()
 		return 1
 	}
-	if err := env.StartController(manager.Controller{RolloutBatchWindow: 2 * time.Second}); err != nil {
+	if _, err := env.StartController(manager.Controller{RolloutBatchWindow: 2 * time.Second, RolloutRate: manager.DefaultRolloutRate}); err != nil {
 		fmt.Fprintln(os.Stderr, "demo: starting the controller:", err)
 		cleanup()
 		return 1
@@ -136,7 +143,10 @@ func (w *walkthrough) steps() {
 	w.step("02", "Allowed: a Deployment mounting its config, stamped with configward.dev/config-hash", func() bool {
 		ok := w.apply("02-checkout-deployment.yaml", 0)
 		res := w.kubectl("get", "deployment", "checkout", "-n", namespace, "-o", hashJSONPath)
-		return ok && w.expect(res, 0, "configward.dev/config-hash=sha256:")
+		ok = w.expect(res, 0, "configward.dev/config-hash=sha256:") && ok
+		ok = w.expect(w.kubectl("rollout", "status", "deployment/checkout", "-n", namespace, "--timeout=60s"), 0, "successfully rolled out") && ok
+		w.kubectl(podsWithHash...)
+		return ok
 	})
 	w.step("03", "Deny subpath-config: a hot ConfigMap mounted with subPath", func() bool {
 		return w.apply("03-deny-subpath-config.yaml", 1, `denied the request: [subpath-config]`)
@@ -182,7 +192,12 @@ func (w *walkthrough) steps() {
 			return false
 		}
 		w.kubectl("get", "events", "-n", namespace, "--field-selector", "reason=ConfigChanged", "-o", "custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message")
-		return true
+		fmt.Println("  the Deployment replaces its pods through its own rolling update; every pod now runs the new config:")
+		if !w.expect(w.kubectl("rollout", "status", "deployment/checkout", "-n", namespace, "--timeout=60s"), 0, "successfully rolled out") {
+			return false
+		}
+		want := strings.TrimSpace(after.Stdout[strings.Index(after.Stdout, "sha256:"):])
+		return w.podsCarry(want)
 	})
 	w.step("09", "ConfigPolicy: secret-in-env becomes Deny in namespace demo, without a restart", func() bool {
 		if !w.apply("09-configpolicy-demo.yaml", 0) {
@@ -211,6 +226,34 @@ func (w *walkthrough) steps() {
 		res := w.kubectl("get", "events", "-n", namespace, "--field-selector", "reason=BreakGlass", "-o", "custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message")
 		return w.expect(res, 0, "INC-1042") && ok
 	})
+}
+
+// podsWithHash lists the pods of Deployment checkout with the config hash
+// each started with.
+var (
+	checkoutPods = []string{"get", "pods", "-n", namespace, "-l", "app=checkout"}
+	podsWithHash = append(slices.Clip(checkoutPods),
+		"-o", `custom-columns=POD:.metadata.name,PHASE:.status.phase,NODE:.spec.nodeName,CONFIG-HASH:.metadata.annotations.configward\.dev/config-hash`)
+)
+
+// podsCarry waits until every pod of Deployment checkout carries hash (the
+// old ones are deleted as the rollout goes on), then shows them.
+func (w *walkthrough) podsCarry(hash string) bool {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && w.ctx.Err() == nil {
+		res := w.quietKubectl(append(slices.Clip(checkoutPods), "-o", `jsonpath={range .items[*]}{.metadata.annotations.configward\.dev/config-hash}{"\n"}{end}`)...)
+		lines := strings.Fields(res.Stdout)
+		if res.ExitCode == 0 && len(lines) > 0 && !slices.ContainsFunc(lines, func(l string) bool { return l != hash }) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	res := w.kubectl(podsWithHash...)
+	if strings.Count(res.Stdout, hash) == 0 || strings.Count(res.Stdout, "sha256:") != strings.Count(res.Stdout, hash) {
+		fmt.Println("  ✗ not every pod carries " + hash)
+		return false
+	}
+	return true
 }
 
 // setup creates the namespace the samples live in.

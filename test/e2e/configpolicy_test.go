@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/api/v1alpha1"
 )
 
@@ -245,7 +244,7 @@ var _ = Describe("ConfigPolicy", func() {
 		stamped := func(ns, consumes string) string {
 			obj := decode(podYAML(ns, "probe", consumes))
 			Expect(env.Client.Create(context.Background(), obj, &client.CreateOptions{DryRun: []string{metav1.DryRunAll}})).To(Succeed())
-			return obj.GetAnnotations()[admission.ConfigHashAnnotation]
+			return obj.GetAnnotations()[v1alpha1.ConfigHashAnnotation]
 		}
 		off := policyNamespace("rollouts-off")
 		apply(configMap(off, "app-config", map[string]string{"a": "1"}, nil))
@@ -257,7 +256,7 @@ var _ = Describe("ConfigPolicy", func() {
 		secretPod := func() string {
 			obj := decode(fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: probe, namespace: %s}\nspec:\n  containers: [{name: app, image: app, volumeMounts: [{name: s, mountPath: /s}]}]\n  volumes: [{name: s, secret: {secretName: db}}]\n", noSecrets))
 			Expect(env.Client.Create(context.Background(), obj, &client.CreateOptions{DryRun: []string{metav1.DryRunAll}})).To(Succeed())
-			return obj.GetAnnotations()[admission.ConfigHashAnnotation]
+			return obj.GetAnnotations()[v1alpha1.ConfigHashAnnotation]
 		}
 		Expect(secretPod()).NotTo(BeEmpty())
 		applyPolicy(policyYAML("rollouts-no-secrets", "rollouts-no-secrets", "rollouts: {excludeSecrets: true}\n"))

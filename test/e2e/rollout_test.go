@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/configward/configward/internal/admission"
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/digest"
 	"github.com/configward/configward/internal/workload"
 )
@@ -61,7 +61,7 @@ func rolloutNamespace() string {
 		pod := podYAML(ns, "probe", "probe-config")
 		obj := decode(pod)
 		_ = env.Client.Create(context.Background(), obj, &client.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return obj.GetAnnotations()[admission.ConfigHashAnnotation]
+		return obj.GetAnnotations()[v1alpha1.ConfigHashAnnotation]
 	}, 30*time.Second, 200*time.Millisecond).ShouldNot(BeEmpty(), "the config-hash webhook never answered")
 	return ns
 }
@@ -163,7 +163,7 @@ func stateOf(kind, ns, name string) func() templateState {
 			return templateState{Generation: -1}
 		}
 		a, _ := workload.TemplateAnnotations(obj)
-		return templateState{Generation: obj.GetGeneration(), Hash: a[admission.ConfigHashAnnotation]}
+		return templateState{Generation: obj.GetGeneration(), Hash: a[v1alpha1.ConfigHashAnnotation]}
 	}
 }
 
@@ -343,7 +343,7 @@ spec:
 
 		var cj batchv1.CronJob
 		Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "nightly"}, &cj)).To(Succeed())
-		Expect(cj.Spec.JobTemplate.Spec.Template.Annotations).To(HaveKey(admission.ConfigHashAnnotation))
+		Expect(cj.Spec.JobTemplate.Spec.Template.Annotations).To(HaveKey(v1alpha1.ConfigHashAnnotation))
 		var jobs batchv1.JobList
 		Expect(env.Client.List(context.Background(), &jobs, client.InNamespace(ns))).To(Succeed())
 		Expect(jobs.Items).To(HaveLen(1), "re-stamping a CronJob must not run anything")

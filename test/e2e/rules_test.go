@@ -17,6 +17,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/admission"
@@ -153,13 +154,16 @@ volumes: [{name: v, secret: {secretName: db, defaultMode: 0400}}]`, outcome{"", 
 
 	It("checks containers added through the ephemeralcontainers subresource", func() {
 		apply(workloadYAML("Pod", ns, "target", "containers: [{name: a, image: app}]\n"))
-		var pod corev1.Pod
-		Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "target"}, &pod)).To(Succeed())
-		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{
-			EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: "busybox",
-				EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "hot-flags"}}}}},
+		// The scheduler and kwok update the pod meanwhile: retry on conflicts.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var pod corev1.Pod
+			Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "target"}, &pod)).To(Succeed())
+			pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{
+				EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: "busybox",
+					EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "hot-flags"}}}}},
+			})
+			return env.Client.SubResource("ephemeralcontainers").Update(context.Background(), &pod)
 		})
-		err := env.Client.SubResource("ephemeralcontainers").Update(context.Background(), &pod)
 		Expect(err).To(MatchError(ContainSubstring(`[hot-config-in-env] Pod ` + ns + `/target ephemeral container "debug" reads ConfigMap "hot-flags"`)))
 		Expect(err).To(MatchError(ContainSubstring("spec.ephemeralContainers[0].envFrom[0].configMapRef")))
 	})

@@ -1,6 +1,8 @@
 // Package e2e holds configward's behaviour tests: Ginkgo suites against a
-// real kube-apiserver with configward's webhook configurations installed,
-// driven through kubectl where users drive it.
+// whole cluster (kube-apiserver, etcd, kube-controller-manager with every
+// default controller, kube-scheduler and kwok nodes on which pods run) with
+// configward's webhook configurations installed, driven through kubectl
+// where users drive it.
 package e2e
 
 import (
@@ -18,7 +20,20 @@ import (
 	"github.com/configward/configward/test/framework"
 )
 
-var env *framework.Env
+var (
+	env *framework.Env
+	// stopController stops the suite's configward controller, which
+	// restartController starts again.
+	stopController func() error
+)
+
+// suiteController are the settings of the suite's configward controller:
+// a short batch window so specs wait less, and no pacing, which one spec
+// turns on for itself.
+var suiteController = manager.Controller{RolloutBatchWindow: rolloutBatchWindow}
+
+// kwokNodes is how many fake nodes run the suite's pods.
+const kwokNodes = 3
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -36,12 +51,13 @@ var _ = BeforeSuite(func() {
 		Webhook: configureChangeControl,
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect(env.StartControllerManager()).To(Succeed())
+	Expect(env.StartCluster(kwokNodes)).To(Succeed())
 	grantTestIdentities()
 	installHarnessWebhook()
 	_, err = env.InstallWebhookConfigurations(context.Background(), skipUnmanagedNamespaces)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(env.StartController(manager.Controller{RolloutBatchWindow: rolloutBatchWindow})).To(Succeed())
+	stopController, err = env.StartController(suiteController)
+	Expect(err).NotTo(HaveOccurred())
 })
 
 var _ = AfterSuite(func() {

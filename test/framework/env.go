@@ -55,9 +55,9 @@ type Env struct {
 	CA         *CA
 	// ProbeAddr serves /healthz and /readyz of the webhook process.
 	ProbeAddr string
-	// ControllerManagerLog is the log of kube-controller-manager, once
-	// StartControllerManager ran.
-	ControllerManagerLog string
+	// ControllerManagerLog, SchedulerLog and KwokLog are the logs of the
+	// cluster components, once started (see StartCluster).
+	ControllerManagerLog, SchedulerLog, KwokLog string
 	// AuditLog is the API server's audit log (JSON lines) of requests on
 	// ConfigMaps and Secrets, at level Metadata: it shows the audit
 	// annotations admission webhooks add.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -74,23 +75,31 @@ func DecodeManifests(path string) ([]client.Object, error) {
 }
 
 // StartController runs `configward controller` in-process against the test
-// API server, without leader election.
-func (e *Env) StartController(o manager.Controller) error {
+// API server, without leader election. It stops with the Env, or earlier
+// through the returned function (which a test uses to stand for a crash
+// or a restart); stopping twice does nothing.
+func (e *Env) StartController(o manager.Controller) (stop func() error, err error) {
 	probe, err := freeAddr()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	o.MetricsAddr, o.ProbeAddr, o.LeaderElect = "0", probe, false
+	o.MetricsAddr, o.ProbeAddr, o.LeaderElect, o.Restartable = "0", probe, false, true
 	p, err := manager.NewController(e.Config, o)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	e.stops = append(e.stops, func() error {
-		cancel()
-		return <-done
-	})
-	return nil
+	var once sync.Once
+	var result error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			result = <-done
+		})
+		return result
+	}
+	e.stops = append(e.stops, stop)
+	return stop, nil
 }

@@ -1,0 +1,272 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// The rest of a cluster beside the API server: kube-controller-manager with
+// every controller that runs by default (the workload controllers, the
+// garbage collector, namespace deletion, the node lifecycle controller that
+// clears the not-ready taint of new nodes, ...), kube-scheduler, and kwok,
+// which stands in for the kubelets of a few fake nodes: it marks the pods
+// scheduled onto them Running and Ready, and finishes their deletion. No
+// container runs anywhere; what configward needs of a pod is its spec, its
+// annotations and its lifecycle.
+
+// KwokNodeAnnotation marks the nodes kwok manages.
+const KwokNodeAnnotation = "kwok.x-k8s.io/node"
+
+// ControllerManagerControllers is kube-controller-manager's --controllers:
+// every controller that is on by default, as in a kubeadm cluster. Those
+// that need a cloud provider or signing keys do nothing without them.
+var ControllerManagerControllers = []string{"*"}
+
+// StartCluster starts kube-controller-manager, kube-scheduler and kwok with
+// the given number of fake nodes, and waits until every node is Ready and
+// schedulable.
+func (e *Env) StartCluster(nodes int) error {
+	if err := e.StartControllerManager(); err != nil {
+		return err
+	}
+	if err := e.StartScheduler(); err != nil {
+		return err
+	}
+	return e.StartKwok(nodes)
+}
+
+// StartControllerManager runs kube-controller-manager (built with the
+// API server by `make controlplane`) against the test API server the way
+// kubeadm runs it: authenticated as system:kube-controller-manager, each
+// controller with its own service account. It stops with the Env.
+func (e *Env) StartControllerManager() error {
+	kubeconfig, err := e.componentKubeconfig("kube-controller-manager", envtest.User{Name: "system:kube-controller-manager"})
+	if err != nil {
+		return err
+	}
+	rootCA := filepath.Join(e.Dir, "kube-controller-manager", "ca.crt")
+	if err := os.WriteFile(rootCA, e.Config.CAData, 0o600); err != nil {
+		return err
+	}
+	p, err := e.startComponent("kube-controller-manager",
+		"--kubeconfig="+kubeconfig,
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file="+filepath.Join(e.testEnv.ControlPlane.APIServer.CertDir, "sa-signer.key"),
+		"--root-ca-file="+rootCA,
+		"--controllers="+strings.Join(ControllerManagerControllers, ","),
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--concurrent-namespace-syncs=5",
+		// The suites and benchmarks create workloads faster than a quiet
+		// cluster; kube-controller-manager's default of 20 requests/s would
+		// make them measure its client-side throttling.
+		"--kube-api-qps=200", "--kube-api-burst=400",
+		"--v=2",
+	)
+	if err != nil {
+		return err
+	}
+	e.ControllerManagerLog = p.Log
+	return nil
+}
+
+// StartScheduler runs kube-scheduler as system:kube-scheduler, whose
+// permissions come from the API server's bootstrap RBAC policy.
+func (e *Env) StartScheduler() error {
+	kubeconfig, err := e.componentKubeconfig("kube-scheduler", envtest.User{Name: "system:kube-scheduler"})
+	if err != nil {
+		return err
+	}
+	p, err := e.startComponent("kube-scheduler",
+		"--kubeconfig="+kubeconfig,
+		"--authentication-kubeconfig="+kubeconfig,
+		"--authorization-kubeconfig="+kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--kube-api-qps=200", "--kube-api-burst=400",
+		"--v=1",
+	)
+	if err != nil {
+		return err
+	}
+	e.SchedulerLog = p.Log
+	return nil
+}
+
+// StartKwok runs kwok for nodes fake nodes (kwok-node-0, ...), created here,
+// and waits until the scheduler may place pods on them: kwok reports them
+// Ready, and the node lifecycle controller then removes the not-ready taint
+// the API server put on them. kwok plays the kubelet with the stages `make
+// controlplane` copies from its module (node-initialize, heartbeat with
+// leases, pod ready/complete/delete).
+func (e *Env) StartKwok(nodes int) error {
+	stages := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kwok-stages.yaml")
+	if _, err := os.Stat(stages); err != nil {
+		return fmt.Errorf("kwok's stages not found in KUBEBUILDER_ASSETS (run `make controlplane`): %w", err)
+	}
+	p, err := e.startComponent("kwok",
+		"--kubeconfig="+e.Kubeconfig,
+		"--config="+stages,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"=fake",
+		"--node-lease-duration-seconds=40",
+		// Addresses written into node and pod status only; nothing connects
+		// to them.
+		"--node-ip=127.0.0.1",
+		"--cidr=10.244.0.0/16",
+	)
+	if err != nil {
+		return err
+	}
+	e.KwokLog = p.Log
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for i := range nodes {
+		if err := e.Client.Create(ctx, kwokNode(fmt.Sprintf("kwok-node-%d", i))); err != nil {
+			return fmt.Errorf("creating a kwok node: %w", err)
+		}
+	}
+	for {
+		ready, err := e.schedulableNodes(ctx)
+		if err == nil && ready >= nodes {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d kwok nodes Ready and untainted after 2 minutes (last error: %v); see %s and %s", ready, nodes, err, e.KwokLog, e.ControllerManagerLog)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func kwokNode(name string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Annotations: map[string]string{KwokNodeAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Labels: map[string]string{
+				"kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
+				"kubernetes.io/hostname": name, "type": "kwok",
+			},
+		},
+	}
+}
+
+func (e *Env) schedulableNodes(ctx context.Context) (int, error) {
+	var list corev1.NodeList
+	if err := e.Client.List(ctx, &list, client.HasLabels{"type"}); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, node := range list.Items {
+		if node.Annotations[KwokNodeAnnotation] == "" || len(node.Spec.Taints) > 0 {
+			continue
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+// componentKubeconfig writes a kubeconfig for a control-plane component
+// authenticated as user, into its own directory under the Env's.
+func (e *Env) componentKubeconfig(component string, user envtest.User) (string, error) {
+	u, err := e.testEnv.AddUser(user, nil)
+	if err != nil {
+		return "", err
+	}
+	kc, err := u.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(e.Dir, component)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "kubeconfig")
+	return path, os.WriteFile(path, kc, 0o600)
+}
+
+// Component is a control-plane binary the Env runs as a child process.
+type Component struct {
+	Name string
+	// Log holds its stdout and stderr.
+	Log    string
+	cmd    *exec.Cmd
+	exited chan error
+}
+
+// startComponent runs a binary from $KUBEBUILDER_ASSETS, logging to
+// <Dir>/<name>/log, and registers its stop with the Env. It fails when the
+// process exits within its first second (a bad flag, a missing file).
+func (e *Env) startComponent(name string, args ...string) (*Component, error) {
+	bin := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), name)
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("%s not found in KUBEBUILDER_ASSETS (run `make controlplane`): %w", name, err)
+	}
+	dir := filepath.Join(e.Dir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	log, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		return nil, err
+	}
+	c := &Component{Name: name, Log: log.Name(), cmd: exec.Command(bin, args...), exited: make(chan error, 1)}
+	c.cmd.Stdout, c.cmd.Stderr = log, log
+	if err := c.cmd.Start(); err != nil {
+		log.Close()
+		return nil, err
+	}
+	go func() { c.exited <- c.cmd.Wait(); log.Close() }()
+	e.stops = append(e.stops, c.Stop)
+	select {
+	case err := <-c.exited:
+		c.exited <- err
+		out, _ := os.ReadFile(c.Log)
+		return nil, errors.Join(fmt.Errorf("%s exited at start: %v", name, err), errors.New(tail(string(out), 2000)))
+	case <-time.After(time.Second):
+	}
+	return c, nil
+}
+
+// Stop interrupts the component and waits for it, killing it after ten
+// seconds. Stopping a stopped component does nothing.
+func (c *Component) Stop() error {
+	select {
+	case err := <-c.exited:
+		c.exited <- err
+		return nil
+	default:
+	}
+	_ = c.cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-c.exited:
+		c.exited <- err
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		c.exited <- <-c.exited
+	}
+	return nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
