@@ -32,6 +32,12 @@ func TestConfigHashRequestsItDoesNotStamp(t *testing.T) {
 			Object: runtime.RawExtension{Raw: []byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x","annotations":{"configward.dev/rollout":"disabled"}}}`)}}, true, 200},
 		"pod owned by a controller": {admissionv1.AdmissionRequest{Operation: admissionv1.Create, Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
 			Object: runtime.RawExtension{Raw: []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"1","controller":true}]}}`)}}, true, 200},
+		// A hash written into a Deployment's ReplicaSet makes the deployment
+		// controller take it for the current one, and no pod is replaced.
+		"replicaset owned by a deployment": {admissionv1.AdmissionRequest{Operation: admissionv1.Update, Kind: metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"},
+			Object: runtime.RawExtension{Raw: []byte(`{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"name":"x","ownerReferences":[{"apiVersion":"apps/v1","kind":"Deployment","name":"d","uid":"1","controller":true}]}}`)}}, true, 200},
+		"job owned by a cronjob": {admissionv1.AdmissionRequest{Operation: admissionv1.Create, Kind: metav1.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"},
+			Object: runtime.RawExtension{Raw: []byte(`{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"x","ownerReferences":[{"apiVersion":"batch/v1","kind":"CronJob","name":"c","uid":"1","controller":true}]}}`)}}, true, 200},
 	} {
 		t.Run(name, func(t *testing.T) {
 			resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: tc.req})

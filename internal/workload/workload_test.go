@@ -6,8 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 )
 
 const hashKey = "configward.dev/config-hash"
@@ -187,4 +191,62 @@ func lookupPointer(doc any, ptr string) any {
 		path = append(path, strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~"))
 	}
 	return lookupPath(doc, path)
+}
+
+func TestPodReplacement(t *testing.T) {
+	tests := []struct {
+		name string
+		obj  runtime.Object
+		want string
+	}{
+		{"Deployment", &appsv1.Deployment{}, ""},
+		{"paused Deployment", &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Paused: true}}, "paused"},
+		{"StatefulSet, default strategy", &appsv1.StatefulSet{}, ""},
+		{"StatefulSet OnDelete", &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}}}, "on-delete"},
+		{"DaemonSet RollingUpdate", &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType}}}, ""},
+		{"DaemonSet OnDelete", &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}}}, "on-delete"},
+		{"ReplicaSet", &appsv1.ReplicaSet{}, "replicaset"},
+		{"CronJob: the next Job is its rollout", &batchv1.CronJob{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := PodReplacement(tt.obj)
+			if r.Reason != tt.want {
+				t.Fatalf("Reason = %q, want %q", r.Reason, tt.want)
+			}
+			if (r.Reason == "") != (r.Why == "" && r.Until == "") {
+				t.Fatalf("a reason needs an explanation and none without: %+v", r)
+			}
+		})
+	}
+}
+
+func TestControlled(t *testing.T) {
+	owner := func(apiVersion, kind string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "o", UID: "u", Controller: ptr.To(true)}}}
+	}
+	tests := []struct {
+		name                 string
+		meta                 metav1.ObjectMeta
+		controlled, workload bool
+	}{
+		{"nobody", metav1.ObjectMeta{}, false, false},
+		{"a Deployment", owner("apps/v1", "Deployment"), true, true},
+		{"a CronJob", owner("batch/v1", "CronJob"), true, true},
+		{"Argo Rollouts: a controller, not a workload kind configward knows", owner("argoproj.io/v1alpha1", "Rollout"), true, false},
+		{"a ConfigMap named as controller", owner("v1", "ConfigMap"), true, false},
+		{"a kind of the wrong group", owner("example.com/v1", "Deployment"), true, false},
+		{"an owner that is not the controller", metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "o", UID: "u"}}}, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obj := &appsv1.ReplicaSet{ObjectMeta: tt.meta}
+			if got := Controlled(obj); got != tt.controlled {
+				t.Errorf("Controlled = %v, want %v", got, tt.controlled)
+			}
+			if got := ControlledByWorkload(obj); got != tt.workload {
+				t.Errorf("ControlledByWorkload = %v, want %v", got, tt.workload)
+			}
+		})
+	}
 }

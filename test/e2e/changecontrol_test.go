@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -111,26 +108,13 @@ func denial(ns, who, fields, kind, name string) string {
 // auditAnnotations returns the annotations the API server's audit log
 // recorded for requests of verb on the object.
 func auditAnnotations(ns, resource, name, verb string) []map[string]string {
-	f, err := os.Open(env.AuditLog)
+	events, err := env.AuditEvents(func(ev framework.AuditEvent) bool {
+		return ev.Verb == verb && ev.ObjectRef.Resource == resource && ev.ObjectRef.Namespace == ns && ev.ObjectRef.Name == name
+	})
 	Expect(err).NotTo(HaveOccurred())
-	defer f.Close()
 	var out []map[string]string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var ev struct {
-			Verb      string `json:"verb"`
-			ObjectRef struct {
-				Resource, Namespace, Name string
-			} `json:"objectRef"`
-			Annotations map[string]string `json:"annotations"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil {
-			continue
-		}
-		if ev.Verb == verb && ev.ObjectRef.Resource == resource && ev.ObjectRef.Namespace == ns && ev.ObjectRef.Name == name {
-			out = append(out, ev.Annotations)
-		}
+	for _, ev := range events {
+		out = append(out, ev.Annotations)
 	}
 	return out
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/manager"
 	"github.com/configward/configward/internal/workload"
+	"github.com/configward/configward/test/framework"
 )
 
 // These specs follow a config change all the way to running pods: the
@@ -145,6 +146,19 @@ func rolloutStatus(ns, kindName string) {
 	Expect(res.Stdout).To(Or(ContainSubstring("successfully rolled out"), ContainSubstring("rolling update complete")))
 }
 
+// controllerPatches counts the writes configward's controller made to a
+// resource in a namespace, from the API server's audit log.
+func controllerPatches(ns, resource string) func() int {
+	return func() int {
+		events, err := env.AuditEvents(func(ev framework.AuditEvent) bool {
+			return ev.User.Username == framework.ControllerUser && ev.ObjectRef.Namespace == ns &&
+				ev.ObjectRef.Resource == resource && ev.Verb != "get" && ev.Verb != "list" && ev.Verb != "watch"
+		})
+		Expect(err).NotTo(HaveOccurred())
+		return len(events)
+	}
+}
+
 // restartController stops the suite's controller, runs f while it is down,
 // and starts it again with o.
 func restartController(o manager.Controller, f func()) {
@@ -195,6 +209,8 @@ var _ = Describe("rollouts on a whole cluster", func() {
 			{Name: replicaSetsOf(ns, "web")[1].Name, Hash: second, Replicas: 3},
 		}))
 		Consistently(replicaSetStates(ns, "web"), settle).Should(HaveLen(2))
+		Expect(controllerPatches(ns, "deployments")()).To(Equal(1))
+		Expect(controllerPatches(ns, "replicasets")()).To(Equal(0))
 		var now appsv1.ReplicaSet
 		Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(&oldRS), &now)).To(Succeed())
 		Expect(now.Spec.Template).To(Equal(oldRS.Spec.Template), "the old ReplicaSet's template must never be patched")
@@ -411,6 +427,7 @@ spec:
 		By("a restart with nothing changed")
 		restartController(suiteController, func() {})
 		Consistently(all, settle).Should(Equal(map[templateState]int{{Generation: 1, Hash: first}: n}))
+		Expect(controllerPatches(ns, "deployments")()).To(Equal(0))
 
 		By("a change made while the controller is down")
 		restartController(suiteController, func() {
@@ -421,6 +438,8 @@ spec:
 		rolled := map[templateState]int{{Generation: 2, Hash: second}: n}
 		Eventually(all, 30*time.Second).Should(Equal(rolled))
 		Consistently(all, settle).Should(Equal(rolled))
+		Expect(controllerPatches(ns, "deployments")()).To(Equal(n))
+		Expect(controllerPatches(ns, "replicasets")()).To(Equal(0))
 	})
 
 	It("paces rollouts at --rollout-rate, rolling each workload exactly once", func() {
@@ -443,6 +462,7 @@ spec:
 		}
 		times := eventTimes(ns, "ConfigChanged")
 		Expect(times).To(HaveLen(n))
+		Expect(controllerPatches(ns, "deployments")()).To(Equal(n))
 		// A burst of perSecond, then one every 1/perSecond seconds: the
 		// last of n starts no sooner than (n-burst)/rate after the first.
 		// Event times are recorded to the microsecond; allow 10%.

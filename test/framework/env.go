@@ -58,9 +58,10 @@ type Env struct {
 	// ControllerManagerLog, SchedulerLog and KwokLog are the logs of the
 	// cluster components, once started (see StartCluster).
 	ControllerManagerLog, SchedulerLog, KwokLog string
-	// AuditLog is the API server's audit log (JSON lines) of requests on
-	// ConfigMaps and Secrets, at level Metadata: it shows the audit
-	// annotations admission webhooks add.
+	// AuditLog is the API server's audit log (JSON lines), at level
+	// Metadata, of requests on ConfigMaps and Secrets (it shows the audit
+	// annotations admission webhooks add) and of writes to workloads (it
+	// shows who patched what); see AuditEvents.
 	AuditLog string
 
 	testEnv        *envtest.Environment
@@ -99,6 +100,9 @@ func Start(opts Options) (env *Env, err error) {
 		CRDDirectoryPaths:        append([]string{filepath.Join(RepoRoot(), "config", "crd", "bases")}, opts.ExtraCRDPaths...),
 		ErrorIfCRDPathMissing:    false,
 		ControlPlaneStartTimeout: 2 * time.Minute,
+		// A cluster that ran a thousand workloads takes more than envtest's
+		// default 20 s to drain its watches and audit log on shutdown.
+		ControlPlaneStopTimeout: 2 * time.Minute,
 	}
 	if err := e.configureAudit(); err != nil {
 		return nil, err
@@ -134,6 +138,11 @@ omitStages: [RequestReceived]
 rules:
 - level: Metadata
   resources: [{group: "", resources: [configmaps, secrets]}]
+- level: Metadata
+  verbs: [create, update, patch, delete]
+  resources:
+  - {group: apps, resources: [deployments, replicasets, statefulsets, daemonsets]}
+  - {group: batch, resources: [jobs, cronjobs]}
 - level: None
 `
 

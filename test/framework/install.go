@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/configward/configward/internal/manager"
 )
@@ -74,8 +75,12 @@ func DecodeManifests(path string) ([]client.Object, error) {
 	}
 }
 
+// ControllerUser is the identity the in-process controller uses, so that the
+// audit log tells its writes from everyone else's.
+const ControllerUser = "configward-controller"
+
 // StartController runs `configward controller` in-process against the test
-// API server, without leader election. It stops with the Env, or earlier
+// API server as ControllerUser, without leader election. It stops with the Env, or earlier
 // through the returned function (which a test uses to stand for a crash
 // or a restart); stopping twice does nothing.
 func (e *Env) StartController(o manager.Controller) (stop func() error, err error) {
@@ -84,7 +89,13 @@ func (e *Env) StartController(o manager.Controller) (stop func() error, err erro
 		return nil, err
 	}
 	o.MetricsAddr, o.ProbeAddr, o.LeaderElect, o.Restartable = "0", probe, false, true
-	p, err := manager.NewController(e.Config, o)
+	user, err := e.testEnv.AddUser(envtest.User{Name: ControllerUser, Groups: []string{"system:masters"}}, e.Config)
+	if err != nil {
+		return nil, err
+	}
+	cfg := user.Config()
+	cfg.QPS, cfg.Burst = e.Config.QPS, e.Config.Burst
+	p, err := manager.NewController(cfg, o)
 	if err != nil {
 		return nil, err
 	}
