@@ -11,8 +11,8 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/check"
-	"github.com/configward/configward/internal/policy"
 	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/rules"
 )
 
 // exitError carries the process exit code out of a command.
@@ -43,6 +43,11 @@ References between the given objects are resolved (a Deployment and its
 ConfigMaps in one set); a reference to an object that is not among them is
 reported as unknown, unless --complete says the set is whole.
 
+Each line is FILE:LINE: ACTION [RULE] MESSAGE. ACTION is what admission
+would do (Deny, Warn, Audit), Unknown for a reference to an object outside
+the given manifests, or Note for an exemption annotation that does not
+count (the webhook returns it as a warning).
+
 Exit codes: 0 nothing denied, 1 something denied, 2 unusable input.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -71,7 +76,7 @@ Exit codes: 0 nothing denied, 1 something denied, 2 unusable input.`,
 			}
 			denied := 0
 			for _, r := range results {
-				if r.Action == policy.Deny {
+				if r.Action == rules.Deny {
 					denied++
 				}
 			}
@@ -114,7 +119,7 @@ func loadPolicies(cmd *cobra.Command, store *policystore.Store, files []string) 
 
 func report(w io.Writer, format string, results []check.Result, objects int) error {
 	if format == "json" {
-		counts := map[policy.Action]int{}
+		counts := map[rules.Action]int{}
 		for _, r := range results {
 			counts[r.Action]++
 		}
@@ -125,7 +130,8 @@ func report(w io.Writer, format string, results []check.Result, objects int) err
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{
 			"objects": objects, "results": results,
-			"denied": counts[policy.Deny], "warned": counts[policy.Warn], "audited": counts[policy.Audit], "unknown": counts[check.Unknown],
+			"denied": counts[rules.Deny], "warned": counts[rules.Warn], "audited": counts[rules.Audit], "unknown": counts[check.Unknown],
+			"notes": counts[check.Note],
 		})
 	}
 	for _, r := range results {

@@ -46,7 +46,8 @@ func TestCheckFindsWhatAdmissionWouldRefuse(t *testing.T) {
 		shop + `/deploy.yaml:1: Deny [subpath-config] Deployment shop/checkout container "api" mounts ConfigMap "flags" with subPath "flags.yaml"`,
 		shop + `/deploy.yaml:1: Warn [secret-in-env] Deployment shop/checkout container "api" gets Secret "db" as env`,
 		shop + `/deploy.yaml:1: Unknown [missing-config-ref] Deployment shop/checkout references Secret "db"`,
-		"4 objects checked, 4 findings",
+		shop + `/deploy.yaml:1: Note [secret-in-env] configward.dev/exempt.secret-in-env does not count here`,
+		"4 objects checked, 5 findings",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q\n%s", want, out)
@@ -70,13 +71,13 @@ func TestCheckJSON(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	var doc struct {
-		Objects, Denied, Warned, Audited, Unknown int
+		Objects, Denied, Warned, Audited, Unknown, Notes int
 		Results                                   []map[string]any
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
-	if doc.Objects != 4 || doc.Denied != 2 || doc.Warned != 1 || doc.Unknown != 1 || len(doc.Results) != 4 {
+	if doc.Objects != 4 || doc.Denied != 2 || doc.Warned != 1 || doc.Unknown != 1 || doc.Notes != 1 || len(doc.Results) != 5 {
 		t.Fatalf("counts: %+v", doc)
 	}
 	for _, field := range []string{"file", "line", "kind", "namespace", "name", "rule", "action", "message"} {
@@ -167,7 +168,7 @@ spec:
 		t.Fatal(err)
 	}
 	out, code = runCLI(t, "", "check", "-f", shop, "--policy", broken)
-	if code != 2 || !strings.Contains(out, `--policy: `+broken+`:1: ConfigPolicy broken: spec.rules: unknown rule id "nope"`) {
+	if code != 2 || !strings.Contains(out, `--policy: `+broken+`:1: ConfigPolicy broken: spec.rules[nope]: Invalid value: unknown rule id "nope"`) {
 		t.Fatalf("exit %d, want 2 with the policy error\n%s", code, out)
 	}
 }

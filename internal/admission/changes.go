@@ -19,9 +19,9 @@ import (
 
 	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/policy"
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -57,10 +57,9 @@ type ValidateConfigChanges struct {
 	Inventory *inventory.Inventory
 	// Cache reads Namespaces.
 	Cache client.Reader
-	// Live reads the API server directly. It is used on one path only:
-	// before refusing a delete because of its consumers, each is confirmed
-	// to still exist, since a pipeline that deletes a Deployment and then its
-	// ConfigMap can be faster than the cache.
+	// Live reads the API server directly. It is used on one path only: the
+	// consumers the cache names for a delete are each confirmed to still
+	// exist (see consumers).
 	Live    client.Reader
 	Decoder admission.Decoder
 	Events  recorder.EventRecorder
@@ -105,57 +104,40 @@ func (h *ValidateConfigChanges) Handle(ctx context.Context, req admission.Reques
 	}
 	r.NamespaceTerminating = ns != nil && (ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating)
 	active := h.Policies.Current()
-	cc := h.ChangeControl(ns)
-	if fromPolicies := active.Pipeline(ns); !fromPolicies.Empty() {
-		cc.Pipeline = cc.Pipeline.Merge(fromPolicies)
-		cc.Governed = true
-	}
+	cc := h.ChangeControl(ns).WithPipeline(active.Pipeline(ns))
 	settings := active.Settings(ns)
-	var live []client.Object
-	if req.Operation == admissionv1.Delete && settings.ActionFor(policy.Finding{Rule: policy.ConfigInUseDelete}) != policy.Off {
-		consumers, err := h.Inventory.Consumers(ctx, workload.Kinds, refs.Kind(kind), req.Namespace, r.Name)
-		if err != nil {
+	if req.Operation == admissionv1.Delete && settings.ActionFor(rules.Finding{Rule: rules.ConfigInUseDelete}) != rules.Off {
+		if r.Consumers, err = h.consumers(ctx, kind, req.Namespace, r.Name); err != nil {
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: looking up the consumers of %s %s/%s: %w", kind, req.Namespace, r.Name, err))
 		}
-		live = changecontrol.Live(consumers)
-		r.Consumers = changecontrol.Names(live)
 	}
 	v := changecontrol.Decide(cc, r)
 	if v.Exempt != "" {
 		return admission.Allowed(v.Exempt)
 	}
 	// Exemptions count from the stored object: an edit cannot exempt itself.
-	notes := settings.Exempt(v.Findings, old.GetAnnotations())
-	d := settings.Decide(v.Findings)
-	if deniesInUse(d) {
-		// Confirm with the API server before refusing: the cache may not
-		// have seen a consumer's deletion yet.
-		if r.Consumers, err = h.confirm(ctx, live); err != nil {
-			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: confirming the consumers of %s %s/%s: %w", kind, req.Namespace, r.Name, err))
-		}
-		findings := changecontrol.Decide(cc, r).Findings
-		settings.Exempt(findings, old.GetAnnotations())
-		d = settings.Decide(findings)
-	}
-	dryRun := ptr.Deref(req.DryRun, false)
-	resp := respond(d, dryRun)
-	resp.Warnings = append(resp.Warnings, notes...)
-	if v.BreakGlass != "" && len(d.Denied) == 0 {
-		h.breakGlass(&resp, obj, req, v, dryRun)
-	}
-	if !dryRun {
-		record(h.Events, obj, d)
+	out := rules.Apply(settings, v.Findings, old.GetAnnotations(), rules.Options{})
+	resp := respond(out, req, obj, h.Events, true)
+	if v.BreakGlass != "" && len(out.Denied) == 0 {
+		h.breakGlass(&resp, obj, req, v, ptr.Deref(req.DryRun, false))
 	}
 	return resp
 }
 
-func deniesInUse(d policy.Decision) bool {
-	for _, f := range d.Denied {
-		if f.Rule == policy.ConfigInUseDelete {
-			return true
-		}
+// consumers lists the live workloads that reference a ConfigMap or Secret.
+// The cache answers first; only when it names consumers are they confirmed
+// with the API server, since a pipeline that deletes a Deployment and then
+// its ConfigMap can be faster than the cache.
+func (h *ValidateConfigChanges) consumers(ctx context.Context, kind, namespace, name string) ([]string, error) {
+	cached, err := h.Inventory.Consumers(ctx, workload.Kinds, refs.Kind(kind), namespace, name)
+	if err != nil {
+		return nil, err
 	}
-	return false
+	live := changecontrol.Live(cached)
+	if len(live) == 0 {
+		return nil, nil
+	}
+	return h.confirm(ctx, live)
 }
 
 // breakGlass answers a break-glass change: allowed, and recorded four ways
@@ -168,7 +150,7 @@ func (h *ValidateConfigChanges) breakGlass(resp *admission.Response, obj client.
 	} else {
 		note = fmt.Sprintf("break-glass by %s: changed %s of %s outside the pipeline, reason %q", req.UserInfo.Username, strings.Join(v.Changed, ", "), what, v.BreakGlass)
 	}
-	resp.Warnings = append(resp.Warnings, policy.Warning(policy.Finding{Rule: policy.OutOfPipelineEdit,
+	resp.Warnings = append(resp.Warnings, rules.Warning(rules.Finding{Rule: rules.OutOfPipelineEdit,
 		Message: note + ". Recorded; bring the change into version control or the next deployment undoes it."}))
 	if dryRun {
 		return

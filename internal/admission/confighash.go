@@ -64,7 +64,7 @@ func (h *ConfigHash) Handle(ctx context.Context, req admission.Request) admissio
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: cannot decode %s %s/%s: %w", kind.Kind, req.Namespace, req.Name, err))
 	}
 	if workload.RolloutsDisabled(obj) {
-		return admission.Allowed("rollouts disabled by " + workload.RolloutAnnotation)
+		return admission.Allowed("rollouts disabled by " + v1alpha1.RolloutAnnotation)
 	}
 	if workload.Controlled(obj) {
 		// Its owner's template carries the hash it was made from. Changing

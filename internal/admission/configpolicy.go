@@ -37,8 +37,8 @@ func (h *ValidateConfigPolicies) Handle(ctx context.Context, req admission.Reque
 	if err := h.Decoder.DecodeRaw(req.Object, &cp); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the ConfigPolicy in this request cannot be decoded: %w", err))
 	}
-	if _, err := policystore.Compile(ctx, &cp); err != nil {
-		return admission.Denied(fmt.Sprintf("configward: ConfigPolicy %s: %v", cp.Name, err))
+	if _, errs := policystore.Validate(ctx, &cp); len(errs) > 0 {
+		return invalid("ConfigPolicy", cp.Name, errs)
 	}
 	return admission.Allowed("")
 }

@@ -7,13 +7,13 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/internal/schemastore"
 )
 
@@ -72,16 +72,8 @@ func (h *ValidateConfigMaps) Handle(ctx context.Context, req admission.Request) 
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: %w", err))
 	}
-	settings := h.Policies.Current().Settings(ns)
-	notes := settings.Exempt(findings, cm.Annotations)
-	d := settings.Decide(findings)
-	dryRun := ptr.Deref(req.DryRun, false)
-	if !dryRun {
-		record(h.Events, &cm, d)
-	}
-	resp := respond(d, dryRun)
-	resp.Warnings = append(resp.Warnings, notes...)
-	return resp
+	out := rules.Apply(h.Policies.Current().Settings(ns), findings, cm.Annotations, rules.Options{})
+	return respond(out, req, &cm, h.Events, true)
 }
 
 // ValidateConfigSchemas rejects schemas that do not compile, with the
@@ -102,8 +94,8 @@ func (h *ValidateConfigSchemas) Handle(_ context.Context, req admission.Request)
 	if cs.Namespace == "" {
 		cs.Namespace = req.Namespace
 	}
-	if _, err := schemastore.Compile(&cs); err != nil {
-		return admission.Denied(line(schemastore.CompileFailure(&cs, err)))
+	if _, errs := schemastore.Validate(&cs); len(errs) > 0 {
+		return invalid("ConfigSchema", cs.Name, errs)
 	}
 	return admission.Allowed("")
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -19,9 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/policy"
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/ruleinput"
+	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -96,7 +95,7 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 	// One consistent set of rules and settings for the whole request.
 	active := h.Policies.Current()
 	version := active.Version
-	value, err := input.Value(version)
+	value, err := input.Value(version.WantsObjects)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: %s %s/%s: %w", kind.Kind, req.Namespace, name, err))
 	}
@@ -106,28 +105,12 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: evaluating rules for %s %s/%s: %w", kind.Kind, req.Namespace, name, err))
 	}
-	settings := active.Settings(ns)
-	notes := settings.Exempt(findings, obj.GetAnnotations())
-	d := settings.Decide(findings)
 	unchanged := req.Operation == admissionv1.Update && h.podSpecUnchanged(kind.Kind, req, obj)
-	if unchanged {
-		// The request does not change what the pods consume: a rollout
-		// re-stamp, a scale, a label. Refusing it would not fix a problem
-		// that was admitted before (or before the rule existed) and would
-		// only block the workload; say what is wrong instead.
-		d.Warned = append(d.Warned, d.Denied...)
-		d.Denied = nil
-	}
-	dryRun := ptr.Deref(req.DryRun, false)
+	out := rules.Apply(active.Settings(ns), findings, obj.GetAnnotations(), rules.Options{Unchanged: unchanged})
 	// Findings are recorded when the pod spec is written: the same findings
 	// on every scale or rollout re-stamp would bury the Events that matter
 	// and count one problem many times.
-	if !dryRun && !unchanged {
-		record(h.Events, obj, d)
-	}
-	resp = respond(d, dryRun)
-	resp.Warnings = append(resp.Warnings, notes...)
-	return resp
+	return respond(out, req, obj, h.Events, !unchanged)
 }
 
 func (h *ValidateWorkloads) podSpecUnchanged(kind string, req admission.Request, obj client.Object) bool {
@@ -169,86 +152,16 @@ func (h *ValidateWorkloads) checkRequest(req admission.Request) (workload.Kind, 
 
 // input gathers the facts the rules need from the inventory; no API call
 // is made.
-func (h *ValidateWorkloads) input(ctx context.Context, req admission.Request, kind workload.Kind, obj client.Object, name string) (policy.Input, error) {
-	return policy.WorkloadInput(policy.Request{
+func (h *ValidateWorkloads) input(ctx context.Context, req admission.Request, kind workload.Kind, obj client.Object, name string) (ruleinput.Input, error) {
+	return ruleinput.WorkloadInput(ruleinput.Request{
 		Operation: string(req.Operation), Username: req.UserInfo.Username, Groups: req.UserInfo.Groups,
 		DryRun: ptr.Deref(req.DryRun, false), Kind: kind.Kind, Namespace: req.Namespace, Name: name,
 		SubResource: req.SubResource,
-	}, obj, req.Object.Raw, req.OldObject.Raw, func(k refs.Kind, n string) (policy.Target, error) {
+	}, obj, req.Object.Raw, req.OldObject.Raw, func(k refs.Kind, n string) (ruleinput.Target, error) {
 		o, err := h.Inventory.Get(ctx, k, req.Namespace, n)
 		if err != nil {
-			return policy.Target{}, err
+			return ruleinput.Target{}, err
 		}
-		return policy.Target{Known: true, Exists: o.Exists, Keys: policy.SortedKeys(o.KeyDigests), Reload: string(o.Mode), Immutable: o.Immutable}, nil
+		return ruleinput.Target{Known: true, Exists: o.Exists, Keys: ruleinput.SortedKeys(o.KeyDigests), Reload: string(o.Mode), Immutable: o.Immutable}, nil
 	})
-}
-
-func respond(d policy.Decision, dryRun bool) admission.Response {
-	var resp admission.Response
-	if len(d.Denied) > 0 {
-		lines := make([]string, len(d.Denied))
-		for i, f := range d.Denied {
-			lines[i] = line(f)
-		}
-		resp = admission.Denied(strings.Join(lines, "\n"))
-	} else {
-		resp = admission.Allowed("")
-	}
-	for _, f := range d.Warned {
-		resp.Warnings = append(resp.Warnings, policy.Warning(f))
-	}
-	if len(d.Audited) > 0 && !dryRun {
-		resp.AuditAnnotations = map[string]string{}
-		for _, f := range d.Audited {
-			l := line(f)
-			if f.Exemption != "" {
-				l += " (" + actionNote(f, policy.Audit) + ")"
-			}
-			if prev, ok := resp.AuditAnnotations[f.Rule]; ok {
-				resp.AuditAnnotations[f.Rule] = prev + "\n" + l
-			} else {
-				resp.AuditAnnotations[f.Rule] = l
-			}
-		}
-	}
-	return resp
-}
-
-func line(f policy.Finding) string { return policy.Line(f) }
-
-// record counts every finding and leaves an Event on the object for those
-// the request was allowed with, so the detail survives after kubectl's
-// output scrolls away.
-func record(events recorder.EventRecorder, obj client.Object, d policy.Decision) {
-	for action, fs := range map[policy.Action][]policy.Finding{policy.Deny: d.Denied, policy.Warn: d.Warned, policy.Audit: d.Audited} {
-		for _, f := range fs {
-			decisions.WithLabelValues(f.Rule, string(action)).Inc()
-			if f.Exemption != "" {
-				exemptionsUsed.WithLabelValues(f.Rule).Inc()
-			}
-			if action != policy.Deny && events != nil && obj.GetName() != "" {
-				events.Eventf(obj, nil, corev1.EventTypeWarning, reason(f.Rule), "Admit", "%s (%s)", line(f), actionNote(f, action))
-			}
-		}
-	}
-}
-
-// actionNote says what was done with a finding, and why when exempted.
-func actionNote(f policy.Finding, action policy.Action) string {
-	if f.Exemption != "" {
-		return fmt.Sprintf("%s: exempted by %s%s: %q", action, policy.ExemptAnnotationPrefix, f.Rule, f.Exemption)
-	}
-	return string(action)
-}
-
-// reason turns a rule id into an Event reason ("secret-in-env" ->
-// "SecretInEnv"), the CamelCase form Events use.
-func reason(rule string) string {
-	var b strings.Builder
-	for _, part := range strings.Split(rule, "-") {
-		if part != "" {
-			b.WriteString(strings.ToUpper(part[:1]) + part[1:])
-		}
-	}
-	return b.String()
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/rules"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -12,8 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/configward/configward/internal/policy"
 )
 
 func TestChanges(t *testing.T) {
@@ -96,34 +96,34 @@ func TestDecide(t *testing.T) {
 		settings *Settings // nil: the settings above
 		req      Request
 		rules    []string // rule ids of the findings
-		action   policy.Action
+		action   rules.Action
 		exempt   bool
 		glass    string
 	}{
-		{name: "human edit of content", req: update(human, cm("info", nil), cm("debug", nil)), rules: []string{policy.OutOfPipelineEdit}},
+		{name: "human edit of content", req: update(human, cm("info", nil), cm("debug", nil)), rules: []string{rules.OutOfPipelineEdit}},
 		{name: "human metadata-only edit", req: update(human, cm("info", nil), cm("info", map[string]string{"team": "a"}))},
 		{name: "pipeline service account", req: update(deployer, cm("info", nil), cm("debug", nil))},
 		{name: "pipeline group", req: update(releaser, cm("info", nil), cm("debug", nil))},
 		{name: "namespace not governed", settings: &Settings{Pipeline: settings.Pipeline}, req: update(human, cm("info", nil), cm("debug", nil))},
-		{name: "break-glass", req: update(human, cm("info", nil), cm("debug", map[string]string{BreakGlassAnnotation: "INC-1"})), glass: "INC-1"},
-		{name: "break-glass replayed", req: update(human, cm("info", map[string]string{BreakGlassAnnotation: "INC-1"}), cm("debug", map[string]string{BreakGlassAnnotation: "INC-1"})), rules: []string{policy.OutOfPipelineEdit}},
-		{name: "break-glass blank", req: update(human, cm("info", nil), cm("debug", map[string]string{BreakGlassAnnotation: "  "})), rules: []string{policy.OutOfPipelineEdit}},
+		{name: "break-glass", req: update(human, cm("info", nil), cm("debug", map[string]string{v1alpha1.BreakGlassAnnotation: "INC-1"})), glass: "INC-1"},
+		{name: "break-glass replayed", req: update(human, cm("info", map[string]string{v1alpha1.BreakGlassAnnotation: "INC-1"}), cm("debug", map[string]string{v1alpha1.BreakGlassAnnotation: "INC-1"})), rules: []string{rules.OutOfPipelineEdit}},
+		{name: "break-glass blank", req: update(human, cm("info", nil), cm("debug", map[string]string{v1alpha1.BreakGlassAnnotation: "  "})), rules: []string{rules.OutOfPipelineEdit}},
 		{name: "root CA publisher", req: update(authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:root-ca-cert-publisher"}, cm("a", nil), cm("b", nil)), exempt: true},
 		{name: "configward", req: update(authenticationv1.UserInfo{Username: "system:serviceaccount:configward:configward-controller"}, cm("a", nil), cm("b", nil)), exempt: true},
 		{name: "cert-manager renewing its Secret", req: Request{Operation: "UPDATE", User: certManager, Kind: "Secret", Old: tlsSecret("a", issued), New: tlsSecret("b", issued)}, exempt: true},
-		{name: "cert-manager on a Secret it does not manage", req: Request{Operation: "UPDATE", User: certManager, Kind: "Secret", Old: tlsSecret("a", nil), New: tlsSecret("b", nil)}, rules: []string{policy.OutOfPipelineEdit}},
-		{name: "human on a cert-manager Secret", req: Request{Operation: "UPDATE", User: human, Kind: "Secret", Old: tlsSecret("a", issued), New: tlsSecret("b", issued)}, rules: []string{policy.OutOfPipelineEdit}},
+		{name: "cert-manager on a Secret it does not manage", req: Request{Operation: "UPDATE", User: certManager, Kind: "Secret", Old: tlsSecret("a", nil), New: tlsSecret("b", nil)}, rules: []string{rules.OutOfPipelineEdit}},
+		{name: "human on a cert-manager Secret", req: Request{Operation: "UPDATE", User: human, Kind: "Secret", Old: tlsSecret("a", issued), New: tlsSecret("b", issued)}, rules: []string{rules.OutOfPipelineEdit}},
 		{name: "helm release Secret", req: Request{Operation: "DELETE", User: human, Kind: "Secret",
 			Old: FromSecret(&corev1.Secret{Type: HelmReleaseSecretType}), Consumers: []string{"Pod x"}}, exempt: true},
-		{name: "human delete", req: Request{Operation: "DELETE", User: human, Kind: "ConfigMap", Old: cm("a", nil)}, rules: []string{policy.OutOfPipelineEdit}},
-		{name: "human delete with break-glass-delete", req: Request{Operation: "DELETE", User: human, Kind: "ConfigMap", Old: cm("a", map[string]string{BreakGlassDeleteAnnotation: "INC-2"})}, glass: "INC-2"},
+		{name: "human delete", req: Request{Operation: "DELETE", User: human, Kind: "ConfigMap", Old: cm("a", nil)}, rules: []string{rules.OutOfPipelineEdit}},
+		{name: "human delete with break-glass-delete", req: Request{Operation: "DELETE", User: human, Kind: "ConfigMap", Old: cm("a", map[string]string{v1alpha1.BreakGlassDeleteAnnotation: "INC-2"})}, glass: "INC-2"},
 		{name: "human delete in use", req: Request{Operation: "DELETE", User: human, Kind: "ConfigMap", Old: cm("a", nil), Consumers: []string{"Deployment web"}},
-			rules: []string{policy.OutOfPipelineEdit, policy.ConfigInUseDelete}},
+			rules: []string{rules.OutOfPipelineEdit, rules.ConfigInUseDelete}},
 		{name: "in use, ungoverned namespace", settings: &Settings{}, req: Request{Operation: "DELETE", User: human, Kind: "ConfigMap", Old: cm("a", nil), Consumers: []string{"Deployment web"}},
-			rules: []string{policy.ConfigInUseDelete}},
-		{name: "in use, namespace terminating", req: Request{Operation: "DELETE", User: human, Kind: "ConfigMap", Old: cm("a", map[string]string{BreakGlassDeleteAnnotation: "x"}), Consumers: []string{"Deployment web"}, NamespaceTerminating: true}, glass: "x"},
+			rules: []string{rules.ConfigInUseDelete}},
+		{name: "in use, namespace terminating", req: Request{Operation: "DELETE", User: human, Kind: "ConfigMap", Old: cm("a", map[string]string{v1alpha1.BreakGlassDeleteAnnotation: "x"}), Consumers: []string{"Deployment web"}, NamespaceTerminating: true}, glass: "x"},
 		{name: "in use, pipeline is warned", req: Request{Operation: "DELETE", User: deployer, Kind: "ConfigMap", Old: cm("a", nil), Consumers: []string{"Deployment web"}},
-			rules: []string{policy.ConfigInUseDelete}, action: policy.Warn},
+			rules: []string{rules.ConfigInUseDelete}, action: rules.Warn},
 		{name: "namespace controller", req: Request{Operation: "DELETE", User: authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:namespace-controller"}, Kind: "ConfigMap", Old: cm("a", nil), Consumers: []string{"Deployment web"}}, exempt: true},
 	}
 	for _, tt := range tests {

@@ -7,19 +7,8 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/configward/configward/internal/policy"
-)
-
-// Annotations that open the emergency path.
-const (
-	// BreakGlassAnnotation on an update, with a reason the object did not
-	// carry before, lets that update change content out of the pipeline.
-	BreakGlassAnnotation = "configward.dev/break-glass"
-	// BreakGlassDeleteAnnotation on the stored object lets it be deleted out
-	// of the pipeline. A delete carries no object, so the reason is set first
-	// with a metadata-only update (which anyone may make); the object is
-	// gone afterwards, so the reason cannot be replayed on it.
-	BreakGlassDeleteAnnotation = "configward.dev/break-glass-delete"
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/rules"
 )
 
 // HelmReleaseSecretType is the type of the Secrets Helm keeps release state
@@ -41,6 +30,17 @@ type Settings struct {
 	// CertManager are cert-manager's controller service accounts; they may
 	// change the Secrets cert-manager manages.
 	CertManager Identities
+}
+
+// WithPipeline adds the pipeline identities the ConfigPolicies selecting the
+// namespace name: a namespace for which any is named is governed.
+func (s Settings) WithPipeline(fromPolicies Identities) Settings {
+	if fromPolicies.Empty() {
+		return s
+	}
+	s.Pipeline = s.Pipeline.Merge(fromPolicies)
+	s.Governed = true
+	return s
 }
 
 // Request is an UPDATE or DELETE of a ConfigMap or Secret.
@@ -70,8 +70,8 @@ type Verdict struct {
 	// BreakGlass is the reason of a break-glass change, when it is one.
 	BreakGlass string
 	// Findings are the rules' findings; their action comes from the
-	// policy (policy.Settings.ActionFor).
-	Findings []policy.Finding
+	// policy (rules.Settings.ActionFor).
+	Findings []rules.Finding
 }
 
 // Decide judges one request.
@@ -101,27 +101,27 @@ func Decide(s Settings, r Request) Verdict {
 			v.BreakGlass = reason
 			return v
 		}
-		v.Findings = append(v.Findings, policy.Finding{
-			Rule: policy.OutOfPipelineEdit,
+		v.Findings = append(v.Findings, rules.Finding{
+			Rule: rules.OutOfPipelineEdit,
 			Path: strings.Join(v.Changed, ", "),
 			Message: fmt.Sprintf("%s changes %s of %s outside the pipeline. Make the change in version control and let the pipeline apply it; in an emergency, repeat the edit with a new annotation %s: \"<reason>\" (the edit is recorded).",
-				r.User.Username, list(v.Changed), what, BreakGlassAnnotation),
+				r.User.Username, list(v.Changed), what, v1alpha1.BreakGlassAnnotation),
 		})
 	case "DELETE":
 		if s.Governed && !pipeline {
-			if reason := r.Old.annotation(BreakGlassDeleteAnnotation); reason != "" {
+			if reason := r.Old.annotation(v1alpha1.BreakGlassDeleteAnnotation); reason != "" {
 				v.BreakGlass = reason
 			} else {
-				v.Findings = append(v.Findings, policy.Finding{
-					Rule: policy.OutOfPipelineEdit,
+				v.Findings = append(v.Findings, rules.Finding{
+					Rule: rules.OutOfPipelineEdit,
 					Message: fmt.Sprintf("%s deletes %s outside the pipeline. Delete it through the pipeline; in an emergency, first annotate it with %s: \"<reason>\", then delete it (the delete is recorded).",
-						r.User.Username, what, BreakGlassDeleteAnnotation),
+						r.User.Username, what, v1alpha1.BreakGlassDeleteAnnotation),
 				})
 			}
 		}
 		if len(r.Consumers) > 0 && !r.NamespaceTerminating {
-			f := policy.Finding{
-				Rule: policy.ConfigInUseDelete,
+			f := rules.Finding{
+				Rule: rules.ConfigInUseDelete,
 				Message: fmt.Sprintf("%s is used by %s: their pods fail to start or to refresh it once it is gone. Remove the references (or the workloads) first.",
 					what, countedList(r.Consumers, 3)),
 			}
@@ -130,7 +130,7 @@ func Decide(s Settings, r Request) Verdict {
 				// cannot tell whether the same change set deletes the
 				// consumers next (kubectl delete -f goes in file order), so
 				// the pipeline is told, not stopped.
-				f.Action = policy.Warn
+				f.Action = rules.Warn
 			}
 			v.Findings = append(v.Findings, f)
 		}
@@ -141,8 +141,8 @@ func Decide(s Settings, r Request) Verdict {
 // newBreakGlass returns the break-glass reason an update sets, if it sets
 // one the object did not already carry: a reason is good for one edit.
 func newBreakGlass(old, new *Content) string {
-	reason := strings.TrimSpace(new.annotation(BreakGlassAnnotation))
-	if reason == "" || reason == strings.TrimSpace(old.annotation(BreakGlassAnnotation)) {
+	reason := strings.TrimSpace(new.annotation(v1alpha1.BreakGlassAnnotation))
+	if reason == "" || reason == strings.TrimSpace(old.annotation(v1alpha1.BreakGlassAnnotation)) {
 		return ""
 	}
 	return reason

@@ -14,16 +14,22 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/policy"
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/ruleinput"
+	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/workload"
 )
 
-// Unknown is the action of a reference to an object outside the given
-// manifests: reported, never failing the check.
-const Unknown policy.Action = "Unknown"
+// Actions check reports besides the rules' own; neither fails the check.
+const (
+	// Unknown: a reference to an object outside the given manifests.
+	Unknown rules.Action = "Unknown"
+	// Note: an exemption that does not count, which the webhook returns as
+	// a warning.
+	Note rules.Action = "Note"
+)
 
 // Options tune a check.
 type Options struct {
@@ -36,15 +42,15 @@ type Options struct {
 
 // Result is one finding on one manifest.
 type Result struct {
-	File      string        `json:"file"`
-	Line      int           `json:"line"`
-	Kind      string        `json:"kind"`
-	Namespace string        `json:"namespace"`
-	Name      string        `json:"name"`
-	Rule      string        `json:"rule"`
-	Action    policy.Action `json:"action"`
-	Path      string        `json:"path,omitempty"`
-	Message   string        `json:"message"`
+	File      string       `json:"file"`
+	Line      int          `json:"line"`
+	Kind      string       `json:"kind"`
+	Namespace string       `json:"namespace"`
+	Name      string       `json:"name"`
+	Rule      string       `json:"rule"`
+	Action    rules.Action `json:"action"`
+	Path      string       `json:"path,omitempty"`
+	Message   string       `json:"message"`
 }
 
 // Run checks the objects with the same rules, ConfigPolicies and schemas as
@@ -74,7 +80,8 @@ func Run(ctx context.Context, policies *policystore.Active, objs []Object, opts 
 		out = append(out, rs...)
 	}
 	slices.SortStableFunc(out, func(a, b Result) int {
-		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Rule, b.Rule))
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Rule, b.Rule),
+			cmp.Compare(a.Path, b.Path), cmp.Compare(a.Message, b.Message))
 	})
 	return out, nil
 }
@@ -109,12 +116,12 @@ func checkObject(ctx context.Context, policies *policystore.Active, set objectSe
 		return checkConfigMap(set, o, obj, opts, settings), nil
 	case *v1alpha1.ConfigPolicy:
 		if _, err := policystore.Compile(ctx, obj); err != nil {
-			return []Result{result(o, policy.Finding{Rule: "configpolicy", Message: fmt.Sprintf("ConfigPolicy %s: %v", obj.Name, err)}, policy.Deny)}, nil
+			return []Result{result(o, rules.Finding{Rule: "configpolicy", Message: fmt.Sprintf("ConfigPolicy %s: %v", obj.Name, err)}, rules.Deny)}, nil
 		}
 		return nil, nil
 	case *v1alpha1.ConfigSchema:
 		if _, err := schemastore.Compile(obj); err != nil {
-			return []Result{result(o, schemastore.CompileFailure(obj, err), policy.Deny)}, nil
+			return []Result{result(o, schemastore.CompileFailure(obj, err), rules.Deny)}, nil
 		}
 		return nil, nil
 	}
@@ -131,8 +138,8 @@ func checkObject(ctx context.Context, policies *policystore.Active, set objectSe
 	}
 	ns := o.Obj.GetNamespace()
 	var unknown []Result
-	input, err := policy.WorkloadInput(policy.Request{Operation: "CREATE", Kind: kind, Namespace: ns, Name: o.Obj.GetName()},
-		o.Obj, raw, nil, func(k refs.Kind, name string) (policy.Target, error) {
+	input, err := ruleinput.WorkloadInput(ruleinput.Request{Operation: "CREATE", Kind: kind, Namespace: ns, Name: o.Obj.GetName()},
+		o.Obj, raw, nil, func(k refs.Kind, name string) (ruleinput.Target, error) {
 			return set.target(k, ns, name, opts.Complete), nil
 		})
 	if err != nil {
@@ -140,13 +147,13 @@ func checkObject(ctx context.Context, policies *policystore.Active, set objectSe
 	}
 	for _, r := range input.References {
 		if !r.Target.Known && !r.Optional {
-			unknown = append(unknown, result(o, policy.Finding{Rule: policy.MissingConfigRef, Path: r.Path, Message: fmt.Sprintf(
+			unknown = append(unknown, result(o, rules.Finding{Rule: rules.MissingConfigRef, Path: r.Path, Message: fmt.Sprintf(
 				"%s %s/%s references %s %q (%s), which is not among the given manifests; pass --complete if they are every object of the namespace.",
 				kind, ns, o.Obj.GetName(), r.Kind, r.Name, r.Path)}, Unknown))
 		}
 	}
 	version := policies.Version
-	value, err := input.Value(version)
+	value, err := input.Value(version.WantsObjects)
 	if err != nil {
 		return nil, err
 	}
@@ -154,23 +161,16 @@ func checkObject(ctx context.Context, policies *policystore.Active, set objectSe
 	if err != nil {
 		return nil, err
 	}
-	settings.Exempt(findings, o.Obj.GetAnnotations())
-	out := dedupe(unknown)
-	for _, f := range findings {
-		if a := settings.ActionFor(f); a != policy.Off {
-			out = append(out, result(o, f, a))
-		}
-	}
-	return out, nil
+	return append(dedupe(unknown), results(o, rules.Apply(settings, findings, o.Obj.GetAnnotations(), rules.Options{}))...), nil
 }
 
-func (s objectSet) target(k refs.Kind, ns, name string, complete bool) policy.Target {
+func (s objectSet) target(k refs.Kind, ns, name string, complete bool) ruleinput.Target {
 	o, ok := s.byKey[key{string(k), ns, name}]
 	if !ok {
-		return policy.Target{Known: complete, Reload: string(inventory.Rollout)}
+		return ruleinput.Target{Known: complete, Reload: string(inventory.Rollout)}
 	}
 	mode, _ := inventory.ModeOf(o.Obj.GetAnnotations())
-	t := policy.Target{Known: true, Exists: true, Reload: string(mode)}
+	t := ruleinput.Target{Known: true, Exists: true, Reload: string(mode)}
 	// Key names only: Secret values never leave the manifest.
 	switch obj := o.Obj.(type) {
 	case *corev1.ConfigMap:
@@ -185,8 +185,8 @@ func (s objectSet) target(k refs.Kind, ns, name string, complete bool) policy.Ta
 	return t
 }
 
-func checkConfigMap(set objectSet, o Object, cm *corev1.ConfigMap, opts Options, settings policy.Settings) []Result {
-	named := cm.Annotations[schemastore.SchemaAnnotation]
+func checkConfigMap(set objectSet, o Object, cm *corev1.ConfigMap, opts Options, settings rules.Settings) []Result {
+	named := cm.Annotations[v1alpha1.SchemaAnnotation]
 	found := named == ""
 	var governing []schemastore.Governing
 	for _, cs := range set.schemas[cm.Namespace] {
@@ -205,22 +205,28 @@ func checkConfigMap(set objectSet, o Object, cm *corev1.ConfigMap, opts Options,
 		if opts.Complete {
 			missing = named
 		} else {
-			out = append(out, result(o, policy.Finding{Rule: policy.ConfigSchema, Path: "metadata.annotations", Message: fmt.Sprintf(
+			out = append(out, result(o, rules.Finding{Rule: rules.ConfigSchema, Path: "metadata.annotations", Message: fmt.Sprintf(
 				"ConfigMap %s/%s names ConfigSchema %q, which is not among the given manifests; pass --complete if they are every object of the namespace.",
 				cm.Namespace, cm.Name, named)}, Unknown))
 		}
 	}
 	findings := schemastore.Findings(cm, governing, missing)
-	settings.Exempt(findings, cm.Annotations)
-	for _, f := range findings {
-		if a := settings.ActionFor(f); a != policy.Off {
-			out = append(out, result(o, f, a))
-		}
-	}
-	return out
+	return append(out, results(o, rules.Apply(settings, findings, cm.Annotations, rules.Options{}))...)
 }
 
-func result(o Object, f policy.Finding, a policy.Action) Result {
+// results is the one way an outcome becomes check's results, in the words
+// the webhook uses.
+func results(o Object, out rules.Outcome) []Result {
+	var rs []Result
+	for action, fs := range map[rules.Action][]rules.Finding{rules.Deny: out.Denied, rules.Warn: out.Warned, rules.Audit: out.Audited, Note: out.Notes} {
+		for _, f := range fs {
+			rs = append(rs, result(o, f, action))
+		}
+	}
+	return rs
+}
+
+func result(o Object, f rules.Finding, a rules.Action) Result {
 	return Result{
 		File: o.File, Line: o.Line, Kind: o.Obj.GetObjectKind().GroupVersionKind().Kind,
 		Namespace: o.Obj.GetNamespace(), Name: o.Obj.GetName(),

@@ -13,12 +13,11 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/configward/configward/internal/scheme"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
-
-	"github.com/configward/configward/internal/manager"
 )
 
 // Object is one manifest and where it was found.
@@ -38,7 +37,7 @@ func (e InputError) Unwrap() error { return e.Err }
 // *.json, recursively) and "-" for stdin. Kinds configward does not know are
 // skipped; a document that is not a Kubernetes object is an InputError.
 func Load(paths []string, stdin io.Reader) ([]Object, error) {
-	decoder := serializer.NewCodecFactory(manager.Scheme()).UniversalDeserializer()
+	decoder := serializer.NewCodecFactory(scheme.Scheme()).UniversalDeserializer()
 	var out []Object
 	for _, p := range paths {
 		if p == "-" {

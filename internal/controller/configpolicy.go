@@ -40,13 +40,13 @@ func (r *configPolicies) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	before := cp.DeepCopy()
-	compiled, err := policystore.Compile(ctx, &cp)
+	compiled, errs := policystore.Validate(ctx, &cp)
 	inForce := "the built-in defaults apply where it selects (no generation of it ever compiled)"
 	if cp.Status.ActiveHash != "" {
 		inForce = "the last generation that compiled stays in force (activeHash)"
 	}
-	ready := readyCondition(cp.Generation, err, inForce)
-	if err == nil {
+	ready := readyCondition(cp.Generation, errs, inForce)
+	if len(errs) == 0 {
 		cp.Status.ActiveHash = compiled.Hash
 	}
 	meta.SetStatusCondition(&cp.Status.Conditions, ready)

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,13 +27,14 @@ import (
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 
 // readyCondition reports whether a generation compiled and is in force;
-// when it did not, the message gives the error and what is in force instead.
-func readyCondition(generation int64, compileErr error, inForceOnFailure string) metav1.Condition {
-	if compileErr != nil {
-		return metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "CompileFailed",
-			Message: fmt.Sprintf("%v; %s", compileErr, inForceOnFailure), ObservedGeneration: generation}
+// when it did not, the message gives every problem (the same list the
+// webhook refuses a new generation with) and what is in force instead.
+func readyCondition(generation int64, problems field.ErrorList, inForceOnFailure string) metav1.Condition {
+	if len(problems) > 0 {
+		return metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonCompileFailed,
+			Message: fmt.Sprintf("%v; %s", problems.ToAggregate(), inForceOnFailure), ObservedGeneration: generation}
 	}
-	return metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Compiled",
+	return metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonCompiled,
 		Message: "this generation compiled and is in force", ObservedGeneration: generation}
 }
 
@@ -61,8 +63,8 @@ func (r *configSchemas) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	before := cs.DeepCopy()
-	compiled, err := schemastore.Compile(&cs)
-	ready := readyCondition(cs.Generation, err, "the last generation that compiled stays in force")
+	compiled, errs := schemastore.Validate(&cs)
+	ready := readyCondition(cs.Generation, errs, "the last generation that compiled stays in force")
 	meta.SetStatusCondition(&cs.Status.Conditions, ready)
 	cs.Status.ObservedGeneration = cs.Generation
 

@@ -10,14 +10,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/digest"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/workload"
 )
-
-// ReloadAnnotation declares how consumers take in changes of a ConfigMap or
-// Secret.
-const ReloadAnnotation = "configward.dev/reload"
 
 // Mode is a reload mode.
 type Mode string
@@ -25,18 +22,18 @@ type Mode string
 const (
 	// Rollout (the default): consumers read it at start, so a content change
 	// must roll them.
-	Rollout Mode = "rollout"
+	Rollout Mode = v1alpha1.ReloadRollout
 	// Hot: consumers watch the mounted files and reload by themselves.
-	Hot Mode = "hot"
+	Hot Mode = v1alpha1.ReloadHot
 	// Ignore: nobody needs to react to changes.
-	Ignore Mode = "ignore"
+	Ignore Mode = v1alpha1.ReloadIgnore
 )
 
 // ModeOf reads the reload mode from annotations. An unknown value counts as
 // Rollout, the mode that can at worst restart more than needed; ok is false
 // so callers can report the typo.
 func ModeOf(annotations map[string]string) (m Mode, ok bool) {
-	switch v := Mode(annotations[ReloadAnnotation]); v {
+	switch v := Mode(annotations[v1alpha1.ReloadAnnotation]); v {
 	case "", Rollout:
 		return Rollout, true
 	case Hot, Ignore:

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/digest"
 	"github.com/configward/configward/internal/refs"
 )
@@ -16,8 +17,8 @@ func TestTransformSecretKeepsNoValue(t *testing.T) {
 	in := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "shop",
 			Annotations: map[string]string{
-				lastApplied:      `{"stringData":{"password":"hunter2"}}`,
-				ReloadAnnotation: "hot",
+				lastApplied:               `{"stringData":{"password":"hunter2"}}`,
+				v1alpha1.ReloadAnnotation: "hot",
 			},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 		},
@@ -32,7 +33,7 @@ func TestTransformSecretKeepsNoValue(t *testing.T) {
 	if strings.Contains(s.String(), "hunter2") {
 		t.Fatalf("a Secret value survived the transform: %s", s.String())
 	}
-	if s.Annotations[ReloadAnnotation] != "hot" || s.Type != corev1.SecretTypeOpaque || s.ManagedFields != nil {
+	if s.Annotations[v1alpha1.ReloadAnnotation] != "hot" || s.Type != corev1.SecretTypeOpaque || s.ManagedFields != nil {
 		t.Fatalf("metadata not kept as expected: %+v", s.ObjectMeta)
 	}
 	got, err := unpack(string(s.Data[packedKey]))
@@ -79,7 +80,7 @@ func TestModeOf(t *testing.T) {
 		want  Mode
 		ok    bool
 	}{{"", Rollout, true}, {"rollout", Rollout, true}, {"hot", Hot, true}, {"ignore", Ignore, true}, {"Hot", Rollout, false}, {"hott", Rollout, false}} {
-		got, ok := ModeOf(map[string]string{ReloadAnnotation: tc.value})
+		got, ok := ModeOf(map[string]string{v1alpha1.ReloadAnnotation: tc.value})
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%q: got %v,%v want %v,%v", tc.value, got, ok, tc.want, tc.ok)
 		}

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,21 +24,10 @@ import (
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/schemastore"
+	"github.com/configward/configward/internal/scheme"
 	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
 )
-
-// Scheme holds every type configward reads or writes.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err) // only fails on a programming error in the scheme builders
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
 
 // RESTConfig loads the connection to the API server: an explicit kubeconfig,
 // else $KUBECONFIG, else the in-cluster service account.
@@ -84,7 +71,7 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 Scheme(),
+		Scheme:                 scheme.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress: o.ProbeAddr,
 		WebhookServer:          srv,
@@ -182,7 +169,7 @@ func watchPolicies(mgr ctrlmanager.Manager) (*policystore.Store, func() bool, er
 // NewController builds the leader-elected controller process.
 func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  Scheme(),
+		Scheme:                  scheme.Scheme(),
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.ProbeAddr,
 		LeaderElection:          o.LeaderElect,

@@ -18,27 +18,13 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 
+	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/policies"
 )
 
 // query collects the findings of every rule package. Built-in rules live
 // under data.configward.rules, custom ones under data.configward.custom.
 const query = "f := data.configward[_][_].findings[_]"
-
-// Finding is one problem a rule found.
-type Finding struct {
-	Rule    string `json:"rule"`
-	Message string `json:"message"`
-	// Path is the exact field path, e.g.
-	// "spec.template.spec.containers[0].volumeMounts[1]".
-	Path string `json:"path"`
-	// Action, when the rule sets it, is the rule's default for this finding
-	// (subpath-config: Deny for hot config, Warn where rollouts are off).
-	Action Action `json:"action,omitempty"`
-	// Exemption is the reason of an exemption the object carries for this
-	// rule and its policy allows; the finding is then audited.
-	Exemption string `json:"-"`
-}
 
 // Version is one compiled set of modules.
 type Version struct {
@@ -103,30 +89,30 @@ func BuiltinModules() (map[string]string, error) {
 }
 
 // Eval runs every rule on one input document.
-func (v *Version) Eval(ctx context.Context, input ast.Value) ([]Finding, error) {
+func (v *Version) Eval(ctx context.Context, input ast.Value) ([]rules.Finding, error) {
 	rs, err := v.prepared.Eval(ctx, rego.EvalParsedInput(input))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Finding, 0, len(rs))
+	out := make([]rules.Finding, 0, len(rs))
 	for _, r := range rs {
 		m, ok := r.Bindings["f"].(map[string]any)
 		if !ok {
 			return nil, fmt.Errorf("a rule returned a finding that is not an object: %v", r.Bindings["f"])
 		}
-		f := Finding{Rule: str(m["rule"]), Message: str(m["message"]), Path: str(m["path"]), Action: Action(str(m["action"]))}
+		f := rules.Finding{Rule: str(m["rule"]), Message: str(m["message"]), Path: str(m["path"]), Action: rules.Action(str(m["action"]))}
 		if f.Rule == "" || f.Message == "" {
 			return nil, fmt.Errorf("a rule returned a finding without rule or message: %v", m)
 		}
 		switch f.Action {
-		case "", Deny, Warn, Audit, Off:
+		case "", rules.Deny, rules.Warn, rules.Audit, rules.Off:
 		default:
 			return nil, fmt.Errorf("rule %s returned the unknown action %q (want Deny, Warn, Audit or Off)", f.Rule, f.Action)
 		}
 		out = append(out, f)
 	}
 	// Rego sets have no order a user should see change between requests.
-	slices.SortFunc(out, func(a, b Finding) int {
+	slices.SortFunc(out, func(a, b rules.Finding) int {
 		return strings.Compare(a.Rule+"\x00"+a.Path+"\x00"+a.Message, b.Rule+"\x00"+b.Path+"\x00"+b.Message)
 	})
 	return out, nil

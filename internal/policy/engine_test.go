@@ -13,12 +13,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/ruleinput"
+	"github.com/configward/configward/internal/rules"
 )
 
 // bigDeployment has 10 containers and 20 references: per container one
 // ConfigMap through envFrom and one Secret key through env; ConfigMap 3 is
 // hot (so hot-config-in-env fires) and every Secret is readable by env.
-func bigDeployment() (*appsv1.Deployment, []Reference) {
+func bigDeployment() (*appsv1.Deployment, []ruleinput.Reference) {
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: "shop"},
@@ -31,19 +33,19 @@ func bigDeployment() (*appsv1.Deployment, []Reference) {
 				LocalObjectReference: corev1.LocalObjectReference{Name: fmt.Sprintf("secret-%d", i)}, Key: "password"}}}},
 		})
 	}
-	var out []Reference
+	var out []ruleinput.Reference
 	for _, r := range refs.FromPodSpec(&d.Spec.Template.Spec) {
 		reload := "rollout"
 		if r.Name == "cm-3" {
 			reload = "hot"
 		}
-		r.Path = RootPath(r.Path, "spec.template.spec")
-		out = append(out, Reference{Ref: r, Target: Target{Exists: true, Keys: []string{"password", "x"}, Reload: reload}})
+		r.Path = ruleinput.RootPath(r.Path, "spec.template.spec")
+		out = append(out, ruleinput.Reference{Ref: r, Target: ruleinput.Target{Exists: true, Keys: []string{"password", "x"}, Reload: reload}})
 	}
 	return d, out
 }
 
-func bigInput(t testing.TB) Input {
+func bigInput(t testing.TB) ruleinput.Input {
 	d, references := bigDeployment()
 	raw, err := json.Marshal(d)
 	if err != nil {
@@ -52,10 +54,10 @@ func bigInput(t testing.TB) Input {
 	if len(references) != 20 {
 		t.Fatalf("want 20 references, got %d", len(references))
 	}
-	return Input{
-		Request:    Request{Operation: "CREATE", Username: "alice", Kind: "Deployment", Namespace: "shop", Name: "big"},
+	return ruleinput.Input{
+		Request:    ruleinput.Request{Operation: "CREATE", Username: "alice", Kind: "Deployment", Namespace: "shop", Name: "big"},
 		Object:     raw,
-		Workload:   Workload{Kind: "Deployment", Namespace: "shop", Name: "big"},
+		Workload:   ruleinput.Workload{Kind: "Deployment", Namespace: "shop", Name: "big"},
 		References: references,
 	}
 }
@@ -65,7 +67,7 @@ func TestBuiltinRulesOnABigDeployment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := bigInput(t).Value(version)
+	v, err := bigInput(t).Value(version.WantsObjects)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,10 +79,10 @@ func TestBuiltinRulesOnABigDeployment(t *testing.T) {
 	for _, f := range fs {
 		count[f.Rule]++
 	}
-	if count[HotConfigInEnv] != 1 || count[SecretInEnv] != 10 || len(count) != 2 {
+	if count[rules.HotConfigInEnv] != 1 || count[rules.SecretInEnv] != 10 || len(count) != 2 {
 		t.Fatalf("findings by rule: %v", count)
 	}
-	d := Settings{}.Decide(fs)
+	d := rules.Settings{}.Decide(fs)
 	if len(d.Denied) != 1 || len(d.Warned) != 10 {
 		t.Fatalf("decision: %d denied, %d warned", len(d.Denied), len(d.Warned))
 	}
@@ -103,17 +105,17 @@ findings contains {"rule": "team-label", "path": "metadata.labels", "message": "
 }`}
 	}
 	ctx := context.Background()
-	in := Input{Object: []byte(`{"metadata":{"name":"x"}}`)}
+	in := ruleinput.Input{Object: []byte(`{"metadata":{"name":"x"}}`)}
 	v, err := Compile(ctx, mk("Deny"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	val, err := in.Value(v)
+	val, err := in.Value(v.WantsObjects)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fs, err := v.Eval(ctx, val)
-	if err != nil || len(fs) != 1 || fs[0].Rule != "team-label" || (Settings{}).ActionFor(fs[0]) != Deny {
+	if err != nil || len(fs) != 1 || fs[0].Rule != "team-label" || (rules.Settings{}).ActionFor(fs[0]) != rules.Deny {
 		t.Fatalf("custom finding: %v, %v", fs, err)
 	}
 	v, err = Compile(ctx, mk("deny"))
@@ -140,23 +142,6 @@ func TestVersionsDifferInHash(t *testing.T) {
 	}
 }
 
-func TestSettingsPrecedence(t *testing.T) {
-	s := Settings{Actions: map[string]Action{SecretInEnv: Deny}}
-	for _, tc := range []struct {
-		f    Finding
-		want Action
-	}{
-		{Finding{Rule: SecretInEnv}, Deny},
-		{Finding{Rule: SubpathConfig, Action: Warn}, Warn},
-		{Finding{Rule: SecretFileMode}, Audit},
-		{Finding{Rule: "custom-thing"}, Warn},
-	} {
-		if got := s.ActionFor(tc.f); got != tc.want {
-			t.Errorf("%s: %s, want %s", tc.f.Rule, got, tc.want)
-		}
-	}
-}
-
 // BenchmarkBuiltinRules measures one admission's worth of rule evaluation
 // for a Deployment of 10 containers with 20 references: building the input
 // document and evaluating every rule. "findings" has a hot ConfigMap in env
@@ -175,13 +160,13 @@ func BenchmarkBuiltinRules(b *testing.B) {
 	}
 	for _, bc := range []struct {
 		name string
-		in   Input
+		in   ruleinput.Input
 		want int
 	}{{"findings", bigInput(b), 11}, {"clean", clean, 0}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				v, err := bc.in.Value(version)
+				v, err := bc.in.Value(version.WantsObjects)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -191,13 +176,5 @@ func BenchmarkBuiltinRules(b *testing.B) {
 				}
 			}
 		})
-	}
-}
-
-func TestWarningIsOneLine(t *testing.T) {
-	got := Warning(Finding{Rule: ConfigSchema, Message: "ConfigMap a/b breaks ConfigSchema \"s\" (2 violations):\n  key \"x\": bad\n  key \"y\": worse"})
-	want := `[config-schema] ConfigMap a/b breaks ConfigSchema "s" (2 violations): key "x": bad; key "y": worse`
-	if got != want {
-		t.Errorf("Warning = %q\nwant %q", got, want)
 	}
 }

@@ -19,10 +19,12 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/internal/rules"
 )
 
 // Compiled is one generation of a ConfigPolicy that validated and compiled.
@@ -43,14 +45,21 @@ func ModulePackage(id string) string {
 	return "configward.custom." + strings.ReplaceAll(id, "-", "_")
 }
 
-// Compile validates a ConfigPolicy and compiles its custom rules together
-// with the built-in ones. Its error says what is wrong in terms of the
-// policy's fields, with the Rego compiler's line numbers.
-func Compile(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Compiled, error) {
+// Validate checks a ConfigPolicy and compiles its custom rules together
+// with the built-in ones. Every problem is a field error with its exact
+// path (spec.customRules[1].rego, with the Rego compiler's line numbers):
+// admission answers them all at once (422 Invalid), and the controller's
+// Ready condition says the same.
+func Validate(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Compiled, field.ErrorList) {
 	c := &Compiled{Name: cp.Name, Generation: cp.Generation, spec: *cp.Spec.DeepCopy(), modules: map[string]string{}}
+	spec := field.NewPath("spec")
+	invalid := func(p *field.Path, format string, args ...any) *field.Error {
+		return field.Invalid(p, field.OmitValueType{}, fmt.Sprintf(format, args...))
+	}
+	var errs field.ErrorList
 	raw, err := json.Marshal(cp.Spec)
 	if err != nil {
-		return nil, err
+		return nil, field.ErrorList{field.InternalError(spec, err)}
 	}
 	sum := sha256.Sum256(raw)
 	c.Hash = hex.EncodeToString(sum[:])
@@ -58,53 +67,68 @@ func Compile(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Compiled, error) 
 	c.selector = labels.Everything()
 	if cp.Spec.NamespaceSelector != nil {
 		if c.selector, err = metav1.LabelSelectorAsSelector(cp.Spec.NamespaceSelector); err != nil {
-			return nil, fmt.Errorf("spec.namespaceSelector: %w", err)
+			errs = append(errs, invalid(spec.Child("namespaceSelector"), "%v", err))
 		}
 	}
 	custom := map[string]bool{}
 	for i, r := range cp.Spec.CustomRules {
-		if policy.Builtin(r.ID) {
-			return nil, fmt.Errorf("spec.customRules[%d]: %q is the id of a built-in rule", i, r.ID)
-		}
-		if custom[r.ID] {
-			return nil, fmt.Errorf("spec.customRules[%d]: rule id %q is declared twice", i, r.ID)
+		at := spec.Child("customRules").Index(i)
+		switch {
+		case rules.Builtin(r.ID):
+			errs = append(errs, invalid(at.Child("id"), "%q is the id of a built-in rule", r.ID))
+			continue
+		case custom[r.ID]:
+			errs = append(errs, field.Duplicate(at.Child("id"), r.ID))
+			continue
 		}
 		custom[r.ID] = true
 		file := fmt.Sprintf("configpolicy/%s/%s.rego", cp.Name, r.ID)
 		mod, err := ast.ParseModuleWithOpts(file, r.Rego, ast.ParserOptions{RegoVersion: ast.RegoV1})
 		if err != nil {
-			return nil, fmt.Errorf("spec.customRules[%d] (%s): %w", i, r.ID, err)
+			errs = append(errs, invalid(at.Child("rego"), "%v", err))
+			continue
 		}
 		if got, want := strings.TrimPrefix(mod.Package.Path.String(), "data."), ModulePackage(r.ID); got != want {
-			return nil, fmt.Errorf("spec.customRules[%d] (%s): the module's package is %s; it must be %s", i, r.ID, got, want)
+			errs = append(errs, invalid(at.Child("rego"), "the module's package is %s; it must be %s", got, want))
+			continue
 		}
 		c.modules[file] = r.Rego
 	}
 	for _, id := range slices.Sorted(maps.Keys(cp.Spec.Rules)) {
-		if !policy.Builtin(id) && !custom[id] {
-			return nil, fmt.Errorf("spec.rules: unknown rule id %q (built-in rules: %s; or declare it in spec.customRules)", id, strings.Join(builtinIDs(), ", "))
+		if !rules.Builtin(id) && !custom[id] {
+			errs = append(errs, invalid(spec.Child("rules").Key(id), "unknown rule id %q (built-in rules: %s; or declare it in spec.customRules)", id, strings.Join(builtinIDs(), ", ")))
 		}
 	}
 	c.pipeline = changecontrol.Identities{Users: cp.Spec.Pipeline.Users, Groups: cp.Spec.Pipeline.Groups}
 	for i, sa := range cp.Spec.Pipeline.ServiceAccounts {
 		u, err := changecontrol.ParseServiceAccount(sa)
 		if err != nil {
-			return nil, fmt.Errorf("spec.pipeline.serviceAccounts[%d]: %w", i, err)
+			errs = append(errs, invalid(spec.Child("pipeline", "serviceAccounts").Index(i), "%v", err))
+			continue
 		}
 		c.pipeline.ServiceAccounts = append(c.pipeline.ServiceAccounts, u)
 	}
-	if len(c.modules) > 0 {
+	if len(errs) == 0 && len(c.modules) > 0 {
 		if _, err := policy.Compile(ctx, c.modules); err != nil {
 			// OPA reports compile errors of prepared queries as a failed
 			// "bundle activation"; users wrote no bundle.
-			return nil, fmt.Errorf("spec.customRules: %s", strings.Replace(err.Error(), "bundle activation failed: ", "", 1))
+			errs = append(errs, invalid(spec.Child("customRules"), "%s", strings.Replace(err.Error(), "bundle activation failed: ", "", 1)))
 		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return c, nil
 }
 
+// Compile is Validate with every problem in one error.
+func Compile(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Compiled, error) {
+	c, errs := Validate(ctx, cp)
+	return c, errs.ToAggregate()
+}
+
 func builtinIDs() []string {
-	ids := append(slices.Collect(maps.Keys(policy.Defaults)), policy.SubpathConfig)
+	ids := append(slices.Collect(maps.Keys(rules.Defaults)), rules.SubpathConfig)
 	slices.Sort(ids)
 	return ids
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/internal/rules"
 )
 
 var (
@@ -187,22 +188,22 @@ func (a *Active) selecting(ns *corev1.Namespace) []*Compiled {
 // strictest action wins, a rule is exemptible only if every selecting
 // policy allows it, and custom rules apply only where a policy declaring
 // them selects.
-func (a *Active) Settings(ns *corev1.Namespace) policy.Settings {
+func (a *Active) Settings(ns *corev1.Namespace) rules.Settings {
 	sel := a.selecting(ns)
 	if len(a.policies) == 0 {
-		return policy.Settings{}
+		return rules.Settings{}
 	}
-	s := policy.Settings{Actions: map[string]policy.Action{}, Defaulted: map[string]bool{},
-		Custom: map[string]policy.Action{}, Exemptible: map[string]bool{}, Scoped: true}
+	s := rules.Settings{Actions: map[string]rules.Action{}, Defaulted: map[string]bool{},
+		Custom: map[string]rules.Action{}, Exemptible: map[string]bool{}, Scoped: true}
 	exemptVotes := map[string]int{}
 	for _, p := range sel {
 		for _, r := range p.spec.CustomRules {
-			act := policy.Action(r.Action)
+			act := rules.Action(r.Action)
 			if act == "" {
-				act = policy.Warn
+				act = rules.Warn
 			}
 			if prev, ok := s.Custom[r.ID]; ok {
-				act = policy.Stricter(prev, act)
+				act = rules.Stricter(prev, act)
 			}
 			s.Custom[r.ID] = act
 		}
@@ -213,15 +214,15 @@ func (a *Active) Settings(ns *corev1.Namespace) policy.Settings {
 			if rs.Action == "" {
 				continue
 			}
-			act := policy.Action(rs.Action)
+			act := rules.Action(rs.Action)
 			if prev, ok := s.Actions[id]; ok {
-				act = policy.Stricter(prev, act)
+				act = rules.Stricter(prev, act)
 			}
 			s.Actions[id] = act
 		}
 	}
 	for id := range s.Actions {
-		if !policy.Builtin(id) {
+		if !rules.Builtin(id) {
 			continue
 		}
 		for _, p := range sel {

@@ -8,9 +8,10 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/internal/rules"
 )
 
 const noLatest = `package configward.custom.no_latest
@@ -30,39 +31,66 @@ func ns(labels map[string]string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: labels}}
 }
 
-func TestCompileRefuses(t *testing.T) {
+// TestValidate is a table of specs and the exact field errors each gets
+// (type and path; the detail by its expected part, since compiler messages
+// are OPA's own). Every problem is reported, not only the first.
+func TestValidate(t *testing.T) {
+	type problem struct {
+		typ    field.ErrorType
+		field  string
+		detail string
+	}
 	for _, tc := range []struct {
 		name string
 		spec v1alpha1.ConfigPolicySpec
-		want string
+		want []problem
 	}{
+		{"a good policy", v1alpha1.ConfigPolicySpec{
+			Rules:       map[string]v1alpha1.RuleSettings{"no-latest": {Action: "Deny"}, "secret-in-env": {AllowExemption: true}},
+			CustomRules: []v1alpha1.CustomRule{{ID: "no-latest", Action: "Warn", Rego: noLatest}},
+		}, nil},
 		{"invalid selector", v1alpha1.ConfigPolicySpec{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}},
-			`spec.namespaceSelector: "Near" is not a valid label selector operator`},
+			[]problem{{field.ErrorTypeInvalid, "spec.namespaceSelector", `"Near" is not a valid label selector operator`}}},
 		{"unknown rule id", v1alpha1.ConfigPolicySpec{Rules: map[string]v1alpha1.RuleSettings{"secret-in-envv": {Action: "Deny"}}},
-			`spec.rules: unknown rule id "secret-in-envv" (built-in rules: config-in-use-delete, config-schema, hot-config-in-env, missing-config-ref, out-of-pipeline-edit, secret-file-mode, secret-in-env, subpath-config; or declare it in spec.customRules)`},
+			[]problem{{field.ErrorTypeInvalid, "spec.rules[secret-in-envv]", `unknown rule id "secret-in-envv" (built-in rules: config-in-use-delete, config-schema, hot-config-in-env, missing-config-ref, out-of-pipeline-edit, secret-file-mode, secret-in-env, subpath-config; or declare it in spec.customRules)`}}},
 		{"Rego that does not compile", v1alpha1.ConfigPolicySpec{CustomRules: []v1alpha1.CustomRule{{ID: "no-latest", Rego: "package configward.custom.no_latest\n\nfindings contains f if {\n\tf := undefined_thing\n}\n"}}},
-			`configpolicy/p/no-latest.rego:4: rego_unsafe_var_error: var undefined_thing is unsafe`},
+			[]problem{{field.ErrorTypeInvalid, "spec.customRules", `configpolicy/p/no-latest.rego:4: rego_unsafe_var_error: var undefined_thing is unsafe`}}},
 		{"Rego syntax", v1alpha1.ConfigPolicySpec{CustomRules: []v1alpha1.CustomRule{{ID: "no-latest", Rego: "package configward.custom.no_latest\n\nfindings contains f if {\n"}}},
-			`spec.customRules[0] (no-latest): 1 error occurred: configpolicy/p/no-latest.rego:4: rego_parse_error: unexpected eof token`},
+			[]problem{{field.ErrorTypeInvalid, "spec.customRules[0].rego", `configpolicy/p/no-latest.rego:4: rego_parse_error: unexpected eof token`}}},
 		{"wrong package", v1alpha1.ConfigPolicySpec{CustomRules: []v1alpha1.CustomRule{{ID: "no-latest", Rego: "package configward.rules.x\n"}}},
-			`the module's package is configward.rules.x; it must be configward.custom.no_latest`},
+			[]problem{{field.ErrorTypeInvalid, "spec.customRules[0].rego", `the module's package is configward.rules.x; it must be configward.custom.no_latest`}}},
 		{"custom id of a built-in", v1alpha1.ConfigPolicySpec{CustomRules: []v1alpha1.CustomRule{{ID: "secret-in-env", Rego: "package configward.custom.secret_in_env\n"}}},
-			`"secret-in-env" is the id of a built-in rule`},
+			[]problem{{field.ErrorTypeInvalid, "spec.customRules[0].id", `"secret-in-env" is the id of a built-in rule`}}},
+		{"custom id twice", v1alpha1.ConfigPolicySpec{CustomRules: []v1alpha1.CustomRule{{ID: "no-latest", Rego: noLatest}, {ID: "no-latest", Rego: noLatest}}},
+			[]problem{{field.ErrorTypeDuplicate, "spec.customRules[1].id", ""}}},
 		{"bad service account", v1alpha1.ConfigPolicySpec{Pipeline: v1alpha1.PipelineIdentities{ServiceAccounts: []string{"deployer"}}},
-			`spec.pipeline.serviceAccounts[0]: service account "deployer": want namespace/name`},
+			[]problem{{field.ErrorTypeInvalid, "spec.pipeline.serviceAccounts[0]", `service account "deployer": want namespace/name`}}},
+		{"every problem at once", v1alpha1.ConfigPolicySpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}},
+			Rules:             map[string]v1alpha1.RuleSettings{"nope": {Action: "Deny"}},
+			CustomRules:       []v1alpha1.CustomRule{{ID: "no-latest", Rego: "package configward.rules.x\n"}},
+			Pipeline:          v1alpha1.PipelineIdentities{ServiceAccounts: []string{"ci/deployer", "deployer"}},
+		}, []problem{
+			{field.ErrorTypeInvalid, "spec.namespaceSelector", ""},
+			{field.ErrorTypeInvalid, "spec.customRules[0].rego", ""},
+			{field.ErrorTypeInvalid, "spec.rules[nope]", ""},
+			{field.ErrorTypeInvalid, "spec.pipeline.serviceAccounts[1]", ""},
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Compile(context.Background(), cp("p", 1, tc.spec))
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error = %v\nwant it to contain %s", err, tc.want)
+			compiled, errs := Validate(context.Background(), cp("p", 1, tc.spec))
+			if len(errs) != len(tc.want) {
+				t.Fatalf("got %d problems, want %d: %v", len(errs), len(tc.want), errs)
+			}
+			if (compiled == nil) != (len(tc.want) > 0) {
+				t.Fatalf("compiled = %v with %d problems", compiled, len(errs))
+			}
+			for i, w := range tc.want {
+				if errs[i].Type != w.typ || errs[i].Field != w.field || !strings.Contains(errs[i].Detail, w.detail) {
+					t.Errorf("problem %d = %s %s %q, want %s %s containing %q", i, errs[i].Type, errs[i].Field, errs[i].Detail, w.typ, w.field, w.detail)
+				}
 			}
 		})
-	}
-	if _, err := Compile(context.Background(), cp("p", 1, v1alpha1.ConfigPolicySpec{
-		Rules:       map[string]v1alpha1.RuleSettings{"no-latest": {Action: "Deny"}, "secret-in-env": {AllowExemption: true}},
-		CustomRules: []v1alpha1.CustomRule{{ID: "no-latest", Action: "Warn", Rego: noLatest}},
-	})); err != nil {
-		t.Errorf("a good policy was refused: %v", err)
 	}
 }
 
@@ -72,14 +100,14 @@ func TestSettingsMerge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.Current().Settings(ns(nil)); got.Scoped || got.ActionFor(policy.Finding{Rule: policy.SecretInEnv}) != policy.Warn {
+	if got := s.Current().Settings(ns(nil)); got.Scoped || got.ActionFor(rules.Finding{Rule: rules.SecretInEnv}) != rules.Warn {
 		t.Fatalf("without policies the defaults apply: %+v", got)
 	}
 	team := &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}
 	mustLoad(t, s, cp("strict", 1, v1alpha1.ConfigPolicySpec{NamespaceSelector: team,
 		Rules: map[string]v1alpha1.RuleSettings{
-			policy.SecretInEnv:   {Action: "Deny", AllowExemption: true},
-			policy.SubpathConfig: {AllowExemption: true},
+			rules.SecretInEnv:   {Action: "Deny", AllowExemption: true},
+			rules.SubpathConfig: {AllowExemption: true},
 		},
 		Pipeline:    v1alpha1.PipelineIdentities{ServiceAccounts: []string{"ci/deployer"}},
 		Rollouts:    v1alpha1.RolloutSettings{ExcludeSecrets: true},
@@ -87,9 +115,9 @@ func TestSettingsMerge(t *testing.T) {
 	}))
 	mustLoad(t, s, cp("lenient", 1, v1alpha1.ConfigPolicySpec{
 		Rules: map[string]v1alpha1.RuleSettings{
-			policy.SecretInEnv:      {Action: "Off"},
-			policy.MissingConfigRef: {Action: "Off", AllowExemption: true},
-			policy.SubpathConfig:    {AllowExemption: true},
+			rules.SecretInEnv:      {Action: "Off"},
+			rules.MissingConfigRef: {Action: "Off", AllowExemption: true},
+			rules.SubpathConfig:    {AllowExemption: true},
 		},
 		Pipeline: v1alpha1.PipelineIdentities{Groups: []string{"release"}},
 		Rollouts: v1alpha1.RolloutSettings{Disabled: true},
@@ -99,22 +127,22 @@ func TestSettingsMerge(t *testing.T) {
 	both, lenientOnly := a.Settings(ns(map[string]string{"team": "a"})), a.Settings(ns(nil))
 	for _, tc := range []struct {
 		name string
-		s    policy.Settings
-		f    policy.Finding
-		want policy.Action
+		s    rules.Settings
+		f    rules.Finding
+		want rules.Action
 	}{
-		{"strictest of Deny and Off", both, policy.Finding{Rule: policy.SecretInEnv}, policy.Deny},
-		{"Off where only the lenient policy selects", lenientOnly, policy.Finding{Rule: policy.SecretInEnv}, policy.Off},
-		{"a policy that leaves a rule at its default keeps the default in play", both, policy.Finding{Rule: policy.MissingConfigRef}, policy.Warn},
-		{"custom rule where its policy selects", both, policy.Finding{Rule: "no-latest"}, policy.Deny},
-		{"custom rule dropped where its policy does not select", lenientOnly, policy.Finding{Rule: "no-latest"}, policy.Off},
-		{"per-finding default untouched", both, policy.Finding{Rule: policy.SubpathConfig, Action: policy.Warn}, policy.Warn},
+		{"strictest of Deny and Off", both, rules.Finding{Rule: rules.SecretInEnv}, rules.Deny},
+		{"Off where only the lenient policy selects", lenientOnly, rules.Finding{Rule: rules.SecretInEnv}, rules.Off},
+		{"a policy that leaves a rule at its default keeps the default in play", both, rules.Finding{Rule: rules.MissingConfigRef}, rules.Warn},
+		{"custom rule where its policy selects", both, rules.Finding{Rule: "no-latest"}, rules.Deny},
+		{"custom rule dropped where its policy does not select", lenientOnly, rules.Finding{Rule: "no-latest"}, rules.Off},
+		{"per-finding default untouched", both, rules.Finding{Rule: rules.SubpathConfig, Action: rules.Warn}, rules.Warn},
 	} {
 		if got := tc.s.ActionFor(tc.f); got != tc.want {
 			t.Errorf("%s: %s = %s, want %s", tc.name, tc.f.Rule, got, tc.want)
 		}
 	}
-	if !both.Exemptible[policy.SubpathConfig] || both.Exemptible[policy.SecretInEnv] || both.Exemptible[policy.MissingConfigRef] {
+	if !both.Exemptible[rules.SubpathConfig] || both.Exemptible[rules.SecretInEnv] || both.Exemptible[rules.MissingConfigRef] {
 		t.Errorf("exemptible where every selecting policy allows it: %v", both.Exemptible)
 	}
 	if ids := a.Pipeline(ns(map[string]string{"team": "a"})); len(ids.ServiceAccounts) != 1 || len(ids.Groups) != 1 {
@@ -134,10 +162,10 @@ func TestLastKnownGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := cp("p", 1, v1alpha1.ConfigPolicySpec{Rules: map[string]v1alpha1.RuleSettings{policy.SecretInEnv: {Action: "Deny"}}})
+	good := cp("p", 1, v1alpha1.ConfigPolicySpec{Rules: map[string]v1alpha1.RuleSettings{rules.SecretInEnv: {Action: "Deny"}}})
 	mustLoad(t, s, good)
 	before := s.Current()
-	broken := cp("p", 2, v1alpha1.ConfigPolicySpec{Rules: map[string]v1alpha1.RuleSettings{policy.SecretInEnv: {Action: "Off"}},
+	broken := cp("p", 2, v1alpha1.ConfigPolicySpec{Rules: map[string]v1alpha1.RuleSettings{rules.SecretInEnv: {Action: "Off"}},
 		CustomRules: []v1alpha1.CustomRule{{ID: "x", Rego: "package configward.custom.x\nfindings contains f if { f := nope }\n"}}})
 	if err := s.Load(ctx, broken); err == nil {
 		t.Fatal("a broken generation was loaded")
@@ -145,24 +173,24 @@ func TestLastKnownGood(t *testing.T) {
 	if s.Current() != before {
 		t.Fatal("a failed load replaced the set in force")
 	}
-	if got := s.Current().Settings(nil).ActionFor(policy.Finding{Rule: policy.SecretInEnv}); got != policy.Deny {
+	if got := s.Current().Settings(nil).ActionFor(rules.Finding{Rule: rules.SecretInEnv}); got != rules.Deny {
 		t.Errorf("the last good generation is not in force: %s", got)
 	}
 	s.Forget("p")
-	if got := s.Current().Settings(nil).ActionFor(policy.Finding{Rule: policy.SecretInEnv}); got != policy.Warn {
+	if got := s.Current().Settings(nil).ActionFor(rules.Finding{Rule: rules.SecretInEnv}); got != rules.Warn {
 		t.Errorf("a deleted policy is still in force: %s", got)
 	}
 }
 
 func TestExempt(t *testing.T) {
-	s := policy.Settings{Exemptible: map[string]bool{policy.SecretInEnv: true}}
-	fs := []policy.Finding{{Rule: policy.SecretInEnv}, {Rule: policy.HotConfigInEnv}, {Rule: policy.MissingConfigRef}}
+	s := rules.Settings{Exemptible: map[string]bool{rules.SecretInEnv: true}}
+	fs := []rules.Finding{{Rule: rules.SecretInEnv}, {Rule: rules.HotConfigInEnv}, {Rule: rules.MissingConfigRef}}
 	notes := s.Exempt(fs, map[string]string{
 		"configward.dev/exempt.secret-in-env":      "vendor image reads env only",
 		"configward.dev/exempt.hot-config-in-env":  "because",
 		"configward.dev/exempt.missing-config-ref": " ",
 	})
-	if fs[0].Exemption != "vendor image reads env only" || s.ActionFor(fs[0]) != policy.Audit {
+	if fs[0].Exemption != "vendor image reads env only" || s.ActionFor(fs[0]) != rules.Audit {
 		t.Errorf("allowed exemption: %+v", fs[0])
 	}
 	if fs[1].Exemption != "" || fs[2].Exemption != "" {
@@ -172,7 +200,11 @@ func TestExempt(t *testing.T) {
 		"[hot-config-in-env] configward.dev/exempt.hot-config-in-env does not count here: the ConfigPolicies governing this namespace do not all set rules.hot-config-in-env.allowExemption, so the rule applies as usual",
 		"[missing-config-ref] configward.dev/exempt.missing-config-ref has no reason, so it does not count: write why the object is exempt as the annotation's value",
 	}
-	if strings.Join(notes, "\n") != strings.Join(want, "\n") {
+	var got []string
+	for _, n := range notes {
+		got = append(got, rules.Line(n))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("notes = %q\nwant %q", notes, want)
 	}
 }

@@ -38,7 +38,6 @@ package schema
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -46,6 +45,7 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Format is the declared format of a ConfigMap key's value.
@@ -116,49 +116,50 @@ func (refuseLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("external references are not allowed (%s); put definitions in $defs", url)
 }
 
-// Compile checks and compiles a spec. Every problem is reported, each naming its rule
-// ("keys[2]: ...").
-func Compile(spec Spec) (*Compiled, error) {
+// Compile checks and compiles a spec whose keys sit at the given field path.
+// Every problem is reported, each with the exact field ("spec.keys[2].pattern").
+func Compile(spec Spec, keys *field.Path) (*Compiled, field.ErrorList) {
 	c := &Compiled{byName: map[string]*rule{}, allowUndeclaredKeys: spec.AllowUndeclaredKeys}
-	var errs []error
-	fail := func(i int, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("keys[%d]: %s", i, fmt.Sprintf(format, args...)))
+	var errs field.ErrorList
+	fail := func(p *field.Path, format string, args ...any) {
+		errs = append(errs, field.Invalid(p, field.OmitValueType{}, fmt.Sprintf(format, args...)))
 	}
 	for i, kr := range spec.Keys {
+		at := keys.Index(i)
 		r := &rule{index: i, name: kr.Name, format: kr.Format}
 		ok := true
 		switch {
 		case kr.Name != "" && kr.Pattern != "":
-			fail(i, "set either name or pattern, not both (name %q, pattern %q)", kr.Name, kr.Pattern)
+			fail(at, "set either name or pattern, not both (name %q, pattern %q)", kr.Name, kr.Pattern)
 			ok = false
 		case kr.Name == "" && kr.Pattern == "":
-			fail(i, "set a name or a pattern")
+			errs = append(errs, field.Required(at.Child("name"), "set a name or a pattern"))
 			ok = false
 		case kr.Pattern != "":
 			if kr.Required {
-				fail(i, "required applies only to a named key, not to pattern %q", kr.Pattern)
+				fail(at.Child("required"), "required applies only to a named key, not to pattern %q", kr.Pattern)
 				ok = false
 			}
 			re, err := regexp.Compile("^(?:" + kr.Pattern + ")$")
 			if err != nil {
-				fail(i, "invalid pattern %q: %v", kr.Pattern, err)
+				fail(at.Child("pattern"), "invalid pattern %q: %v", kr.Pattern, err)
 				ok = false
 			}
 			r.re = re
 		default:
 			if prev, dup := c.byName[kr.Name]; dup {
-				fail(i, "key %q is already declared by keys[%d]", kr.Name, prev.index)
+				fail(at.Child("name"), "key %q is already declared by %s", kr.Name, keys.Index(prev.index))
 				ok = false
 			}
 		}
 		if !validFormat(kr.Format) {
-			fail(i, "unknown format %q (want one of %s)", string(kr.Format), formatList())
+			errs = append(errs, field.NotSupported(at.Child("format"), string(kr.Format), formatValues()))
 			ok = false
 		}
 		if len(bytes.TrimSpace(kr.Schema)) > 0 {
 			sch, err := compileSchema(i, kr.Schema)
 			if err != nil {
-				fail(i, "%v", err)
+				fail(at.Child("schema"), "%v", err)
 				ok = false
 			}
 			r.schema = sch
@@ -176,7 +177,7 @@ func Compile(spec Spec) (*Compiled, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, errs
 	}
 	sort.Strings(c.required)
 	return c, nil
@@ -191,12 +192,12 @@ func validFormat(f Format) bool {
 	return false
 }
 
-func formatList() string {
+func formatValues() []string {
 	s := make([]string, len(formats))
 	for i, f := range formats {
 		s[i] = string(f)
 	}
-	return strings.Join(s, ", ")
+	return s
 }
 
 func compileSchema(i int, raw []byte) (*jsonschema.Schema, error) {
@@ -230,188 +231,6 @@ func (c *Compiled) ruleFor(key string) *rule {
 		}
 	}
 	return nil
-}
-
-// Violation is one way a ConfigMap breaks its ConfigSchema.
-type Violation struct {
-	Key      string // ConfigMap key
-	Pointer  string // JSON pointer inside the parsed value ("" for the whole value / key-level problems)
-	Line     int    // 1-based line in the original text, 0 when unknown
-	Column   int    // 1-based, 0 when unknown
-	Expected string // what the schema wanted, short
-	Found    string // what was there, short
-	Message  string // one line a user can act on
-}
-
-// String renders one violation on one line, e.g.
-//
-//	key "app.yaml" line 3 column 9 at /server/port: expected integer, found string "80a"
-func (v Violation) String() string {
-	var b strings.Builder
-	b.WriteString("key ")
-	b.WriteString(strconv.Quote(v.Key))
-	if v.Line > 0 {
-		b.WriteString(" line ")
-		b.WriteString(strconv.Itoa(v.Line))
-		if v.Column > 0 {
-			b.WriteString(" column ")
-			b.WriteString(strconv.Itoa(v.Column))
-		}
-	}
-	if v.Pointer != "" {
-		b.WriteString(" at ")
-		b.WriteString(v.Pointer)
-	}
-	b.WriteString(": ")
-	switch {
-	case v.Message != "":
-		b.WriteString(v.Message)
-	case v.Expected != "" || v.Found != "":
-		b.WriteString("expected " + v.Expected + ", found " + v.Found)
-	}
-	return b.String()
-}
-
-// ranks of violations, most useful first.
-const (
-	rankKey    = iota // parse errors and missing required keys
-	rankSchema        // schema violations
-	rankMore          // "and N more" for a key (sorted after that key's schema violations)
-	rankUndeclared
-)
-
-type entry struct {
-	rank int
-	v    Violation
-}
-
-// Validate checks a ConfigMap's data and binaryData. It returns every violation, sorted most
-// useful first: parse errors and missing required keys first, then schema violations in key
-// order then line order, then undeclared keys. It returns nil when there is none.
-func (c *Compiled) Validate(data map[string]string, binaryData map[string][]byte) []Violation {
-	var out []entry
-	for _, name := range c.required {
-		_, inData := data[name]
-		_, inBinary := binaryData[name]
-		if !inData && !inBinary {
-			out = append(out, entry{rankKey, Violation{
-				Key: name, Expected: "key present", Found: "missing",
-				Message: "required key is missing",
-			}})
-		}
-	}
-	check := func(key string, value []byte, binary bool) {
-		r := c.ruleFor(key)
-		if r == nil {
-			if !c.allowUndeclaredKeys {
-				where := "data"
-				if binary {
-					where = "binaryData"
-				}
-				out = append(out, entry{rankUndeclared, Violation{
-					Key: key, Expected: "a declared key", Found: "undeclared key",
-					Message: fmt.Sprintf("%s key is not declared by the schema and undeclared keys are not allowed", where),
-				}})
-			}
-			return
-		}
-		out = append(out, validateValue(key, value, r)...)
-	}
-	for k, v := range data {
-		check(k, []byte(v), false)
-	}
-	for k, v := range binaryData {
-		check(k, v, true)
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.rank == rankMore {
-			a.rank = rankSchema
-		}
-		if b.rank == rankMore {
-			b.rank = rankSchema
-		}
-		if a.rank != b.rank {
-			return a.rank < b.rank
-		}
-		if a.v.Key != b.v.Key {
-			return a.v.Key < b.v.Key
-		}
-		if (out[i].rank == rankMore) != (out[j].rank == rankMore) {
-			return out[j].rank == rankMore
-		}
-		if a.v.Line != b.v.Line {
-			return a.v.Line < b.v.Line
-		}
-		if a.v.Column != b.v.Column {
-			return a.v.Column < b.v.Column
-		}
-		return a.v.Pointer < b.v.Pointer
-	})
-	vs := make([]Violation, len(out))
-	for i, e := range out {
-		vs[i] = e.v
-	}
-	return vs
-}
-
-// validateValue parses one value in its rule's format and validates it.
-func validateValue(key string, raw []byte, r *rule) []entry {
-	doc, perr := parse(r.format, raw)
-	if perr != nil {
-		v := Violation{
-			Key: key, Pointer: perr.pointer, Line: perr.line, Column: perr.col,
-			Expected: perr.expected, Found: perr.found, Message: perr.msg,
-		}
-		if v.Expected == "" {
-			v.Expected = "valid " + formatName(r.format)
-		}
-		if v.Found == "" {
-			v.Found = truncate(perr.msg, 40)
-		}
-		return []entry{{rankKey, v}}
-	}
-	if r.schema == nil {
-		return nil
-	}
-	err := r.schema.Validate(doc.value)
-	if err == nil {
-		return nil
-	}
-	var verr *jsonschema.ValidationError
-	if !errors.As(err, &verr) {
-		return []entry{{rankKey, Violation{
-			Key: key, Expected: "a value the schema can check", Found: truncate(err.Error(), 40),
-			Message: "cannot validate value: " + err.Error(),
-		}}}
-	}
-	vs := report(key, verr, doc)
-	sort.SliceStable(vs, func(i, j int) bool {
-		if vs[i].Line != vs[j].Line {
-			return vs[i].Line < vs[j].Line
-		}
-		if vs[i].Column != vs[j].Column {
-			return vs[i].Column < vs[j].Column
-		}
-		return vs[i].Pointer < vs[j].Pointer
-	})
-	var out []entry
-	for i, v := range vs {
-		if i == MaxViolationsPerKey {
-			n := len(vs) - MaxViolationsPerKey
-			out = append(out, entry{rankMore, Violation{
-				Key: key, Expected: "a value that matches the schema",
-				Found:   fmt.Sprintf("%d more violations", n),
-				Message: fmt.Sprintf("and %d more violations not listed", n),
-			}})
-			break
-		}
-		out = append(out, entry{rankSchema, v})
-	}
-	return out
 }
 
 func formatName(f Format) string {

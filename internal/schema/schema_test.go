@@ -5,11 +5,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
+
+// compile compiles a spec whose keys sit at "keys", its problems as one error.
+func compile(spec Spec) (*Compiled, error) {
+	c, errs := Compile(spec, field.NewPath("keys"))
+	return c, errs.ToAggregate()
+}
 
 func mustCompile(t testing.TB, spec Spec) *Compiled {
 	t.Helper()
-	c, err := Compile(spec)
+	c, err := compile(spec)
 	if err != nil {
 		t.Fatalf("Compile: %v", err)
 	}
@@ -212,37 +220,37 @@ func TestCompileErrors(t *testing.T) {
 		rule KeyRule
 		want string
 	}{
-		{"unknown format", KeyRule{Name: "a", Format: "xml"}, `keys[1]: unknown format "xml"`},
-		{"empty format", KeyRule{Name: "a"}, `keys[1]: unknown format ""`},
-		{"invalid pattern", KeyRule{Pattern: "a(", Format: Text}, "keys[1]: invalid pattern \"a(\": error parsing regexp: missing closing ): `^(?:a()$`"},
-		{"both", KeyRule{Name: "a", Pattern: "b", Format: Text}, "keys[1]: set either name or pattern, not both"},
-		{"neither", KeyRule{Format: Text}, "keys[1]: set a name or a pattern"},
-		{"required with pattern", KeyRule{Pattern: "a.*", Required: true, Format: Text}, "keys[1]: required applies only to a named key"},
-		{"schema not JSON", KeyRule{Name: "a", Format: JSON, Schema: []byte(`{"type":`)}, "keys[1]: schema is not valid JSON"},
-		{"schema does not compile", KeyRule{Name: "a", Format: JSON, Schema: []byte(`{"type": 5}`)}, "keys[1]: schema does not compile"},
+		{"unknown format", KeyRule{Name: "a", Format: "xml"}, `keys[1].format: Unsupported value: "xml": supported values: "json", "yaml"`},
+		{"empty format", KeyRule{Name: "a"}, `keys[1].format: Unsupported value: ""`},
+		{"invalid pattern", KeyRule{Pattern: "a(", Format: Text}, "keys[1].pattern: Invalid value: invalid pattern \"a(\": error parsing regexp: missing closing ): `^(?:a()$`"},
+		{"both", KeyRule{Name: "a", Pattern: "b", Format: Text}, "keys[1]: Invalid value: set either name or pattern, not both"},
+		{"neither", KeyRule{Format: Text}, "keys[1].name: Required value: set a name or a pattern"},
+		{"required with pattern", KeyRule{Pattern: "a.*", Required: true, Format: Text}, "keys[1].required: Invalid value: required applies only to a named key"},
+		{"schema not JSON", KeyRule{Name: "a", Format: JSON, Schema: []byte(`{"type":`)}, "keys[1].schema: Invalid value: schema is not valid JSON"},
+		{"schema does not compile", KeyRule{Name: "a", Format: JSON, Schema: []byte(`{"type": 5}`)}, "keys[1].schema: Invalid value: schema does not compile"},
 		{"external ref", KeyRule{Name: "a", Format: JSON, Schema: []byte(`{"$ref": "file:///etc/passwd"}`)}, "external references are not allowed"},
-		{"duplicate name", KeyRule{Name: "ok", Format: Text}, `keys[1]: key "ok" is already declared by keys[0]`},
+		{"duplicate name", KeyRule{Name: "ok", Format: Text}, `keys[1].name: Invalid value: key "ok" is already declared by keys[0]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Compile(Spec{Keys: []KeyRule{{Name: "ok", Format: Text}, tt.rule}})
+			_, err := compile(Spec{Keys: []KeyRule{{Name: "ok", Format: Text}, tt.rule}})
 			if err == nil {
 				t.Fatal("no error")
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q does not contain %q", err, tt.want)
 			}
-			if strings.Contains(err.Error(), "keys[0]:") {
+			if strings.Contains(err.Error(), "keys[0].") || strings.Contains(err.Error(), "keys[0]:") {
 				t.Errorf("error blames the good rule: %v", err)
 			}
 		})
 	}
-	if _, err := Compile(Spec{Keys: []KeyRule{{Name: "a", Format: "x"}, {Name: "b", Format: "y"}}}); err == nil ||
+	if _, err := compile(Spec{Keys: []KeyRule{{Name: "a", Format: "x"}, {Name: "b", Format: "y"}}}); err == nil ||
 		!strings.Contains(err.Error(), "keys[0]") || !strings.Contains(err.Error(), "keys[1]") {
 		t.Errorf("every bad rule should be reported: %v", err)
 	}
 	// The schema's compile message is the library's own.
-	_, err := Compile(Spec{Keys: []KeyRule{{Name: "a", Format: JSON, Schema: []byte(`{"type": 5}`)}}})
+	_, err := compile(Spec{Keys: []KeyRule{{Name: "a", Format: JSON, Schema: []byte(`{"type": 5}`)}}})
 	if err == nil || !strings.Contains(err.Error(), "/type") {
 		t.Errorf("compile error should locate the problem: %v", err)
 	}

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/internal/rules"
 )
 
 // maxViolationsShown bounds one finding's message; the rest are counted.
@@ -16,15 +16,15 @@ const maxViolationsShown = 10
 // Findings turns what governs a ConfigMap into config-schema findings, one
 // per broken schema (and one for a named schema that does not exist).
 // Admission and `configward check` both report through it.
-func Findings(cm *corev1.ConfigMap, governing []Governing, missing string) []policy.Finding {
+func Findings(cm *corev1.ConfigMap, governing []Governing, missing string) []rules.Finding {
 	object := fmt.Sprintf("ConfigMap %s/%s", cm.Namespace, cm.Name)
-	var out []policy.Finding
+	var out []rules.Finding
 	add := func(msg string) {
-		out = append(out, policy.Finding{Rule: policy.ConfigSchema, Message: msg, Path: "data"})
+		out = append(out, rules.Finding{Rule: rules.ConfigSchema, Message: msg, Path: "data"})
 	}
 	if missing != "" {
 		add(fmt.Sprintf("%s names ConfigSchema %q in %s, which does not exist in namespace %s: a missing schema never means anything goes. Create the schema first, or fix the annotation.",
-			object, missing, SchemaAnnotation, cm.Namespace))
+			object, missing, v1alpha1.SchemaAnnotation, cm.Namespace))
 	}
 	for _, g := range governing {
 		if g.Compiled == nil {
@@ -55,8 +55,8 @@ func Findings(cm *corev1.ConfigMap, governing []Governing, missing string) []pol
 
 // CompileFailure is the finding for a ConfigSchema that does not compile,
 // which admission refuses and `configward check` reports.
-func CompileFailure(cs *v1alpha1.ConfigSchema, err error) policy.Finding {
-	return policy.Finding{Rule: policy.ConfigSchema, Path: "spec", Message: fmt.Sprintf(
+func CompileFailure(cs *v1alpha1.ConfigSchema, err error) rules.Finding {
+	return rules.Finding{Rule: rules.ConfigSchema, Path: "spec", Message: fmt.Sprintf(
 		"ConfigSchema %s/%s does not compile: %v. Fix the schema and apply again; a stored version that compiled stays in force.",
 		cs.Namespace, cs.Name, err)}
 }

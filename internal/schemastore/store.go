@@ -10,7 +10,6 @@ package schemastore
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 
@@ -18,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,16 +26,15 @@ import (
 	"github.com/configward/configward/internal/schema"
 )
 
-// SchemaAnnotation on a ConfigMap names the ConfigSchema (same namespace)
-// that governs it, in addition to any that select it.
-const SchemaAnnotation = "configward.dev/schema"
-
-// Compile turns a ConfigSchema into its compiled form. The error carries the
-// compiler's message and names the offending entry.
-func Compile(cs *v1alpha1.ConfigSchema) (*schema.Compiled, error) {
+// Validate checks a ConfigSchema and compiles it. Every problem is a field
+// error with its exact path under spec: admission answers them all at once
+// (422 Invalid), and the controller's Ready condition says the same.
+func Validate(cs *v1alpha1.ConfigSchema) (*schema.Compiled, field.ErrorList) {
+	specPath := field.NewPath("spec")
+	var errs field.ErrorList
 	if cs.Spec.Selector != nil {
 		if _, err := metav1.LabelSelectorAsSelector(cs.Spec.Selector); err != nil {
-			return nil, fmt.Errorf("spec.selector: %w", err)
+			errs = append(errs, field.Invalid(specPath.Child("selector"), field.OmitValueType{}, err.Error()))
 		}
 	}
 	spec := schema.Spec{AllowUndeclaredKeys: cs.Spec.AllowUndeclaredKeys}
@@ -46,17 +45,23 @@ func Compile(cs *v1alpha1.ConfigSchema) (*schema.Compiled, error) {
 		}
 		spec.Keys = append(spec.Keys, rule)
 	}
-	c, err := schema.Compile(spec)
-	if err != nil {
-		return nil, fmt.Errorf("spec.%w", err)
+	c, keyErrs := schema.Compile(spec, specPath.Child("keys"))
+	if errs = append(errs, keyErrs...); len(errs) > 0 {
+		return nil, errs
 	}
 	return c, nil
+}
+
+// Compile is Validate with every problem in one error.
+func Compile(cs *v1alpha1.ConfigSchema) (*schema.Compiled, error) {
+	c, errs := Validate(cs)
+	return c, errs.ToAggregate()
 }
 
 // Governs reports whether cs governs the ConfigMap with this name, labels
 // and annotations.
 func Governs(cs *v1alpha1.ConfigSchema, name string, lbls, annotations map[string]string) bool {
-	if annotations[SchemaAnnotation] == cs.Name || slices.Contains(cs.Spec.ConfigMapNames, name) {
+	if annotations[v1alpha1.SchemaAnnotation] == cs.Name || slices.Contains(cs.Spec.ConfigMapNames, name) {
 		return true
 	}
 	if cs.Spec.Selector == nil {
@@ -136,7 +141,7 @@ func (s *Store) For(ctx context.Context, cm *corev1.ConfigMap) (gov []Governing,
 	if err := s.reader.List(ctx, &list, client.InNamespace(cm.Namespace)); err != nil {
 		return nil, "", err
 	}
-	named := cm.Annotations[SchemaAnnotation]
+	named := cm.Annotations[v1alpha1.SchemaAnnotation]
 	found := named == ""
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -25,8 +25,8 @@ func TestGoverns(t *testing.T) {
 	}{
 		{"listed by name", "listed", nil, nil, true},
 		{"selected by label", "other", map[string]string{"config": "app"}, nil, true},
-		{"names the schema", "other", nil, map[string]string{SchemaAnnotation: "app"}, true},
-		{"names another schema", "other", nil, map[string]string{SchemaAnnotation: "nope"}, false},
+		{"names the schema", "other", nil, map[string]string{v1alpha1.SchemaAnnotation: "app"}, true},
+		{"names another schema", "other", nil, map[string]string{v1alpha1.SchemaAnnotation: "nope"}, false},
 		{"unrelated", "other", map[string]string{"config": "web"}, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

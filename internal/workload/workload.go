@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
 )
 
 // Kind identifies a workload kind for the API (GVK) and for watches and RBAC
@@ -110,16 +112,9 @@ func AnnotationKeyPatchPath(kind, key string) string {
 // pointerEscaper escapes a JSON-pointer token (RFC 6901).
 var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
-// RolloutAnnotation set to RolloutDisabled on a workload opts it out of
-// config-hash rollouts.
-const (
-	RolloutAnnotation = "configward.dev/rollout"
-	RolloutDisabled   = "disabled"
-)
-
 // RolloutsDisabled reports whether obj opted out of config-hash rollouts.
 func RolloutsDisabled(obj metav1.Object) bool {
-	return obj.GetAnnotations()[RolloutAnnotation] == RolloutDisabled
+	return obj.GetAnnotations()[v1alpha1.RolloutAnnotation] == v1alpha1.RolloutDisabled
 }
 
 // Controlled reports whether another object controls obj (a ReplicaSet of

@@ -21,9 +21,9 @@ import (
 
 	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/manager"
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/scheme"
 )
 
 const admissionNamespace = "bench-admission"
@@ -80,7 +80,7 @@ func BenchmarkConfigHashAdmission(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := &admission.ConfigHash{Inventory: inv, Decoder: cradmission.NewDecoder(manager.Scheme()), Namespaces: namespaces, Policies: policies}
+	h := &admission.ConfigHash{Inventory: inv, Decoder: cradmission.NewDecoder(scheme.Scheme()), Namespaces: namespaces, Policies: policies}
 
 	resp := h.Handle(ctx, req)
 	if !resp.Allowed {
@@ -106,7 +106,7 @@ func BenchmarkConfigHashAdmission(b *testing.B) {
 func startInventoryCache(b *testing.B, cfg *rest.Config) (*inventory.Inventory, client.Reader) {
 	b.Helper()
 	opts := inventory.CacheOptions()
-	opts.Scheme = manager.Scheme()
+	opts.Scheme = scheme.Scheme()
 	ca, err := cache.New(cfg, opts)
 	if err != nil {
 		b.Fatal(err)

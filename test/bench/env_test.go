@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/configward/configward/internal/scheme"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,8 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-
-	"github.com/configward/configward/internal/manager"
 )
 
 var (
@@ -70,7 +69,7 @@ func controlPlane(tb testing.TB) *rest.Config {
 
 func newClient(tb testing.TB, cfg *rest.Config) client.Client {
 	tb.Helper()
-	c, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme()})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/internal/scheme"
 )
 
 const (
@@ -55,11 +55,11 @@ func BenchmarkInventoryHeap(b *testing.B) {
 
 	b.Run("digests-only", func(b *testing.B) {
 		opts := inventory.CacheOptions()
-		opts.Scheme = manager.Scheme()
+		opts.Scheme = scheme.Scheme()
 		measureCacheHeap(b, cfg, opts)
 	})
 	b.Run("full-objects", func(b *testing.B) {
-		measureCacheHeap(b, cfg, cache.Options{Scheme: manager.Scheme()})
+		measureCacheHeap(b, cfg, cache.Options{Scheme: scheme.Scheme()})
 	})
 }
 

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/internal/scheme"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -49,7 +49,7 @@ func BenchmarkWebhookPodCache(b *testing.B) {
 		runtime.ReadMemStats(&before)
 
 		opts := inventory.CacheOptions()
-		opts.Scheme = manager.Scheme()
+		opts.Scheme = scheme.Scheme()
 		ca, err := cache.New(cfg, opts)
 		if err != nil {
 			b.Fatal(err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/internal/scheme"
 	"github.com/configward/configward/test/framework"
 )
 
@@ -232,7 +233,7 @@ type stormWatch struct {
 
 func newStormWatch(b *testing.B, env *framework.Env, ns string) *stormWatch {
 	cfg := *env.Config
-	cch, err := cache.New(&cfg, cache.Options{Scheme: manager.Scheme(), DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	cch, err := cache.New(&cfg, cache.Options{Scheme: scheme.Scheme(), DefaultNamespaces: map[string]cache.Config{ns: {}}})
 	if err != nil {
 		b.Fatal(err)
 	}

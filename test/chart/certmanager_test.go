@@ -33,6 +33,7 @@ import (
 	"github.com/cert-manager/cert-manager/pkg/controller/certificates/requestmanager"
 	"github.com/cert-manager/cert-manager/pkg/controller/certificates/trigger"
 	"github.com/cert-manager/cert-manager/pkg/controller/issuers"
+
 	// The issuers controller finds issuer types in a registry these fill.
 	_ "github.com/cert-manager/cert-manager/pkg/issuer/ca"
 	_ "github.com/cert-manager/cert-manager/pkg/issuer/selfsigned"

@@ -12,13 +12,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/configward/configward/internal/check"
-	"github.com/configward/configward/internal/policy"
 	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/test/framework"
 )
 
 var _ = Describe("configward check", func() {
-	It("gives the same findings offline as the admission webhooks give kubectl", func() {
+	It("gives the same findings and exemption notes offline as the admission webhooks give kubectl", func() {
 		ns := schemaNamespace()
 		objs, err := check.Load([]string{filepath.Join(framework.RepoRoot(), "internal", "check", "testdata", "shop")}, nil)
 		Expect(err).NotTo(HaveOccurred())
@@ -37,10 +37,10 @@ var _ = Describe("configward check", func() {
 					continue
 				}
 				switch r.Action {
-				case policy.Deny:
-					denied = append(denied, policy.Line(policy.Finding{Rule: r.Rule, Message: r.Message}))
-				case policy.Warn:
-					warned = append(warned, "Warning: "+policy.Warning(policy.Finding{Rule: r.Rule, Message: r.Message}))
+				case rules.Deny:
+					denied = append(denied, rules.Line(rules.Finding{Rule: r.Rule, Message: r.Message}))
+				case rules.Warn, check.Note:
+					warned = append(warned, "Warning: "+rules.Warning(rules.Finding{Rule: r.Rule, Message: r.Message}))
 				}
 			}
 			return denied, warned
@@ -67,6 +67,9 @@ var _ = Describe("configward check", func() {
 		}
 		Eventually(schemaReady(ns, "settings"), 10*time.Second).Should(Equal("True"))
 
+		_, deploymentWarnings := expect("Deployment")
+		Expect(deploymentWarnings).To(ContainElement(ContainSubstring("configward.dev/exempt.secret-in-env does not count here")),
+			"the fixture's exemption note must be part of the comparison")
 		for _, kind := range []string{"Deployment", "ConfigMap"} {
 			denied, warned := expect(kind)
 			Expect(denied).NotTo(BeEmpty(), "the fixture should make %s denied", kind)

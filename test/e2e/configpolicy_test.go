@@ -119,14 +119,18 @@ var _ = Describe("ConfigPolicy", func() {
 	It("refuses a broken policy at apply, with the line of the Rego error", func() {
 		for _, tc := range []struct{ body, want string }{
 			{"customRules:\n- id: no-latest\n  rego: |\n    package configward.custom.no_latest\n\n    findings contains f if {\n      f := undefined_thing\n    }\n",
-				`admission webhook "configpolicies.validate.configward.dev" denied the request: configward: ConfigPolicy broken: spec.customRules: 1 error occurred: configpolicy/broken/no-latest.rego:4: rego_unsafe_var_error: var undefined_thing is unsafe`},
-			{"rules:\n  secret-in-envv: {action: Deny}\n", `spec.rules: unknown rule id "secret-in-envv"`},
+				`The ConfigPolicy "broken" is invalid: spec.customRules: Invalid value: 1 error occurred: configpolicy/broken/no-latest.rego:4: rego_unsafe_var_error: var undefined_thing is unsafe`},
+			{"rules:\n  secret-in-envv: {action: Deny}\n", `The ConfigPolicy "broken" is invalid: spec.rules[secret-in-envv]: Invalid value: unknown rule id "secret-in-envv"`},
+			// Every problem at once, one line each.
+			{"rules:\n  nope: {action: Deny}\npipeline: {serviceAccounts: [deployer]}\n", "The ConfigPolicy \"broken\" is invalid: \n" +
+				"* spec.rules[nope]: Invalid value: unknown rule id \"nope\" (built-in rules: config-in-use-delete, config-schema, hot-config-in-env, missing-config-ref, out-of-pipeline-edit, secret-file-mode, secret-in-env, subpath-config; or declare it in spec.customRules)\n" +
+				"* spec.pipeline.serviceAccounts[0]: Invalid value: service account \"deployer\": want namespace/name\n"},
 			{"rules: {}\n", ""},
 		} {
 			y := policyYAML("broken", "refused", tc.body)
 			if tc.want == "" {
 				y = strings.Replace(y, "matchLabels: {"+policyLabel+": refused}", "matchExpressions: [{key: a, operator: Near}]", 1)
-				tc.want = `spec.namespaceSelector: "Near" is not a valid label selector operator`
+				tc.want = `The ConfigPolicy "broken" is invalid: spec.namespaceSelector: Invalid value: "Near" is not a valid label selector operator`
 			}
 			res := env.Kubectl(y, "apply", "-f", "-")
 			Expect(res.ExitCode).To(Equal(1), y)

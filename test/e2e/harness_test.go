@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/internal/scheme"
 	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/test/framework"
 )
@@ -44,7 +45,7 @@ func registerHarnessWebhook(p *manager.WebhookProcess) {
 		Handler: admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
 			harnessSeen.Store(req.Namespace+"/"+req.Name, struct{}{})
 			var cm corev1.ConfigMap
-			if err := (admission.NewDecoder(manager.Scheme())).Decode(req, &cm); err != nil {
+			if err := (admission.NewDecoder(scheme.Scheme())).Decode(req, &cm); err != nil {
 				return admission.Errored(400, err)
 			}
 			switch cm.Labels[harnessVerdict] {

@@ -1,12 +1,11 @@
 package framework
 
 import (
+	"github.com/configward/configward/internal/scheme"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-
-	"github.com/configward/configward/internal/manager"
 )
 
 func serializerFor() runtime.Decoder {
-	return serializer.NewCodecFactory(manager.Scheme()).UniversalDeserializer()
+	return serializer.NewCodecFactory(scheme.Scheme()).UniversalDeserializer()
 }

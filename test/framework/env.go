@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/internal/scheme"
 )
 
 // Options configure Start.
@@ -111,7 +112,7 @@ func Start(opts Options) (env *Env, err error) {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
 	}
 	e.Config.QPS, e.Config.Burst = 500, 1000
-	if e.Client, err = client.New(e.Config, client.Options{Scheme: manager.Scheme()}); err != nil {
+	if e.Client, err = client.New(e.Config, client.Options{Scheme: scheme.Scheme()}); err != nil {
 		return nil, err
 	}
 	if err := e.writeKubeconfig(); err != nil {

@@ -1,8 +1,58 @@
 package v1alpha1
 
-// Annotations configward writes on the objects it manages.
+// Every annotation and label key users write or read on their own objects,
+// and the condition types and reasons of configward's CRDs, in one place:
+// the packages that act on them import them from here, and the README's
+// tables are checked against them.
+
+// Annotations on ConfigMaps and Secrets.
 const (
-	// ConfigHashAnnotation on a pod template holds the keyed hash of the
-	// config its pods consume; a change to it is what rolls the workload.
+	// ReloadAnnotation declares how consumers take in changes of a
+	// ConfigMap or Secret: rollout (the default), hot or ignore.
+	ReloadAnnotation = "configward.dev/reload"
+	// SchemaAnnotation on a ConfigMap names the ConfigSchema (in its
+	// namespace) that governs it.
+	SchemaAnnotation = "configward.dev/schema"
+	// BreakGlassAnnotation on an update, with a reason the object did not
+	// carry before, lets that update change governed content out of the
+	// pipeline; the change is recorded.
+	BreakGlassAnnotation = "configward.dev/break-glass"
+	// BreakGlassDeleteAnnotation on the stored object lets it be deleted
+	// out of the pipeline. A delete carries no object, so the reason is set
+	// first with a metadata-only update; the object is gone afterwards, so
+	// the reason cannot be replayed on it.
+	BreakGlassDeleteAnnotation = "configward.dev/break-glass-delete"
+)
+
+// Reload modes, the values of ReloadAnnotation.
+const (
+	ReloadRollout = "rollout"
+	ReloadHot     = "hot"
+	ReloadIgnore  = "ignore"
+)
+
+// Annotations on workloads and their pod templates.
+const (
+	// ConfigHashAnnotation on a pod template holds the hash of the config
+	// its pods consume; a change to it is what rolls the workload.
 	ConfigHashAnnotation = "configward.dev/config-hash"
+	// RolloutAnnotation set to RolloutDisabled on a workload opts it out of
+	// config-hash rollouts.
+	RolloutAnnotation = "configward.dev/rollout"
+	RolloutDisabled   = "disabled"
+)
+
+// ExemptAnnotationPrefix, followed by a rule id, is the annotation any
+// judged object exempts itself from that rule with; its value is the
+// reason. It counts only where the ConfigPolicies allow the exemption.
+const ExemptAnnotationPrefix = "configward.dev/exempt."
+
+// Condition types and reasons of ConfigPolicy and ConfigSchema status.
+const (
+	ConditionReady = "Ready"
+	// ReasonCompiled: the object compiled and is in force.
+	ReasonCompiled = "Compiled"
+	// ReasonCompileFailed: the object does not compile; the last good
+	// generation stays in force.
+	ReasonCompileFailed = "CompileFailed"
 )

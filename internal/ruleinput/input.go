@@ -1,4 +1,4 @@
-package policy
+package ruleinput
 
 import (
 	"bytes"
@@ -66,7 +66,7 @@ type Input struct {
 // Value converts the input to the document the rules of version v see. It
 // builds Rego values directly: going through map[string]any and
 // ast.InterfaceToValue costs more than evaluating the rules.
-func (in Input) Value(v *Version) (ast.Value, error) {
+func (in Input) Value(wantsObjects bool) (ast.Value, error) {
 	req := in.Request
 	doc := obj(
 		item("request", obj(
@@ -87,7 +87,7 @@ func (in Input) Value(v *Version) (ast.Value, error) {
 		)),
 	)
 	for key, raw := range map[string][]byte{"object": in.Object, "oldObject": in.OldObject} {
-		if len(raw) == 0 || !v.WantsObjects {
+		if len(raw) == 0 || !wantsObjects {
 			doc.Insert(keyTerm(key), ast.NullTerm())
 			continue
 		}
