@@ -72,7 +72,7 @@ func TestCheckJSON(t *testing.T) {
 	}
 	var doc struct {
 		Objects, Denied, Warned, Audited, Unknown, Notes int
-		Results                                   []map[string]any
+		Results                                          []map[string]any
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
