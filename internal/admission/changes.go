@@ -78,7 +78,7 @@ func (h *ValidateConfigChanges) Handle(ctx context.Context, req admission.Reques
 		return admission.Allowed(fmt.Sprintf("configward has no change-control rules for %s", req.Kind))
 	}
 	if want := map[string]string{"ConfigMap": "configmaps", "Secret": "secrets"}[kind]; req.Resource.Resource != want || req.Resource.Group != "" {
-		return admission.Denied(fmt.Sprintf("configward: malformed admission request: kind %s does not match resource %s", req.Kind, req.Resource))
+		return malformed(req, "the kind does not match the resource")
 	}
 	if req.Operation != admissionv1.Update && req.Operation != admissionv1.Delete {
 		return admission.Allowed("")
@@ -97,6 +97,12 @@ func (h *ValidateConfigChanges) Handle(ctx context.Context, req admission.Reques
 		if obj, r.New, err = h.decode(kind, req.Object); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
 		}
+	}
+	if why, ok := changecontrol.KubernetesWriter(req.UserInfo); ok {
+		// Never blocked, and so never made to wait on a lookup it does not
+		// need: a cache or API error must not stop garbage collection or
+		// namespace deletion.
+		return admission.Allowed(why)
 	}
 	ns, err := policystore.LookupNamespace(ctx, h.Cache, req.Namespace)
 	if err != nil {

@@ -66,6 +66,11 @@ func (h *ConfigHash) Handle(ctx context.Context, req admission.Request) admissio
 	if workload.RolloutsDisabled(obj) {
 		return admission.Allowed("rollouts disabled by " + v1alpha1.RolloutAnnotation)
 	}
+	if kind.Kind == "Pod" && req.Operation == admissionv1.Update {
+		// A Pod's hash records the config it started with; a later update
+		// (a label, an image) does not restart it with the config of now.
+		return admission.Allowed("a Pod keeps the config hash it was created with")
+	}
 	if workload.Controlled(obj) {
 		// Its owner's template carries the hash it was made from. Changing
 		// an owned template would break the owner's bookkeeping: a

@@ -2,10 +2,8 @@ package admission
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 
-	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
@@ -30,15 +28,9 @@ type ValidateConfigPolicies struct {
 
 // Handle implements admission.Handler.
 func (h *ValidateConfigPolicies) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return admission.Allowed("")
-	}
 	var cp v1alpha1.ConfigPolicy
-	if err := h.Decoder.DecodeRaw(req.Object, &cp); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the ConfigPolicy in this request cannot be decoded: %w", err))
-	}
-	if _, errs := policystore.Validate(ctx, &cp); len(errs) > 0 {
-		return invalid("ConfigPolicy", cp.Name, errs)
-	}
-	return admission.Allowed("")
+	return validateObject(req, h.Decoder, "ConfigPolicy", &cp, func() field.ErrorList {
+		_, errs := policystore.Validate(ctx, &cp)
+		return errs
+	})
 }

@@ -1,12 +1,15 @@
 package admission
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -72,8 +75,24 @@ func (h *ValidateConfigMaps) Handle(ctx context.Context, req admission.Request) 
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: %w", err))
 	}
-	out := rules.Apply(h.Policies.Current().Settings(ns), findings, cm.Annotations, rules.Options{})
+	out := rules.Apply(h.Policies.Current().Settings(ns), findings, cm.Annotations, rules.Options{Unchanged: h.valuesUnchanged(req, &cm)})
 	return respond(out, req, &cm, h.Events, true)
+}
+
+// valuesUnchanged reports whether an update leaves the ConfigMap's values
+// as they were. A ConfigMap that broke a schema added after it must stay
+// writable for everything but its values (the garbage collector removing a
+// dangling owner reference, a controller removing its finalizer); its
+// findings then come back as warnings.
+func (h *ValidateConfigMaps) valuesUnchanged(req admission.Request, cm *corev1.ConfigMap) bool {
+	if req.Operation != admissionv1.Update || len(req.OldObject.Raw) == 0 {
+		return false
+	}
+	var old corev1.ConfigMap
+	if h.Decoder.DecodeRaw(req.OldObject, &old) != nil {
+		return false
+	}
+	return maps.Equal(old.Data, cm.Data) && maps.EqualFunc(old.BinaryData, cm.BinaryData, bytes.Equal)
 }
 
 // ValidateConfigSchemas rejects schemas that do not compile, with the
@@ -84,18 +103,12 @@ type ValidateConfigSchemas struct {
 
 // Handle implements admission.Handler.
 func (h *ValidateConfigSchemas) Handle(_ context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return admission.Allowed("")
-	}
 	var cs v1alpha1.ConfigSchema
-	if err := h.Decoder.DecodeRaw(req.Object, &cs); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the ConfigSchema in this request cannot be decoded: %w", err))
-	}
-	if cs.Namespace == "" {
-		cs.Namespace = req.Namespace
-	}
-	if _, errs := schemastore.Validate(&cs); len(errs) > 0 {
-		return invalid("ConfigSchema", cs.Name, errs)
-	}
-	return admission.Allowed("")
+	return validateObject(req, h.Decoder, "ConfigSchema", &cs, func() field.ErrorList {
+		if cs.Namespace == "" {
+			cs.Namespace = req.Namespace
+		}
+		_, errs := schemastore.Validate(&cs)
+		return errs
+	})
 }

@@ -135,8 +135,7 @@ func (h *ValidateWorkloads) checkRequest(req admission.Request) (workload.Kind, 
 		return kind, admission.Allowed(fmt.Sprintf("configward has no workload rules for %s", req.Kind)), false
 	}
 	if req.Resource.Resource != kind.Resource || req.Resource.Group != kind.Group {
-		return kind, admission.Denied(fmt.Sprintf("configward: malformed admission request: kind %s does not match resource %s",
-			req.Kind, req.Resource)), false
+		return kind, malformed(req, "the kind does not match the resource"), false
 	}
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return kind, admission.Allowed(""), false

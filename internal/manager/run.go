@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
@@ -28,6 +29,16 @@ import (
 	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
 )
+
+// guardedClient is the managers' client: the default one, refusing reads
+// of the digest-only ConfigMaps and Secrets its cache holds.
+func guardedClient(cfg *rest.Config, opts client.Options) (client.Client, error) {
+	c, err := client.New(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return inventory.GuardClient(c), nil
+}
 
 // RESTConfig loads the connection to the API server: an explicit kubeconfig,
 // else $KUBECONFIG, else the in-cluster service account.
@@ -77,6 +88,7 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 		WebhookServer:          srv,
 		LeaderElection:         false,
 		Cache:                  inventory.CacheOptions(),
+		NewClient:              guardedClient,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating webhook manager: %w", err)
@@ -179,6 +191,7 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 		// next leader wait for it to expire.
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         inventory.CacheOptions(),
+		NewClient:                     guardedClient,
 		Controller:                    config.Controller{SkipNameValidation: &o.Restartable},
 	})
 	if err != nil {

@@ -5,6 +5,7 @@
 package workload
 
 import (
+	"reflect"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -34,39 +35,97 @@ func (k Kind) GroupVersionResource() schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: k.Group, Version: k.Version, Resource: k.Resource}
 }
 
+// kindRow is everything configward knows of one workload kind: its names,
+// where its pod template sits (nil for a Pod, which is its own template;
+// metadata and spec hang off it), how to make an empty one, and how to
+// reach the template inside a typed object.
+type kindRow struct {
+	Kind
+	templatePath []string
+	new          func() client.Object
+	template     func(runtime.Object) (*metav1.ObjectMeta, *corev1.PodSpec)
+}
+
+// row builds a kindRow from the template accessor of one Go type.
+func row[T client.Object](k Kind, templatePath []string, template func(T) (*metav1.ObjectMeta, *corev1.PodSpec)) kindRow {
+	return kindRow{
+		Kind:         k,
+		templatePath: templatePath,
+		new:          func() client.Object { return reflect.New(reflect.TypeFor[T]().Elem()).Interface().(client.Object) },
+		template:     func(o runtime.Object) (*metav1.ObjectMeta, *corev1.PodSpec) { return template(o.(T)) },
+	}
+}
+
+var specTemplate = []string{"spec", "template"}
+
+// table is the one list of workload kinds; everything kind-specific in this
+// package reads it.
+var table = []kindRow{
+	row(Kind{"apps", "v1", "Deployment", "deployments"}, specTemplate, func(o *appsv1.Deployment) (*metav1.ObjectMeta, *corev1.PodSpec) {
+		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
+	}),
+	row(Kind{"apps", "v1", "StatefulSet", "statefulsets"}, specTemplate, func(o *appsv1.StatefulSet) (*metav1.ObjectMeta, *corev1.PodSpec) {
+		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
+	}),
+	row(Kind{"apps", "v1", "DaemonSet", "daemonsets"}, specTemplate, func(o *appsv1.DaemonSet) (*metav1.ObjectMeta, *corev1.PodSpec) {
+		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
+	}),
+	row(Kind{"apps", "v1", "ReplicaSet", "replicasets"}, specTemplate, func(o *appsv1.ReplicaSet) (*metav1.ObjectMeta, *corev1.PodSpec) {
+		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
+	}),
+	row(Kind{"batch", "v1", "Job", "jobs"}, specTemplate, func(o *batchv1.Job) (*metav1.ObjectMeta, *corev1.PodSpec) {
+		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
+	}),
+	row(Kind{"batch", "v1", "CronJob", "cronjobs"}, []string{"spec", "jobTemplate", "spec", "template"}, func(o *batchv1.CronJob) (*metav1.ObjectMeta, *corev1.PodSpec) {
+		return &o.Spec.JobTemplate.Spec.Template.ObjectMeta, &o.Spec.JobTemplate.Spec.Template.Spec
+	}),
+	row(Kind{"", "v1", "Pod", "pods"}, nil, func(o *corev1.Pod) (*metav1.ObjectMeta, *corev1.PodSpec) {
+		return &o.ObjectMeta, &o.Spec
+	}),
+}
+
 // Kinds lists every workload kind whose pod template gets the config hash.
-var Kinds = []Kind{
-	{"apps", "v1", "Deployment", "deployments"},
-	{"apps", "v1", "StatefulSet", "statefulsets"},
-	{"apps", "v1", "DaemonSet", "daemonsets"},
-	{"apps", "v1", "ReplicaSet", "replicasets"},
-	{"batch", "v1", "Job", "jobs"},
-	{"batch", "v1", "CronJob", "cronjobs"},
-	{"", "v1", "Pod", "pods"},
+var Kinds = func() []Kind {
+	out := make([]Kind, len(table))
+	for i, r := range table {
+		out[i] = r.Kind
+	}
+	return out
+}()
+
+// byType finds a kind's row from a typed object.
+var byType = func() map[reflect.Type]*kindRow {
+	m := map[reflect.Type]*kindRow{}
+	for i := range table {
+		m[reflect.TypeOf(table[i].new())] = &table[i]
+	}
+	return m
+}()
+
+func lookupRow(kind string) (*kindRow, bool) {
+	for i := range table {
+		if table[i].Kind.Kind == kind {
+			return &table[i], true
+		}
+	}
+	return nil, false
 }
 
 // Lookup returns the Kind named kind, if it is a workload kind.
 func Lookup(kind string) (Kind, bool) {
-	for _, k := range Kinds {
-		if k.Kind == kind {
-			return k, true
-		}
+	r, ok := lookupRow(kind)
+	if !ok {
+		return Kind{}, false
 	}
-	return Kind{}, false
+	return r.Kind, true
 }
 
-// templatePath is the path to the pod template (nil for a Pod, which is its
-// own template); metadata and spec hang off it.
 func templatePath(kind string) ([]string, bool) {
-	switch kind {
-	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job":
-		return []string{"spec", "template"}, true
-	case "CronJob":
-		return []string{"spec", "jobTemplate", "spec", "template"}, true
-	case "Pod":
-		return nil, true
+	r, ok := lookupRow(kind)
+	if !ok {
+		return nil, false
 	}
-	return nil, false
+	return r.templatePath, true
 }
 
 func under(kind, field string) []string {
@@ -178,74 +237,33 @@ func PodReplacement(obj runtime.Object) Replacement {
 // New returns an empty typed object of kind with its TypeMeta set, so it can
 // be used with a client or decoded into directly.
 func New(kind string) (client.Object, bool) {
-	k, ok := Lookup(kind)
+	r, ok := lookupRow(kind)
 	if !ok {
 		return nil, false
 	}
-	var obj client.Object
-	switch kind {
-	case "Deployment":
-		obj = &appsv1.Deployment{}
-	case "StatefulSet":
-		obj = &appsv1.StatefulSet{}
-	case "DaemonSet":
-		obj = &appsv1.DaemonSet{}
-	case "ReplicaSet":
-		obj = &appsv1.ReplicaSet{}
-	case "Job":
-		obj = &batchv1.Job{}
-	case "CronJob":
-		obj = &batchv1.CronJob{}
-	case "Pod":
-		obj = &corev1.Pod{}
-	}
-	obj.GetObjectKind().SetGroupVersionKind(k.GroupVersionKind())
+	obj := r.new()
+	obj.GetObjectKind().SetGroupVersionKind(r.GroupVersionKind())
 	return obj, true
 }
 
 // KindOf names the kind of a typed workload object, which objects read
 // from a cache do not carry in their TypeMeta.
 func KindOf(obj runtime.Object) (Kind, bool) {
-	var kind string
-	switch obj.(type) {
-	case *appsv1.Deployment:
-		kind = "Deployment"
-	case *appsv1.StatefulSet:
-		kind = "StatefulSet"
-	case *appsv1.DaemonSet:
-		kind = "DaemonSet"
-	case *appsv1.ReplicaSet:
-		kind = "ReplicaSet"
-	case *batchv1.Job:
-		kind = "Job"
-	case *batchv1.CronJob:
-		kind = "CronJob"
-	case *corev1.Pod:
-		kind = "Pod"
+	r, ok := byType[reflect.TypeOf(obj)]
+	if !ok {
+		return Kind{}, false
 	}
-	return Lookup(kind)
+	return r.Kind, true
 }
 
 // podTemplate returns pointers into obj: the template metadata and pod spec.
 func podTemplate(obj runtime.Object) (*metav1.ObjectMeta, *corev1.PodSpec, bool) {
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec, true
-	case *appsv1.StatefulSet:
-		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec, true
-	case *appsv1.DaemonSet:
-		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec, true
-	case *appsv1.ReplicaSet:
-		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec, true
-	case *batchv1.Job:
-		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec, true
-	case *batchv1.CronJob:
-		t := &o.Spec.JobTemplate.Spec.Template
-		return &t.ObjectMeta, &t.Spec, true
-	case *corev1.Pod:
-		return &o.ObjectMeta, &o.Spec, true
+	r, ok := byType[reflect.TypeOf(obj)]
+	if !ok {
+		return nil, nil, false
 	}
-	return nil, nil, false
+	meta, spec := r.template(obj)
+	return meta, spec, true
 }
 
 // PodSpec returns the pod spec inside obj. It points into obj, so changes

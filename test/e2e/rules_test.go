@@ -236,7 +236,7 @@ var _ = Describe("malformed admission requests sent straight to the webhook", fu
 			want   string
 		}{
 			{func(r *admissionv1.AdmissionRequest) { r.Resource = metav1.GroupVersionResource{} }, "the resource is not set"},
-			{func(r *admissionv1.AdmissionRequest) { r.Resource.Resource = "statefulsets" }, "does not match resource"},
+			{func(r *admissionv1.AdmissionRequest) { r.Resource.Resource = "statefulsets" }, "the kind does not match the resource"},
 			{func(r *admissionv1.AdmissionRequest) { r.Object.Raw = nil }, "has no object"},
 			{func(r *admissionv1.AdmissionRequest) { r.Object.Raw = []byte(`{"spec": []}`) }, "cannot be decoded"},
 		} {
@@ -271,7 +271,7 @@ var _ = Describe("malformed admission requests sent straight to the webhook", fu
 			mutate func(*admissionv1.AdmissionRequest)
 			want   string
 		}{
-			{func(r *admissionv1.AdmissionRequest) { r.Resource.Resource = "configmaps" }, "does not match resource"},
+			{func(r *admissionv1.AdmissionRequest) { r.Resource.Resource = "configmaps" }, "the kind does not match the resource"},
 			{func(r *admissionv1.AdmissionRequest) { r.OldObject.Raw = nil }, "without the objects it needs"},
 			{func(r *admissionv1.AdmissionRequest) { r.Operation = admissionv1.Update }, "without the objects it needs"},
 			{func(r *admissionv1.AdmissionRequest) {
