@@ -22,20 +22,25 @@ import (
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/rules"
+	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/workload"
 )
 
 // ValidateConfigChangesPath is where change control is served.
 const ValidateConfigChangesPath = "/validate-config-changes"
 
-// Change control fails closed: if taking the webhook down let anyone edit
-// governed config, the control would be a suggestion. Kubernetes' own
-// controllers are let through by identity inside the handler, and the Helm
-// chart also skips them with matchConditions before any network hop, so
-// namespace deletion and garbage collection do not depend on configward
-// being up. It records Events, never for dry-runs.
+// Change control sees every create, update and delete of a ConfigMap or
+// Secret: a create is how governed config deleted by any route would come
+// back with other content. It fails closed (the generated configuration,
+// and in the Helm chart the copy scoped to the namespaces configward labels
+// as governed): if taking the webhook down let anyone edit governed config,
+// the control would be a suggestion. Kubernetes' own controllers are let
+// through by identity inside the handler, and the Helm chart also skips
+// them with matchConditions before any network hop, so namespace deletion
+// and garbage collection do not depend on configward being up. It records
+// Events, never for dry-runs.
 //
-// +kubebuilder:webhook:path=/validate-config-changes,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=configmaps;secrets,verbs=update;delete,versions=v1,name=changes.validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-config-changes,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=configmaps;secrets,verbs=create;update;delete,versions=v1,name=changes.validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5
 //
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
@@ -69,6 +74,9 @@ type ValidateConfigChanges struct {
 	ChangeControl func(ns *corev1.Namespace) changecontrol.Settings
 	// Policies are the ConfigPolicies in force.
 	Policies *policystore.Store
+	// Schemas say which labels select a ConfigSchema: changing one is a
+	// change of governing metadata.
+	Schemas *schemastore.Store
 }
 
 // Handle implements admission.Handler.
@@ -80,29 +88,39 @@ func (h *ValidateConfigChanges) Handle(ctx context.Context, req admission.Reques
 	if want := map[string]string{"ConfigMap": "configmaps", "Secret": "secrets"}[kind]; req.Resource.Resource != want || req.Resource.Group != "" {
 		return malformed(req, "the kind does not match the resource")
 	}
-	if req.Operation != admissionv1.Update && req.Operation != admissionv1.Delete {
+	needsOld := req.Operation == admissionv1.Update || req.Operation == admissionv1.Delete
+	needsNew := req.Operation == admissionv1.Create || req.Operation == admissionv1.Update
+	if !needsOld && !needsNew {
 		return admission.Allowed("")
 	}
-	if len(req.OldObject.Raw) == 0 || (req.Operation == admissionv1.Update && len(req.Object.Raw) == 0) {
+	if (needsOld && len(req.OldObject.Raw) == 0) || (needsNew && len(req.Object.Raw) == 0) {
 		return admission.Denied(fmt.Sprintf("configward: malformed admission request: %s of a %s without the objects it needs", req.Operation, kind))
-	}
-	old, oldContent, err := h.decode(kind, req.OldObject)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
-	}
-	r := changecontrol.Request{Operation: string(req.Operation), User: req.UserInfo, Kind: kind,
-		Namespace: req.Namespace, Name: old.GetName(), Old: oldContent}
-	obj := old
-	if req.Operation == admissionv1.Update {
-		if obj, r.New, err = h.decode(kind, req.Object); err != nil {
-			return admission.Errored(http.StatusBadRequest, err)
-		}
 	}
 	if why, ok := changecontrol.KubernetesWriter(req.UserInfo); ok {
 		// Never blocked, and so never made to wait on a lookup it does not
 		// need: a cache or API error must not stop garbage collection or
 		// namespace deletion.
 		return admission.Allowed(why)
+	}
+	schemaLabels, err := h.Schemas.LabelKeys(ctx, req.Namespace)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: looking up ConfigSchemas: %w", err))
+	}
+	r := changecontrol.Request{Operation: string(req.Operation), User: req.UserInfo, Kind: kind, Namespace: req.Namespace}
+	var old, obj client.Object
+	if needsOld {
+		if old, r.Old, err = h.decode(kind, req.OldObject, schemaLabels); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		obj = old
+	}
+	if needsNew {
+		if obj, r.New, err = h.decode(kind, req.Object, schemaLabels); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+	}
+	if r.Name = obj.GetName(); r.Name == "" {
+		r.Name = req.Name
 	}
 	ns, err := policystore.LookupNamespace(ctx, h.Cache, req.Namespace)
 	if err != nil {
@@ -121,8 +139,13 @@ func (h *ValidateConfigChanges) Handle(ctx context.Context, req admission.Reques
 	if v.Exempt != "" {
 		return admission.Allowed(v.Exempt)
 	}
-	// Exemptions count from the stored object: an edit cannot exempt itself.
-	out := rules.Apply(settings, v.Findings, old.GetAnnotations(), rules.Options{})
+	// Exemptions count from the stored object: an edit, and a create, cannot
+	// exempt itself.
+	var exemptions map[string]string
+	if old != nil {
+		exemptions = old.GetAnnotations()
+	}
+	out := rules.Apply(settings, v.Findings, exemptions, rules.Options{})
 	resp := respond(out, req, obj, h.Events, true)
 	if v.BreakGlass != "" && len(out.Denied) == 0 {
 		h.breakGlass(&resp, obj, req, v, ptr.Deref(req.DryRun, false))
@@ -151,9 +174,12 @@ func (h *ValidateConfigChanges) consumers(ctx context.Context, kind, namespace, 
 func (h *ValidateConfigChanges) breakGlass(resp *admission.Response, obj client.Object, req admission.Request, v changecontrol.Verdict, dryRun bool) {
 	what := fmt.Sprintf("%s %s/%s", req.Kind.Kind, req.Namespace, obj.GetName())
 	var note string
-	if req.Operation == admissionv1.Delete {
+	switch req.Operation {
+	case admissionv1.Delete:
 		note = fmt.Sprintf("break-glass by %s: deleted %s outside the pipeline, reason %q", req.UserInfo.Username, what, v.BreakGlass)
-	} else {
+	case admissionv1.Create:
+		note = fmt.Sprintf("break-glass by %s: created %s outside the pipeline, reason %q", req.UserInfo.Username, what, v.BreakGlass)
+	default:
 		note = fmt.Sprintf("break-glass by %s: changed %s of %s outside the pipeline, reason %q", req.UserInfo.Username, strings.Join(v.Changed, ", "), what, v.BreakGlass)
 	}
 	resp.Warnings = append(resp.Warnings, rules.Warning(rules.Finding{Rule: rules.OutOfPipelineEdit,
@@ -172,13 +198,13 @@ func (h *ValidateConfigChanges) breakGlass(resp *admission.Response, obj client.
 }
 
 // decode reads a ConfigMap or Secret and takes its content.
-func (h *ValidateConfigChanges) decode(kind string, raw runtime.RawExtension) (client.Object, *changecontrol.Content, error) {
+func (h *ValidateConfigChanges) decode(kind string, raw runtime.RawExtension, schemaLabels []string) (client.Object, *changecontrol.Content, error) {
 	if kind == "ConfigMap" {
 		var cm corev1.ConfigMap
 		if err := h.Decoder.DecodeRaw(raw, &cm); err != nil {
 			return nil, nil, fmt.Errorf("configward: the ConfigMap in this request cannot be decoded: %w", err)
 		}
-		return &cm, changecontrol.FromConfigMap(&cm), nil
+		return &cm, changecontrol.FromConfigMap(&cm, schemaLabels), nil
 	}
 	var s corev1.Secret
 	if err := h.Decoder.DecodeRaw(raw, &s); err != nil {

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -16,6 +17,7 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/schemastore"
 )
 
 // Change control as the webhook's flags set it: the namespace is governed,
@@ -94,7 +96,26 @@ func TestValidateConfigChanges(t *testing.T) {
 			want: denied("configward: malformed admission request: the kind does not match the resource (kind /v1, Kind=ConfigMap, resource /, Resource=)")},
 		{name: "kind does not match resource", req: req{op: admissionv1.Update, kind: configMapKind, resource: secretsResource, object: edited(), oldObject: old()},
 			want: denied("configward: malformed admission request: the kind does not match the resource (kind /v1, Kind=ConfigMap, resource /v1, Resource=secrets)")},
-		{name: "create is not judged", req: req{op: admissionv1.Create, kind: configMapKind, resource: configMapsResource, user: "alice", object: edited()}, want: allowed("")},
+		// Creates are judged: re-creating governed config deleted by any
+		// route is a change like an edit.
+		{name: "create outside the pipeline", req: req{op: admissionv1.Create, kind: configMapKind, resource: configMapsResource, user: "alice", object: edited()},
+			want: denied(`[out-of-pipeline-edit] alice creates ConfigMap shop/flags outside the pipeline. Create it through the pipeline; in an emergency, ` +
+				`create it with an annotation configward.dev/break-glass: "<reason>" (the creation is recorded).`)},
+		{name: "create by the pipeline", req: req{op: admissionv1.Create, kind: configMapKind, resource: configMapsResource, user: "ci", object: edited()}, want: allowed("")},
+		{name: "create without an object", req: req{op: admissionv1.Create, kind: configMapKind, resource: configMapsResource, user: "alice"},
+			want: denied("configward: malformed admission request: CREATE of a ConfigMap without the objects it needs")},
+		{name: "break-glass create", req: req{op: admissionv1.Create, kind: configMapKind, resource: configMapsResource, user: "alice",
+			object: annotated(edited(), map[string]string{v1alpha1.BreakGlassAnnotation: "INC-9"})},
+			want: expect{allowed: true, code: 200,
+				warnings: []string{`[out-of-pipeline-edit] break-glass by alice: created ConfigMap shop/flags outside the pipeline, reason "INC-9". ` +
+					`Recorded; bring the change into version control or the next deployment undoes it.`},
+				audit: map[string]string{"break-glass": `break-glass by alice: created ConfigMap shop/flags outside the pipeline, reason "INC-9"`}}},
+		{name: "owner reference added outside the pipeline", req: update("alice", func() *corev1.ConfigMap {
+			cm := old()
+			cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "ghost", UID: "no-such-uid"}}
+			return cm
+		}(), old()), want: denied(`[out-of-pipeline-edit] alice changes metadata.ownerReferences of ConfigMap shop/flags outside the pipeline. ` +
+			`Make the change in version control and let the pipeline apply it; in an emergency, repeat the edit with a new annotation configward.dev/break-glass: "<reason>" (the edit is recorded).`)},
 		{name: "connect is not judged", req: req{op: admissionv1.Connect, kind: configMapKind, resource: configMapsResource}, want: allowed("")},
 		{name: "update without the new object", req: update("alice", nil, old()),
 			want: denied("configward: malformed admission request: UPDATE of a ConfigMap without the objects it needs")},
@@ -140,7 +161,9 @@ func TestValidateConfigChanges(t *testing.T) {
 			want: denied(outOfPipelineUpdate)},
 		{name: "an edit cannot exempt itself", req: update("alice", annotated(edited(), map[string]string{v1alpha1.ExemptAnnotationPrefix + "out-of-pipeline-edit": "trust me"}), old()),
 			policy: &v1alpha1.ConfigPolicySpec{Rules: map[string]v1alpha1.RuleSettings{"out-of-pipeline-edit": {AllowExemption: true}}},
-			want:   denied(outOfPipelineUpdate)},
+			// The exemption annotation is governing metadata: adding it is
+			// a change too.
+			want: denied(strings.Replace(outOfPipelineUpdate, `data["level"]`, `data["level"] and metadata.annotations["configward.dev/exempt.out-of-pipeline-edit"]`, 1))},
 		{name: "an exemption the stored object carries", req: update("alice",
 			annotated(edited(), map[string]string{v1alpha1.ExemptAnnotationPrefix + "out-of-pipeline-edit": "tuned by hand"}),
 			annotated(old(), map[string]string{v1alpha1.ExemptAnnotationPrefix + "out-of-pipeline-edit": "tuned by hand"})),
@@ -204,7 +227,7 @@ func TestValidateConfigChanges(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cache, live := changesFixture(t, tc.nsPhase)
-			h := &ValidateConfigChanges{Inventory: inventory.New(cache), Cache: cache, Live: live, Decoder: newDecoder(),
+			h := &ValidateConfigChanges{Inventory: inventory.New(cache), Cache: cache, Live: live, Decoder: newDecoder(), Schemas: schemastore.New(cache),
 				ChangeControl: governed, Policies: builtinPolicies(t)}
 			if tc.changeControl != nil {
 				h.ChangeControl = tc.changeControl
@@ -232,7 +255,7 @@ func TestValidateConfigChangesRecordsBreakGlass(t *testing.T) {
 	for _, dryRun := range []bool{false, true} {
 		cache, live := changesFixture(t, "")
 		rec := events.NewFakeRecorder(10)
-		h := &ValidateConfigChanges{Inventory: inventory.New(cache), Cache: cache, Live: live, Decoder: newDecoder(),
+		h := &ValidateConfigChanges{Inventory: inventory.New(cache), Cache: cache, Live: live, Decoder: newDecoder(), Schemas: schemastore.New(cache),
 			Events: rec, ChangeControl: governed, Policies: builtinPolicies(t)}
 		counter := breakGlassEdits.WithLabelValues("ConfigMap", "UPDATE")
 		before := testutil.ToFloat64(counter)

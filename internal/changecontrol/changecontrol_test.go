@@ -27,6 +27,24 @@ func TestChanges(t *testing.T) {
 	}{
 		{"nothing", func(*corev1.ConfigMap) {}, nil},
 		{"metadata only", func(c *corev1.ConfigMap) { c.Labels = map[string]string{"x": "y"} }, nil},
+		{"free annotation", func(c *corev1.ConfigMap) { c.Annotations = map[string]string{"owner": "alice"} }, nil},
+		{"break-glass annotations are the emergency path, not governing metadata", func(c *corev1.ConfigMap) {
+			c.Annotations = map[string]string{v1alpha1.BreakGlassAnnotation: "x", v1alpha1.BreakGlassDeleteAnnotation: "y"}
+		}, nil},
+		{"reload mode", func(c *corev1.ConfigMap) { c.Annotations = map[string]string{v1alpha1.ReloadAnnotation: "ignore"} },
+			[]string{`metadata.annotations["configward.dev/reload"]`}},
+		{"exemption", func(c *corev1.ConfigMap) { c.Annotations = map[string]string{"configward.dev/exempt.config-schema": "why"} },
+			[]string{`metadata.annotations["configward.dev/exempt.config-schema"]`}},
+		{"schema named by annotation", func(c *corev1.ConfigMap) { c.Annotations = map[string]string{v1alpha1.SchemaAnnotation: "other"} },
+			[]string{`metadata.annotations["configward.dev/schema"]`}},
+		{"configward label", func(c *corev1.ConfigMap) { c.Labels = map[string]string{"configward.dev/anything": "x"} },
+			[]string{`metadata.labels["configward.dev/anything"]`}},
+		{"a label a ConfigSchema selects on", func(c *corev1.ConfigMap) { c.Labels = map[string]string{"schema-tier": "none"} },
+			[]string{`metadata.labels["schema-tier"]`}},
+		{"owner reference", func(c *corev1.ConfigMap) {
+			c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "ghost", UID: "no-such-uid"}}
+		}, []string{"metadata.ownerReferences"}},
+		{"finalizer", func(c *corev1.ConfigMap) { c.Finalizers = []string{"example.com/hold"} }, []string{"metadata.finalizers"}},
 		{"value changed", func(c *corev1.ConfigMap) { c.Data["a"] = "9" }, []string{`data["a"]`}},
 		{"key added and removed", func(c *corev1.ConfigMap) { delete(c.Data, "b"); c.Data["c"] = "" }, []string{`data["b"]`, `data["c"]`}},
 		{"binary data", func(c *corev1.ConfigMap) { c.BinaryData["bin"] = []byte{2} }, []string{`binaryData["bin"]`}},
@@ -37,7 +55,8 @@ func TestChanges(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			n := base()
 			tt.edit(n)
-			if got := Changes(FromConfigMap(base()), FromConfigMap(n)); !reflect.DeepEqual(got, tt.want) {
+			schemaLabels := []string{"schema-tier"}
+			if got := Changes(FromConfigMap(base(), schemaLabels), FromConfigMap(n, schemaLabels)); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Changes = %q, want %q", got, tt.want)
 			}
 		})
@@ -50,6 +69,14 @@ func TestChanges(t *testing.T) {
 	}
 	if old.Data["password"][0] != 'a' {
 		t.Error("FromSecret changed the object it read")
+	}
+	manage := old.DeepCopy()
+	manage.Annotations = map[string]string{"cert-manager.io/certificate-name": "x"}
+	if got := Changes(FromSecret(old), FromSecret(manage)); !reflect.DeepEqual(got, []string{`metadata.annotations["cert-manager.io/certificate-name"]`}) {
+		t.Errorf("cert-manager annotation on a Secret = %q", got)
+	}
+	if got := Changes(nil, FromConfigMap(base(), nil)); !reflect.DeepEqual(got, []string{`data["a"]`, `data["b"]`, `binaryData["bin"]`}) {
+		t.Errorf("a create changes everything it sets: %q", got)
 	}
 	retyped := old.DeepCopy()
 	retyped.Type = corev1.SecretTypeTLS
@@ -81,7 +108,7 @@ func TestDecide(t *testing.T) {
 		CertManager: Identities{ServiceAccounts: []string{certManager.Username}},
 	}
 	cm := func(data string, ann map[string]string) *Content {
-		return FromConfigMap(&corev1.ConfigMap{Data: map[string]string{"level": data}, ObjectMeta: metav1.ObjectMeta{Annotations: ann}})
+		return FromConfigMap(&corev1.ConfigMap{Data: map[string]string{"level": data}, ObjectMeta: metav1.ObjectMeta{Annotations: ann}}, nil)
 	}
 	update := func(u authenticationv1.UserInfo, old, new *Content) Request {
 		return Request{Operation: "UPDATE", User: u, Kind: "ConfigMap", Namespace: "shop", Name: "flags", Old: old, New: new}
@@ -111,10 +138,31 @@ func TestDecide(t *testing.T) {
 		{name: "root CA publisher", req: update(authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:root-ca-cert-publisher"}, cm("a", nil), cm("b", nil)), exempt: true},
 		{name: "configward", req: update(authenticationv1.UserInfo{Username: "system:serviceaccount:configward:configward-controller"}, cm("a", nil), cm("b", nil)), exempt: true},
 		{name: "cert-manager renewing its Secret", req: Request{Operation: "UPDATE", User: certManager, Kind: "Secret", Old: tlsSecret("a", issued), New: tlsSecret("b", issued)}, exempt: true},
+		{name: "cert-manager issuing a new Secret", req: Request{Operation: "CREATE", User: certManager, Kind: "Secret", New: tlsSecret("b", issued)}, exempt: true},
+		// Anyone who may create a Certificate could otherwise have
+		// cert-manager overwrite a governed Secret: only the stored object
+		// says whose it is.
+		{name: "cert-manager taking over a Secret it does not manage yet", req: Request{Operation: "UPDATE", User: certManager, Kind: "Secret", Old: tlsSecret("a", nil), New: tlsSecret("b", issued)},
+			rules: []string{rules.OutOfPipelineEdit}},
 		{name: "cert-manager on a Secret it does not manage", req: Request{Operation: "UPDATE", User: certManager, Kind: "Secret", Old: tlsSecret("a", nil), New: tlsSecret("b", nil)}, rules: []string{rules.OutOfPipelineEdit}},
 		{name: "human on a cert-manager Secret", req: Request{Operation: "UPDATE", User: human, Kind: "Secret", Old: tlsSecret("a", issued), New: tlsSecret("b", issued)}, rules: []string{rules.OutOfPipelineEdit}},
-		{name: "helm release Secret", req: Request{Operation: "DELETE", User: human, Kind: "Secret",
+		{name: "helm release Secret", req: Request{Operation: "DELETE", User: human, Kind: "Secret", Name: "sh.helm.release.v1.web.v1",
 			Old: FromSecret(&corev1.Secret{Type: HelmReleaseSecretType}), Consumers: []string{"Pod x"}}, exempt: true},
+		{name: "helm creating a release Secret", req: Request{Operation: "CREATE", User: human, Kind: "Secret", Name: "sh.helm.release.v1.web.v2",
+			New: FromSecret(&corev1.Secret{Type: HelmReleaseSecretType, Data: map[string][]byte{"release": []byte("x")}})}, exempt: true},
+		// A workload's Secret re-created with Helm's type is not Helm's.
+		{name: "a Secret of Helm's type under another name", req: Request{Operation: "CREATE", User: human, Kind: "Secret", Name: "db",
+			New: FromSecret(&corev1.Secret{Type: HelmReleaseSecretType, Data: map[string][]byte{"password": []byte("x")}})}, rules: []string{rules.OutOfPipelineEdit}},
+		{name: "human create", req: Request{Operation: "CREATE", User: human, Kind: "ConfigMap", New: cm("a", nil)}, rules: []string{rules.OutOfPipelineEdit}},
+		{name: "pipeline create", req: Request{Operation: "CREATE", User: deployer, Kind: "ConfigMap", New: cm("a", nil)}},
+		{name: "human create, namespace not governed", settings: &Settings{Pipeline: settings.Pipeline}, req: Request{Operation: "CREATE", User: human, Kind: "ConfigMap", New: cm("a", nil)}},
+		{name: "break-glass create", req: Request{Operation: "CREATE", User: human, Kind: "ConfigMap", New: cm("a", map[string]string{v1alpha1.BreakGlassAnnotation: "INC-3"})}, glass: "INC-3"},
+		{name: "human adds an owner reference", req: update(human, cm("a", nil), func() *Content {
+			c := cm("a", nil)
+			c.Governing["metadata.ownerReferences"] = "v1/ConfigMap/ghost/no-such-uid/false/false"
+			return c
+		}()), rules: []string{rules.OutOfPipelineEdit}},
+		{name: "human marks the config not to roll", req: update(human, cm("a", nil), cm("a", map[string]string{v1alpha1.ReloadAnnotation: "ignore"})), rules: []string{rules.OutOfPipelineEdit}},
 		{name: "human delete", req: Request{Operation: "DELETE", User: human, Kind: "ConfigMap", Old: cm("a", nil)}, rules: []string{rules.OutOfPipelineEdit}},
 		{name: "human delete with break-glass-delete", req: Request{Operation: "DELETE", User: human, Kind: "ConfigMap", Old: cm("a", map[string]string{v1alpha1.BreakGlassDeleteAnnotation: "INC-2"})}, glass: "INC-2"},
 		{name: "human delete in use", req: Request{Operation: "DELETE", User: human, Kind: "ConfigMap", Old: cm("a", nil), Consumers: []string{"Deployment web"}},
@@ -169,6 +217,13 @@ func TestDecideMessages(t *testing.T) {
 		Consumers: []string{"CronJob a", "Deployment b", "Pod c", "StatefulSet d", "StatefulSet e"}})
 	want = `ConfigMap shop/flags is used by CronJob a, Deployment b, Pod c and 2 more: their pods fail to start or to refresh it once it is gone. Remove the references (or the workloads) first.`
 	if len(v.Findings) != 1 || v.Findings[0].Message != want {
+		t.Fatalf("findings = %+v\nwant message %s", v.Findings, want)
+	}
+
+	v = Decide(Settings{Governed: true}, Request{Operation: "CREATE", User: authenticationv1.UserInfo{Username: "alice"}, Kind: "ConfigMap", Namespace: "shop", Name: "flags",
+		New: FromConfigMap(&corev1.ConfigMap{Data: map[string]string{"level": "debug"}}, nil)})
+	want = `alice creates ConfigMap shop/flags outside the pipeline. Create it through the pipeline; in an emergency, create it with an annotation configward.dev/break-glass: "<reason>" (the creation is recorded).`
+	if len(v.Findings) != 1 || v.Findings[0].Message != want || v.Findings[0].Path != `data["level"]` {
 		t.Fatalf("findings = %+v\nwant message %s", v.Findings, want)
 	}
 }

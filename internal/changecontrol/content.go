@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/configward/configward/internal/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Content is the part of a ConfigMap or Secret that pods consume, plus the
-// annotations change control reads. It lives only for one request and is
+// Content is the part of a ConfigMap or Secret that change control guards:
+// what pods consume, and the metadata that governs what configward or
+// Kubernetes does with the object. It lives only for one request and is
 // compared, never printed.
 type Content struct {
 	Data        map[string][]byte
@@ -19,12 +23,18 @@ type Content struct {
 	Immutable   bool
 	Type        corev1.SecretType // Secrets only
 	Annotations map[string]string
+	// Governing is the governing metadata (see GoverningMetadata), by the
+	// field name users read in a denial.
+	Governing map[string]string
 }
 
-// FromConfigMap takes the content of a ConfigMap.
-func FromConfigMap(cm *corev1.ConfigMap) *Content {
+// FromConfigMap takes the content of a ConfigMap. schemaLabels are the
+// label keys the ConfigSchemas of its namespace select on: changing one of
+// them can take the ConfigMap out of its schema's reach.
+func FromConfigMap(cm *corev1.ConfigMap, schemaLabels []string) *Content {
 	c := &Content{Data: make(map[string][]byte, len(cm.Data)), BinaryData: cm.BinaryData,
-		Immutable: cm.Immutable != nil && *cm.Immutable, Annotations: cm.Annotations}
+		Immutable: cm.Immutable != nil && *cm.Immutable, Annotations: cm.Annotations,
+		Governing: GoverningMetadata(&cm.ObjectMeta, schemaLabels, false)}
 	for k, v := range cm.Data {
 		c.Data[k] = []byte(v)
 	}
@@ -35,7 +45,8 @@ func FromConfigMap(cm *corev1.ConfigMap) *Content {
 // merged stringData into data when a webhook sees the object; stringData is
 // merged here too so that a request built by hand is judged the same way.
 func FromSecret(s *corev1.Secret) *Content {
-	c := &Content{Data: s.Data, Immutable: s.Immutable != nil && *s.Immutable, Type: s.Type, Annotations: s.Annotations}
+	c := &Content{Data: s.Data, Immutable: s.Immutable != nil && *s.Immutable, Type: s.Type, Annotations: s.Annotations,
+		Governing: GoverningMetadata(&s.ObjectMeta, nil, true)}
 	if len(s.StringData) > 0 {
 		c.Data = maps.Clone(s.Data)
 		if c.Data == nil {
@@ -48,34 +59,45 @@ func FromSecret(s *corev1.Secret) *Content {
 	return c
 }
 
-// Changes lists the content fields that differ between old and new, by
-// name: `data["key"]` for a key added, removed or changed, `binaryData[...]`,
-// `immutable` and `type`.
+// Changes lists what differs between old and new, by name: `data["key"]`
+// for a key added, removed or changed, `binaryData[...]`, `immutable`,
+// `type`, and governing metadata (`metadata.annotations["configward.dev/reload"]`,
+// `metadata.ownerReferences`, ...). A nil old is a creation: everything new
+// has is a change.
 func Changes(old, new *Content) []string {
-	if old == nil || new == nil {
+	if new == nil {
 		return nil
 	}
-	out := changedKeys("data", old.Data, new.Data)
-	out = append(out, changedKeys("binaryData", old.BinaryData, new.BinaryData)...)
+	if old == nil {
+		old = &Content{Type: new.Type}
+	}
+	dataKey := func(field string) func(string) string {
+		return func(k string) string { return fmt.Sprintf("%s[%q]", field, k) }
+	}
+	out := changedKeys(old.Data, new.Data, bytes.Equal, dataKey("data"))
+	out = append(out, changedKeys(old.BinaryData, new.BinaryData, bytes.Equal, dataKey("binaryData"))...)
 	if old.Immutable != new.Immutable {
 		out = append(out, "immutable")
 	}
 	if old.Type != new.Type {
 		out = append(out, "type")
 	}
-	return out
+	// Governing metadata is keyed by the field's own name already.
+	return append(out, changedKeys(old.Governing, new.Governing, func(a, b string) bool { return a == b }, func(k string) string { return k })...)
 }
 
-func changedKeys(field string, old, new map[string][]byte) []string {
+// changedKeys names, sorted, the keys added, removed or changed between two
+// maps.
+func changedKeys[V any](old, new map[string]V, equal func(a, b V) bool, name func(string) string) []string {
 	var out []string
 	for k, v := range new {
-		if ov, ok := old[k]; !ok || !bytes.Equal(ov, v) {
-			out = append(out, fmt.Sprintf("%s[%q]", field, k))
+		if ov, ok := old[k]; !ok || !equal(ov, v) {
+			out = append(out, name(k))
 		}
 	}
 	for k := range old {
 		if _, ok := new[k]; !ok {
-			out = append(out, fmt.Sprintf("%s[%q]", field, k))
+			out = append(out, name(k))
 		}
 	}
 	slices.Sort(out)
@@ -94,4 +116,58 @@ func (c *Content) annotation(key string) string {
 // Secret it writes.
 func (c *Content) ManagedByCertManager() bool {
 	return c.annotation(cmapi.CertificateNameKey) != ""
+}
+
+// GoverningMetadata is the metadata of a ConfigMap or Secret that changes
+// what configward or Kubernetes does with it, so that changing it is a
+// change like its data: configward's own annotations and labels (reload
+// mode, schema, exemptions: adding configward.dev/exempt.<rule> first would
+// make the next content edit an audit, configward.dev/reload: ignore would
+// stop the pipeline's next change from rolling anything), the labels that
+// select a ConfigSchema (removing one lets invalid content in), owner
+// references (the garbage collector deletes what a missing owner owned),
+// finalizers (one blocks the pipeline's delete), and on Secrets
+// cert-manager's annotations (they make a Secret cert-manager's to
+// overwrite). The break-glass annotations are the emergency path itself and
+// are judged as such. Values are metadata, never Secret data.
+func GoverningMetadata(m *metav1.ObjectMeta, schemaLabels []string, secret bool) map[string]string {
+	out := map[string]string{}
+	for k, v := range m.Annotations {
+		if governingKey(k, secret) {
+			out[fmt.Sprintf("metadata.annotations[%q]", k)] = v
+		}
+	}
+	for k, v := range m.Labels {
+		if strings.HasPrefix(k, configwardPrefix) || slices.Contains(schemaLabels, k) {
+			out[fmt.Sprintf("metadata.labels[%q]", k)] = v
+		}
+	}
+	if len(m.OwnerReferences) > 0 {
+		refs := make([]string, len(m.OwnerReferences))
+		for i, r := range m.OwnerReferences {
+			refs[i] = fmt.Sprintf("%s/%s/%s/%s/%t/%t", r.APIVersion, r.Kind, r.Name, r.UID,
+				r.Controller != nil && *r.Controller, r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion)
+		}
+		slices.Sort(refs)
+		out["metadata.ownerReferences"] = strings.Join(refs, ",")
+	}
+	if len(m.Finalizers) > 0 {
+		f := slices.Sorted(slices.Values(m.Finalizers))
+		out["metadata.finalizers"] = strings.Join(f, ",")
+	}
+	return out
+}
+
+const configwardPrefix = "configward.dev/"
+
+func governingKey(annotation string, secret bool) bool {
+	switch {
+	case annotation == v1alpha1.BreakGlassAnnotation || annotation == v1alpha1.BreakGlassDeleteAnnotation:
+		return false
+	case strings.HasPrefix(annotation, configwardPrefix):
+		return true
+	case secret && strings.HasPrefix(annotation, "cert-manager.io/"):
+		return true
+	}
+	return false
 }

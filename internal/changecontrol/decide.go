@@ -12,10 +12,16 @@ import (
 )
 
 // HelmReleaseSecretType is the type of the Secrets Helm keeps release state
-// in. They are Helm's bookkeeping, not configuration, and Helm must be able
-// to update and delete them. A Secret's type is immutable, so no one can
-// turn a configuration Secret into one.
-const HelmReleaseSecretType corev1.SecretType = "helm.sh/release.v1"
+// in, and HelmReleaseSecretPrefix how Helm names them. They are Helm's
+// bookkeeping, not configuration, and Helm (run by whoever installs a
+// chart) must be able to create, update and delete them. Both the type and
+// the name must match: a Secret's type is immutable, so no configuration
+// Secret can be turned into one, and no one can re-create a workload's
+// Secret under its own name as a "release".
+const (
+	HelmReleaseSecretType   corev1.SecretType = "helm.sh/release.v1"
+	HelmReleaseSecretPrefix                   = "sh.helm.release.v1."
+)
 
 // Settings is what governs one namespace.
 type Settings struct {
@@ -43,15 +49,15 @@ func (s Settings) WithPipeline(fromPolicies Identities) Settings {
 	return s
 }
 
-// Request is an UPDATE or DELETE of a ConfigMap or Secret.
+// Request is a CREATE, UPDATE or DELETE of a ConfigMap or Secret.
 type Request struct {
-	Operation string // "UPDATE" or "DELETE"
+	Operation string // "CREATE", "UPDATE" or "DELETE"
 	User      authenticationv1.UserInfo
 	Kind      string // "ConfigMap" or "Secret"
 	Namespace string
 	Name      string
-	// Old is the stored object, New the object after the update (nil on
-	// DELETE).
+	// Old is the stored object (nil on CREATE), New the object after the
+	// write (nil on DELETE).
 	Old, New *Content
 	// NamespaceTerminating is true while the namespace is being deleted.
 	NamespaceTerminating bool
@@ -64,8 +70,9 @@ type Request struct {
 type Verdict struct {
 	// Exempt, when set, says why the request was not judged at all.
 	Exempt string
-	// Changed lists the content fields an update changes, e.g.
-	// `data["log-level"]`, `immutable` (names only, never values).
+	// Changed lists the content and governing fields a create or update
+	// sets or changes, e.g. `data["log-level"]`, `immutable`,
+	// `metadata.ownerReferences` (names only, never values).
 	Changed []string
 	// BreakGlass is the reason of a break-glass change, when it is one.
 	BreakGlass string
@@ -76,23 +83,14 @@ type Verdict struct {
 
 // Decide judges one request.
 func Decide(s Settings, r Request) Verdict {
-	if why, ok := KubernetesWriter(r.User); ok {
+	if why, ok := neverBlocked(s, r); ok {
 		return Verdict{Exempt: why}
-	}
-	if s.Configward.Includes(r.User) {
-		return Verdict{Exempt: "configward itself"}
-	}
-	if r.Kind == "Secret" && r.Old != nil && r.Old.Type == HelmReleaseSecretType {
-		return Verdict{Exempt: "a Helm release Secret"}
-	}
-	if r.Kind == "Secret" && s.CertManager.Includes(r.User) && (r.Old.ManagedByCertManager() || r.New.ManagedByCertManager()) {
-		return Verdict{Exempt: "cert-manager renewing a Secret it manages"}
 	}
 	pipeline := s.Pipeline.Includes(r.User)
 	var v Verdict
 	what := fmt.Sprintf("%s %s/%s", r.Kind, r.Namespace, r.Name)
 	switch r.Operation {
-	case "UPDATE":
+	case "CREATE", "UPDATE":
 		v.Changed = Changes(r.Old, r.New)
 		if len(v.Changed) == 0 || !s.Governed || pipeline {
 			return v
@@ -101,12 +99,16 @@ func Decide(s Settings, r Request) Verdict {
 			v.BreakGlass = reason
 			return v
 		}
-		v.Findings = append(v.Findings, rules.Finding{
-			Rule: rules.OutOfPipelineEdit,
-			Path: strings.Join(v.Changed, ", "),
-			Message: fmt.Sprintf("%s changes %s of %s outside the pipeline. Make the change in version control and let the pipeline apply it; in an emergency, repeat the edit with a new annotation %s: \"<reason>\" (the edit is recorded).",
-				r.User.Username, list(v.Changed), what, v1alpha1.BreakGlassAnnotation),
-		})
+		msg := fmt.Sprintf("%s changes %s of %s outside the pipeline. Make the change in version control and let the pipeline apply it; in an emergency, repeat the edit with a new annotation %s: \"<reason>\" (the edit is recorded).",
+			r.User.Username, list(v.Changed), what, v1alpha1.BreakGlassAnnotation)
+		if r.Operation == "CREATE" {
+			// A create is how governed config deleted by any route (the
+			// garbage collector, a break-glass delete) would come back with
+			// other content.
+			msg = fmt.Sprintf("%s creates %s outside the pipeline. Create it through the pipeline; in an emergency, create it with an annotation %s: \"<reason>\" (the creation is recorded).",
+				r.User.Username, what, v1alpha1.BreakGlassAnnotation)
+		}
+		v.Findings = append(v.Findings, rules.Finding{Rule: rules.OutOfPipelineEdit, Path: strings.Join(v.Changed, ", "), Message: msg})
 	case "DELETE":
 		if s.Governed && !pipeline {
 			if reason := r.Old.annotation(v1alpha1.BreakGlassDeleteAnnotation); reason != "" {
@@ -138,8 +140,43 @@ func Decide(s Settings, r Request) Verdict {
 	return v
 }
 
-// newBreakGlass returns the break-glass reason an update sets, if it sets
-// one the object did not already carry: a reason is good for one edit.
+// neverBlocked names the writers change control lets through without
+// judging: Kubernetes' own components, configward itself, Helm's release
+// bookkeeping, and cert-manager on the Secrets that are its own. Each is
+// matched by the authenticated identity and, where it is not enough, by
+// what the object already is, never by what the request claims it becomes.
+func neverBlocked(s Settings, r Request) (string, bool) {
+	if why, ok := KubernetesWriter(r.User); ok {
+		return why, true
+	}
+	if s.Configward.Includes(r.User) {
+		return "configward itself", true
+	}
+	if r.Kind != "Secret" {
+		return "", false
+	}
+	// The object as it stands before the request: the stored one, or on a
+	// create the new one (nothing stands yet).
+	before := r.Old
+	if r.Operation == "CREATE" {
+		before = r.New
+	}
+	if before != nil && before.Type == HelmReleaseSecretType && strings.HasPrefix(r.Name, HelmReleaseSecretPrefix) {
+		return "a Helm release Secret", true
+	}
+	// cert-manager may write a Secret only if it is already cert-manager's:
+	// on an update, the stored object must carry the Certificate's name (so
+	// no one can make cert-manager overwrite a governed Secret by pointing
+	// a Certificate at it); on a create, the new one (cert-manager issuing).
+	if s.CertManager.Includes(r.User) && before.ManagedByCertManager() {
+		return "cert-manager writing a Secret it manages", true
+	}
+	return "", false
+}
+
+// newBreakGlass returns the break-glass reason a create or update sets, if
+// it sets one the object did not already carry: a reason is good for one
+// edit.
 func newBreakGlass(old, new *Content) string {
 	reason := strings.TrimSpace(new.annotation(v1alpha1.BreakGlassAnnotation))
 	if reason == "" || reason == strings.TrimSpace(old.annotation(v1alpha1.BreakGlassAnnotation)) {

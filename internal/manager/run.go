@@ -133,7 +133,7 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	}))
 	srv.Register(admission.ValidateConfigChangesPath, admission.Webhook("validate-config-changes", &admission.ValidateConfigChanges{
 		Inventory: inv, Cache: mgr.GetCache(), Live: mgr.GetAPIReader(), Decoder: decoder,
-		Events: events, ChangeControl: changeControl, Policies: policies,
+		Events: events, ChangeControl: changeControl, Policies: policies, Schemas: schemas,
 	}))
 	// The manager only runs its webhook server once someone asks for it.
 	mgr.GetWebhookServer()

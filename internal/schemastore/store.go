@@ -10,6 +10,7 @@ package schemastore
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 
@@ -166,6 +167,27 @@ func (s *Store) For(ctx context.Context, cm *corev1.ConfigMap) (gov []Governing,
 		missing = named
 	}
 	return gov, missing, nil
+}
+
+// LabelKeys lists the label keys the ConfigSchemas of a namespace select
+// ConfigMaps by: changing one of them on a ConfigMap can put it under a
+// schema or take it out of one's reach.
+func (s *Store) LabelKeys(ctx context.Context, namespace string) ([]string, error) {
+	var list v1alpha1.ConfigSchemaList
+	if err := s.reader.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, cs := range list.Items {
+		if sel := cs.Spec.Selector; sel != nil {
+			keys = append(keys, slices.Collect(maps.Keys(sel.MatchLabels))...)
+			for _, e := range sel.MatchExpressions {
+				keys = append(keys, e.Key)
+			}
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys), nil
 }
 
 // compiled returns the entry for cs, compiling its generation if new.

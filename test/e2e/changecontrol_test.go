@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/manager"
@@ -78,11 +79,27 @@ func asGroup(user, group, stdin string, args ...string) framework.KubectlResult 
 	return env.Kubectl(stdin, append([]string{"--as=" + user, "--as-group=" + group}, args...)...)
 }
 
+// asPipeline applies manifests as the pipeline, which governed namespaces
+// take config from.
+func asPipeline(manifests ...string) {
+	res := as(pipelineSA, strings.Join(manifests, "\n---\n"), "apply", "-f", "-")
+	Expect(res.ExitCode).To(Equal(0), res.Stderr)
+}
+
+// pipelineClient is a client acting as the pipeline's service account.
+func pipelineClient() client.Client {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: pipelineSA}
+	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
 // governedNamespace returns a namespace under change control, once the
 // change-control webhook demonstrably enforces there.
 func governedNamespace() string {
 	ns := newNamespace("cc", map[string]string{changeControlLabel: "on"})
-	apply(configMap(ns, "probe", map[string]string{"v": "0"}, nil))
+	asPipeline(configMap(ns, "probe", map[string]string{"v": "0"}, nil))
 	Eventually(func() int {
 		return as(human, "", "-n", ns, "patch", "configmap", "probe", "--dry-run=server", "--type=merge", "-p", `{"data":{"v":"1"}}`).ExitCode
 	}, 30*time.Second, 200*time.Millisecond).Should(Equal(1), "the change-control webhook never enforced")
@@ -123,7 +140,7 @@ var _ = Describe("change control", func() {
 	var ns string
 	BeforeEach(func() {
 		ns = governedNamespace()
-		apply(configMap(ns, "app-flags", map[string]string{"level": "info"}, nil))
+		asPipeline(configMap(ns, "app-flags", map[string]string{"level": "info"}, nil))
 	})
 
 	It("lets the pipeline change governed config, refuses a human and leaves the stored object as it was", func() {
@@ -166,7 +183,7 @@ var _ = Describe("change control", func() {
 	)
 
 	It("never shows Secret values, and compares stringData as it lands in data", func() {
-		apply(fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: %s}\nstringData: {password: hunter2, user: app}\n", ns))
+		asPipeline(fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: %s}\nstringData: {password: hunter2, user: app}\n", ns))
 		res := as(human, "", "-n", ns, "patch", "secret", "db", "--type=merge", "-p", `{"stringData":{"password":"swordfish"}}`)
 		Expect(res.ExitCode).To(Equal(1))
 		Expect(res.Stderr).To(ContainSubstring(denial(ns, human, `data["password"]`, "Secret", "db")))
@@ -207,7 +224,7 @@ var _ = Describe("change control", func() {
 `, ns)))
 
 		By("the pipeline is warned, not stopped: it may be deleting the Deployment in the same change set")
-		apply(configMap(ns, "other-flags", map[string]string{"a": "1"}, nil), deployment(ns, "api", "", fmt.Sprintf(envFromSpec, "other-flags")))
+		asPipeline(configMap(ns, "other-flags", map[string]string{"a": "1"}, nil), deployment(ns, "api", "", fmt.Sprintf(envFromSpec, "other-flags")))
 		res = as(pipelineSA, "", "-n", ns, "delete", "configmap", "other-flags")
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
 		Expect(res.Stderr).To(ContainSubstring(fmt.Sprintf("Warning: [config-in-use-delete] ConfigMap %s/other-flags is used by Deployment api", ns)))
@@ -244,7 +261,7 @@ var _ = Describe("change control", func() {
 					fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: s-%d, namespace: %s}\nstringData: {k: v}\n", i, ns),
 					deployment(ns, fmt.Sprintf("d-%d", i), "", fmt.Sprintf(envFromSpec, fmt.Sprintf("cm-%d", i))))
 			}
-			apply(manifests...)
+			asPipeline(manifests...)
 			res := env.Kubectl("", "delete", "namespace", ns, "--wait=true", "--timeout=90s")
 			Expect(res.ExitCode).To(Equal(0), res.Stderr)
 			err := env.Client.Get(context.Background(), client.ObjectKey{Name: ns}, &corev1.Namespace{})
@@ -271,12 +288,14 @@ var _ = Describe("change control", func() {
 		})
 
 		It("garbage collection of config owned by a deleted object", func() {
-			apply(configMap(ns, "owner", map[string]string{"a": "1"}, nil))
+			asPipeline(configMap(ns, "owner", map[string]string{"a": "1"}, nil))
 			owner := storedOwner(ns, "owner")
 			dependent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "dependent", Namespace: ns,
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: owner}}},
 				Data: map[string]string{"b": "2"}}
-			Expect(env.Client.Create(context.Background(), dependent)).To(Succeed())
+			// The pipeline sets the owner reference: owner references are
+			// governing metadata.
+			Expect(pipelineClient().Create(context.Background(), dependent)).To(Succeed())
 			Expect(as(pipelineSA, "", "-n", ns, "delete", "configmap", "owner").ExitCode).To(Equal(0))
 			Eventually(func() bool {
 				return apierrors.IsNotFound(env.Client.Get(context.Background(), client.ObjectKeyFromObject(dependent), &corev1.ConfigMap{}))
@@ -285,7 +304,7 @@ var _ = Describe("change control", func() {
 
 		It("the service-account token controller filling a token Secret", func() {
 			Expect(env.Client.Create(context.Background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "builder", Namespace: ns}})).To(Succeed())
-			apply(fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata:\n  name: builder-token\n  namespace: %s\n  annotations: {kubernetes.io/service-account.name: builder}\ntype: kubernetes.io/service-account-token\n", ns))
+			asPipeline(fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata:\n  name: builder-token\n  namespace: %s\n  annotations: {kubernetes.io/service-account.name: builder}\ntype: kubernetes.io/service-account-token\n", ns))
 			Eventually(func() []string {
 				var s corev1.Secret
 				_ = env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "builder-token"}, &s)
@@ -306,7 +325,7 @@ var _ = Describe("change control", func() {
 		})
 
 		It("cert-manager renewing the Secrets it manages, and only those", func() {
-			apply(fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata:\n  name: serving-tls\n  namespace: %[1]s\n  annotations: {cert-manager.io/certificate-name: serving}\ntype: kubernetes.io/tls\nstringData: {tls.crt: a, tls.key: b}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: %[1]s}\nstringData: {password: a}\n", ns))
+			asPipeline(fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata:\n  name: serving-tls\n  namespace: %[1]s\n  annotations: {cert-manager.io/certificate-name: serving}\ntype: kubernetes.io/tls\nstringData: {tls.crt: a, tls.key: b}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: %[1]s}\nstringData: {password: a}\n", ns))
 			Expect(as(certManagerSA, "", "-n", ns, "patch", "secret", "serving-tls", "--type=merge", "-p", `{"stringData":{"tls.crt":"c","tls.key":"d"}}`).ExitCode).To(Equal(0))
 			Expect(as(certManagerSA, "", "-n", ns, "patch", "secret", "db", "--type=merge", "-p", `{"stringData":{"password":"c"}}`).ExitCode).To(Equal(1))
 			Expect(as(human, "", "-n", ns, "patch", "secret", "serving-tls", "--type=merge", "-p", `{"stringData":{"tls.key":"e"}}`).ExitCode).To(Equal(1))
