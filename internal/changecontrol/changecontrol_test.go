@@ -33,7 +33,9 @@ func TestChanges(t *testing.T) {
 		}, nil},
 		{"reload mode", func(c *corev1.ConfigMap) { c.Annotations = map[string]string{v1alpha1.ReloadAnnotation: "ignore"} },
 			[]string{`metadata.annotations["configward.dev/reload"]`}},
-		{"exemption", func(c *corev1.ConfigMap) { c.Annotations = map[string]string{"configward.dev/exempt.config-schema": "why"} },
+		{"exemption", func(c *corev1.ConfigMap) {
+			c.Annotations = map[string]string{"configward.dev/exempt.config-schema": "why"}
+		},
 			[]string{`metadata.annotations["configward.dev/exempt.config-schema"]`}},
 		{"schema named by annotation", func(c *corev1.ConfigMap) { c.Annotations = map[string]string{v1alpha1.SchemaAnnotation: "other"} },
 			[]string{`metadata.annotations["configward.dev/schema"]`}},
