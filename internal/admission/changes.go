@@ -128,7 +128,7 @@ func (h *ValidateConfigChanges) Handle(ctx context.Context, req admission.Reques
 	}
 	r.NamespaceTerminating = ns != nil && (ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating)
 	active := h.Policies.Current()
-	cc := h.ChangeControl(ns).WithPipeline(active.Pipeline(ns))
+	cc := active.ChangeControl(h.ChangeControl, ns)
 	settings := active.Settings(ns)
 	if req.Operation == admissionv1.Delete && settings.ActionFor(rules.Finding{Rule: rules.ConfigInUseDelete}) != rules.Off {
 		if r.Consumers, err = h.consumers(ctx, kind, req.Namespace, r.Name); err != nil {

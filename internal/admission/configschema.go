@@ -27,9 +27,13 @@ const (
 )
 
 // Both fail closed: a schema is the guard that keeps a broken value from
-// reaching every pod that hot-reloads it, and the scope is narrow.
+// reaching every pod that hot-reloads it. The Helm chart scopes the
+// fail-closed ConfigMap webhook to namespaces that hold a ConfigSchema
+// (configward labels them) and lets a copy for the others fail open, so an
+// outage never blocks ConfigMap writes where no schema could refuse them.
+// Findings allowed through are recorded as Events, never for dry-runs.
 //
-// +kubebuilder:webhook:path=/validate-configmaps,mutating=false,failurePolicy=fail,sideEffects=None,groups="",resources=configmaps,verbs=create;update,versions=v1,name=configmaps.validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-configmaps,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=configmaps,verbs=create;update,versions=v1,name=configmaps.validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/validate-configschemas,mutating=false,failurePolicy=fail,sideEffects=None,groups=configward.dev,resources=configschemas,verbs=create;update,versions=v1alpha1,name=configschemas.validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5
 //
 // +kubebuilder:rbac:groups=configward.dev,resources=configschemas,verbs=get;list;watch

@@ -36,12 +36,16 @@ type Settings struct {
 	// CertManager are cert-manager's controller service accounts; they may
 	// change the Secrets cert-manager manages.
 	CertManager Identities
+	// Ignored is true when the namespace carries the label that keeps
+	// configward's webhooks away from it (when the installation honours
+	// one): nothing there is governed, whatever selects it.
+	Ignored bool
 }
 
 // WithPipeline adds the pipeline identities the ConfigPolicies selecting the
 // namespace name: a namespace for which any is named is governed.
 func (s Settings) WithPipeline(fromPolicies Identities) Settings {
-	if fromPolicies.Empty() {
+	if fromPolicies.Empty() || s.Ignored {
 		return s
 	}
 	s.Pipeline = s.Pipeline.Merge(fromPolicies)

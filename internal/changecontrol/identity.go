@@ -7,6 +7,7 @@ package changecontrol
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -82,6 +83,11 @@ var kubernetesWriters = map[string]string{
 	// kube-apiserver's loopback client (e.g. its own ConfigMaps).
 	"system:apiserver": "kube-apiserver",
 }
+
+// KubernetesWriters lists the usernames of the Kubernetes components change
+// control never blocks, sorted (the Helm chart skips exactly these before
+// any network hop; a chart test keeps the two lists in step).
+func KubernetesWriters() []string { return slices.Sorted(maps.Keys(kubernetesWriters)) }
 
 // KubernetesWriter names the Kubernetes component u is, if it is one.
 func KubernetesWriter(u authenticationv1.UserInfo) (string, bool) {

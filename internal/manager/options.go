@@ -28,6 +28,10 @@ type Common struct {
 	LogFormat     string
 	LogLevel      int
 	ShutdownDelay time.Duration
+	// ChangeControl is read by the webhook, which judges, and by the
+	// controller, which labels the namespaces under change control so the
+	// fail-closed webhook copy is scoped to them.
+	ChangeControl ChangeControl
 }
 
 // AddFlags registers the shared flags.
@@ -44,6 +48,7 @@ func (c *Common) AddFlags(fs *pflag.FlagSet) {
 		"Log verbosity: 0 logs decisions that refuse or warn and lifecycle events; 1 adds every admission decision; 2+ is for debugging.")
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", 5*time.Second,
 		"On SIGTERM, report not ready and keep serving this long before stopping, so the endpoint is removed from the Service before the listener closes. Set it above the time your cluster takes to propagate endpoint changes.")
+	c.ChangeControl.AddFlags(fs)
 }
 
 // Validate reports flag values that cannot work.
@@ -54,7 +59,8 @@ func (c *Common) Validate() error {
 	if c.ShutdownDelay < 0 {
 		return fmt.Errorf("--shutdown-delay must not be negative")
 	}
-	return nil
+	_, err := c.ChangeControl.Settings()
+	return err
 }
 
 // SetupLogging installs the process-wide logger for controller-runtime and
@@ -95,7 +101,6 @@ type Webhook struct {
 	CertPollInterval time.Duration
 	EnableHTTP2      bool
 	MaxRequestBytes  int64
-	ChangeControl    ChangeControl
 }
 
 // ChangeControl are the flags of rule out-of-pipeline-edit. They name a
@@ -109,6 +114,7 @@ type ChangeControl struct {
 	NamespaceSelector          string
 	ConfigwardServiceAccounts  []string
 	CertManagerServiceAccounts []string
+	IgnoreLabel                string
 }
 
 // AddFlags registers the change-control flags.
@@ -124,6 +130,8 @@ func (c *ChangeControl) AddFlags(fs *pflag.FlagSet) {
 		"configward's own service accounts (namespace/name); never blocked. The Helm chart sets them.")
 	fs.StringSliceVar(&c.CertManagerServiceAccounts, "cert-manager-service-accounts", []string{"cert-manager/cert-manager"},
 		"cert-manager controller service accounts (namespace/name); they may renew the Secrets cert-manager manages.")
+	fs.StringVar(&c.IgnoreLabel, "ignore-namespace-label", "",
+		"A namespace label that keeps configward's webhooks away from a namespace, when the installation honours one (the Helm chart's webhooks.ignoreLabel). Nothing in such a namespace is under change control; a namespace getting or losing the label is recorded. Empty: no such label.")
 }
 
 // Settings turns the flags into the settings of each namespace.
@@ -149,8 +157,10 @@ func (c *ChangeControl) Settings() (func(*corev1.Namespace) changecontrol.Settin
 		if ns != nil {
 			l = ns.Labels
 		}
+		ignored := c.IgnoreLabel != "" && l.Has(c.IgnoreLabel)
 		return changecontrol.Settings{
-			Governed:    !pipeline.Empty() && sel.Matches(l),
+			Ignored:     ignored,
+			Governed:    !ignored && !pipeline.Empty() && sel.Matches(l),
 			Pipeline:    pipeline,
 			Configward:  changecontrol.Identities{ServiceAccounts: own},
 			CertManager: changecontrol.Identities{ServiceAccounts: certManager},
@@ -185,7 +195,6 @@ func (w *Webhook) AddFlags(fs *pflag.FlagSet) {
 		"Serve HTTP/2 as well as HTTP/1.1. Off by default because of the HTTP/2 rapid-reset CVEs; the API server does not need it.")
 	fs.Int64Var(&w.MaxRequestBytes, "max-request-bytes", webhookserver.DefaultMaxRequestBytes,
 		"Largest AdmissionReview accepted. Larger requests are refused with an explanation instead of being decoded.")
-	w.ChangeControl.AddFlags(fs)
 }
 
 // Validate reports flag values that cannot work.
@@ -199,8 +208,7 @@ func (w *Webhook) Validate() error {
 	if w.MaxRequestBytes < 1<<20 {
 		return fmt.Errorf("--max-request-bytes must be at least 1 MiB; the API server sends objects of up to 3 MiB")
 	}
-	_, err := w.ChangeControl.Settings()
-	return err
+	return nil
 }
 
 // Controller are the settings of `configward controller`.

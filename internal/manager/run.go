@@ -135,6 +135,9 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 		Inventory: inv, Cache: mgr.GetCache(), Live: mgr.GetAPIReader(), Decoder: decoder,
 		Events: events, ChangeControl: changeControl, Policies: policies, Schemas: schemas,
 	}))
+	srv.Register(admission.RecordNamespaceChangesPath, admission.Webhook("record-namespaces", &admission.RecordNamespaceChanges{
+		Decoder: decoder, Events: events, ChangeControl: changeControl, Policies: policies,
+	}))
 	// The manager only runs its webhook server once someone asks for it.
 	mgr.GetWebhookServer()
 	p := &WebhookProcess{Process: Process{Manager: mgr, delay: o.ShutdownDelay}, Server: srv}
@@ -216,6 +219,15 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 			enabled, includeSecrets := policies.Current().Rollouts(ns)
 			return enabled, includeSecrets, nil
 		},
+	}); err != nil {
+		return nil, err
+	}
+	changeControl, err := o.ChangeControl.Settings()
+	if err != nil {
+		return nil, err
+	}
+	if err := controller.SetupNamespaceLabels(mgr, policies, func(ns *corev1.Namespace) bool {
+		return policies.Current().ChangeControl(changeControl, ns).Governed
 	}); err != nil {
 		return nil, err
 	}

@@ -53,6 +53,8 @@ type Store struct {
 	mu     sync.Mutex // serialises loads
 	good   map[string]*Compiled
 	active atomic.Pointer[Active]
+	// onChange are called after each change of the set in force.
+	onChange []func()
 }
 
 // New starts with the built-in rules and no policy.
@@ -69,12 +71,24 @@ func New(ctx context.Context, log logr.Logger) (*Store, error) {
 // Current is the set in force.
 func (s *Store) Current() *Active { return s.active.Load() }
 
+// OnChange registers f to be called after every change of the set in force,
+// for whatever derives from it (namespace labels, policy status). f must not
+// block: it runs while the store holds its lock.
+func (s *Store) OnChange(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onChange = append(s.onChange, f)
+}
+
 func (s *Store) publish(a *Active) {
 	old := s.active.Swap(a)
 	if old != nil {
 		activeVersion.DeleteLabelValues(old.Version.Hash)
 	}
 	activeVersion.WithLabelValues(a.Version.Hash).Set(1)
+	for _, f := range s.onChange {
+		f()
+	}
 }
 
 // Watch loads every ConfigPolicy the informer adds or updates, and forgets
@@ -246,6 +260,15 @@ func (a *Active) Pipeline(ns *corev1.Namespace) changecontrol.Identities {
 		ids = ids.Merge(p.pipeline)
 	}
 	return ids
+}
+
+// ChangeControl is the change-control settings of a namespace: those of
+// the webhook's flags (base), with the pipeline identities of the policies
+// that select it; a namespace any of them names a pipeline for is governed.
+// Admission, the namespace webhook and the controller's namespace labels
+// all take governance from here.
+func (a *Active) ChangeControl(base func(*corev1.Namespace) changecontrol.Settings, ns *corev1.Namespace) changecontrol.Settings {
+	return base(ns).WithPipeline(a.Pipeline(ns))
 }
 
 // Rollouts returns the rollout settings in ns: rollouts stay on unless

@@ -74,15 +74,16 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		ctx     context.Context
 		cancel  context.CancelFunc
 		// webhookDone reports the end of the configward webhook process,
-		// which serves every spec after the first.
+		// which serves every spec after the first; stopWebhook stops it.
 		webhookDone chan error
+		stopWebhook func()
 	)
 
 	AfterAll(func() {
-		cancel()
 		if webhookDone != nil {
-			Expect(<-webhookDone).To(Succeed())
+			stopWebhook()
 		}
+		cancel()
 	})
 
 	// syncServingCertificate does what the kubelet does for the mounted
@@ -120,9 +121,29 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		}
 		return out
 	}
+	// Change control is off in the flags: ConfigPolicies turn it on where
+	// they name a pipeline.
 	installArgs := func() []string {
-		return []string{"-n", namespace, "--set", "webhook.externalURL=https://" + addr, "--set", "certificate.extraDNSNames={localhost}",
-			"--set", "changeControl.pipelineServiceAccounts={ci/deployer}"}
+		return []string{"-n", namespace, "--set", "webhook.externalURL=https://" + addr, "--set", "certificate.extraDNSNames={localhost}"}
+	}
+	// startWebhook runs `configward webhook` in-process on the chart's
+	// external URL, serving the certificate cert-manager issued;
+	// stopWebhook stops it (an outage, as far as the API server can tell).
+	startWebhook := func() {
+		p, err := manager.NewWebhook(env.Config, manager.Webhook{
+			Common:      manager.Common{MetricsAddr: "0", ProbeAddr: "0", LogFormat: "console"},
+			BindAddress: "127.0.0.1:" + addr[len("localhost:"):], CertDir: certDir, CertName: "tls.crt", KeyName: "tls.key",
+			CertPollInterval: time.Second, MaxRequestBytes: 8 << 20,
+		})
+		Expect(err).NotTo(HaveOccurred())
+		wctx, wcancel := context.WithCancel(ctx)
+		webhookDone = make(chan error, 1)
+		go func() { webhookDone <- p.Run(wctx) }()
+		stopWebhook = func() {
+			wcancel()
+			Expect(<-webhookDone).To(Succeed())
+			webhookDone = nil
+		}
 	}
 
 	BeforeAll(func() {
@@ -153,15 +174,13 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
 
 		syncServingCertificate()
-		p, err := manager.NewWebhook(env.Config, manager.Webhook{
-			Common:      manager.Common{MetricsAddr: "0", ProbeAddr: "0", LogFormat: "console"},
-			BindAddress: "127.0.0.1:" + addr[len("localhost:"):], CertDir: certDir, CertName: "tls.crt", KeyName: "tls.key",
-			CertPollInterval: time.Second, MaxRequestBytes: 8 << 20,
-			ChangeControl: manager.ChangeControl{PipelineServiceAccounts: []string{"ci/deployer"}},
-		})
+		startWebhook()
+		// The controller keeps the namespace labels the chart's fail-closed
+		// webhook copies are scoped to.
+		ctl, err := manager.NewController(env.Config, manager.Controller{
+			Common: manager.Common{MetricsAddr: "0", ProbeAddr: "0", LogFormat: "console"}, Restartable: true})
 		Expect(err).NotTo(HaveOccurred())
-		webhookDone = make(chan error, 1)
-		go func() { webhookDone <- p.Run(ctx) }()
+		go func() { _ = ctl.Run(ctx) }()
 
 		var ca corev1.Secret
 		Eventually(func() error {
@@ -169,7 +188,7 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
 		Eventually(caBundles, 60*time.Second, 250*time.Millisecond).Should(HaveEach(Equal(ca.Data["tls.crt"])),
 			"cert-manager's CA injector did not put the chart's CA into every webhook")
-		Expect(caBundles()).To(HaveLen(6))
+		Expect(caBundles()).To(HaveLen(9))
 	})
 
 	It("enforces a rule end to end through kubectl, and lets through what the selectors and match conditions exclude", func() {
@@ -178,12 +197,16 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 			return env.Kubectl(refusedDeployment("shop"), "apply", "-f", "-").Stderr
 		}, 30*time.Second, 250*time.Millisecond).Should(ContainSubstring(refusal))
 
-		By("namespaces the chart excludes, by name and by label")
-		Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "legacy", Labels: map[string]string{"configward.dev/ignore": "true"}}})).To(Succeed())
-		for _, ns := range []string{"kube-system", "legacy", namespace} {
+		By("namespaces the chart excludes by name")
+		for _, ns := range []string{"kube-system", namespace} {
 			res := env.Kubectl(refusedDeployment(ns), "apply", "--dry-run=server", "-f", "-")
 			Expect(res.ExitCode).To(Equal(0), "%s: %s", ns, res.Stderr)
 		}
+		By("the ignore label, which the default values do not honour")
+		Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "legacy", Labels: map[string]string{"configward.dev/ignore": "true"}}})).To(Succeed())
+		Eventually(func() string {
+			return env.Kubectl(refusedDeployment("legacy"), "apply", "-f", "-").Stderr
+		}, 30*time.Second, 250*time.Millisecond).Should(ContainSubstring(refusal))
 
 		By("each match condition, with an identity it skips")
 		Expect(c.Create(ctx, &rbacv1.ClusterRoleBinding{
@@ -235,8 +258,80 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		Expect(res.Stderr).To(ContainSubstring(refusal))
 	})
 
+	It("while configward is down, refuses ConfigMap and Secret writes only where it enforces something, and recovers", func() {
+		// The API server's view of "is configward answering" is the
+		// webhook's listener: stopping the in-process webhook is an outage.
+		waitForWebhook := func() {
+			Eventually(func() string {
+				return env.Kubectl(refusedDeployment("shop"), "apply", "--dry-run=server", "-f", "-").Stderr
+			}, 30*time.Second, 250*time.Millisecond).Should(ContainSubstring(refusal), "the webhook did not come back")
+		}
+		config := func(ns, name, v string) string {
+			return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s, namespace: %s}\ndata: {level: %q}\n---\n"+
+				"apiVersion: v1\nkind: Secret\nmetadata: {name: %s, namespace: %s}\nstringData: {password: %q}\n", name, ns, v, name, ns, v)
+		}
+		Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plain"}})).To(Succeed())
+		Expect(env.Kubectl(config("plain", "app", "1"), "apply", "-f", "-").ExitCode).To(Equal(0))
+
+		By("change control off everywhere and no ConfigSchema: an outage blocks no ConfigMap or Secret write")
+		stopWebhook()
+		for _, args := range [][]string{{"apply", "-f", "-"}, {"create", "-f", "-"}} {
+			name := "app"
+			if args[0] == "create" {
+				name = "new"
+			}
+			res := env.Kubectl(config("plain", name, "2"), args...)
+			Expect(res.ExitCode).To(Equal(0), "%v during the outage: %s", args, res.Stderr)
+		}
+		Expect(env.Kubectl("", "delete", "configmap,secret", "new", "-n", "plain").ExitCode).To(Equal(0))
+		startWebhook()
+		waitForWebhook()
+
+		By("a ConfigPolicy puts one namespace under change control; configward labels it")
+		Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "governed"}})).To(Succeed())
+		Expect(c.Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "chart-test-pipeline"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "ci", Name: "deployer"}},
+		})).To(Succeed())
+		res := env.Kubectl("apiVersion: configward.dev/v1alpha1\nkind: ConfigPolicy\nmetadata: {name: governed}\nspec:\n"+
+			"  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: governed}}\n  pipeline: {serviceAccounts: [ci/deployer]}\n", "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(func() map[string]string {
+			var ns corev1.Namespace
+			_ = c.Get(ctx, client.ObjectKey{Name: "governed"}, &ns)
+			return ns.Labels
+		}, 30*time.Second, 250*time.Millisecond).Should(HaveKeyWithValue("configward.dev/change-control", "governed"))
+		pipeline := "--as=system:serviceaccount:ci:deployer"
+		Eventually(func() int {
+			return env.Kubectl(config("governed", "app", "1"), pipeline, "apply", "-f", "-").ExitCode
+		}, 30*time.Second, 250*time.Millisecond).Should(Equal(0))
+		Eventually(func() string {
+			return env.Kubectl(config("governed", "app", "x"), "apply", "--dry-run=server", "-f", "-").Stderr
+		}, 30*time.Second, 250*time.Millisecond).Should(ContainSubstring("[out-of-pipeline-edit]"), "change control never enforced")
+
+		By("an outage: the governed namespace refuses every write, even the pipeline's; the others do not")
+		stopWebhook()
+		res = env.Kubectl(config("governed", "app", "2"), pipeline, "apply", "-f", "-")
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Stderr).To(ContainSubstring(`failed calling webhook "changes.validate.configward.dev"`))
+		var cm corev1.ConfigMap
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: "governed", Name: "app"}, &cm)).To(Succeed())
+		Expect(cm.Data).To(Equal(map[string]string{"level": "1"}), "a refused write leaves the object as it was")
+		res = env.Kubectl(config("plain", "app", "3"), "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+
+		By("recovery: configward answers again and the pipeline's write goes through")
+		startWebhook()
+		waitForWebhook()
+		Eventually(func() int {
+			return env.Kubectl(config("governed", "app", "2"), pipeline, "apply", "-f", "-").ExitCode
+		}, 30*time.Second, 250*time.Millisecond).Should(Equal(0))
+	})
+
 	It("upgrades with changed values", func() {
-		res := env.Helm(append([]string{"upgrade", release, chartDir, "--set", "webhooks.validateWorkloads.failurePolicy=Ignore", "--set", "webhook.replicas=3"}, installArgs()...)...)
+		res := env.Helm(append([]string{"upgrade", release, chartDir, "--set", "webhooks.validateWorkloads.failurePolicy=Ignore", "--set", "webhook.replicas=3",
+			"--set", "webhooks.ignoreLabel.enabled=true"}, installArgs()...)...)
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
 		var v admissionregistrationv1.ValidatingWebhookConfiguration
 		Expect(c.Get(ctx, client.ObjectKey{Name: release}, &v)).To(Succeed())
@@ -250,6 +345,9 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		Expect(*d.Spec.Replicas).To(BeEquivalentTo(3))
 		Eventually(caBundles, 30*time.Second, 250*time.Millisecond).Should(HaveEach(Not(BeEmpty())), "the upgrade lost the injected CA")
 		Expect(env.Kubectl(refusedDeployment("shop"), "apply", "-f", "-").Stderr).To(ContainSubstring(refusal))
+		Eventually(func() int {
+			return env.Kubectl(refusedDeployment("legacy"), "apply", "--dry-run=server", "-f", "-").ExitCode
+		}, 30*time.Second, 250*time.Millisecond).Should(Equal(0), "with webhooks.ignoreLabel.enabled the label keeps the webhooks away")
 	})
 
 	It("uninstalls without leaving a webhook configuration behind to block the cluster", func() {

@@ -3,6 +3,7 @@ package chart
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/test/framework"
 )
 
@@ -103,6 +105,29 @@ func webhookFacts(objs ...client.Object) map[string]webhook {
 	return out
 }
 
+// chartCopies names, for each webhook the chart runs in two copies, the
+// copy for the namespaces where configward enforces nothing: it may fail
+// open where the generated webhook fails closed, and differs in nothing
+// else.
+var chartCopies = map[string]string{
+	"configmaps-without-schemas.validate.configward.dev": "configmaps.validate.configward.dev",
+	"changes-ungoverned.validate.configward.dev":         "changes.validate.configward.dev",
+}
+
+// foldCopies checks the chart's second copies against their originals and
+// drops them, so the rest compares with what controller-gen generated.
+func foldCopies(facts map[string]webhook) map[string]webhook {
+	for copyName, original := range chartCopies {
+		c, ok := facts[copyName]
+		Expect(ok).To(BeTrue(), "the chart lacks %s", copyName)
+		Expect(*c.FailurePolicy).To(Equal(admissionregistrationv1.Ignore), copyName)
+		c.FailurePolicy = facts[original].FailurePolicy
+		Expect(c).To(Equal(facts[original]), "%s must differ from %s only in its failure policy", copyName, original)
+		delete(facts, copyName)
+	}
+	return facts
+}
+
 // generatedWebhookFacts reads controller-gen's webhook manifests.
 func generatedWebhookFacts() map[string]webhook {
 	objs, err := framework.DecodeManifests(filepath.Join(framework.RepoRoot(), "config", "webhook", "manifests.yaml"))
@@ -165,16 +190,80 @@ var _ = Describe("the chart, rendered", func() {
 
 		vwc := typed[admissionregistrationv1.ValidatingWebhookConfiguration](objs, "ValidatingWebhookConfiguration", "configward")
 		Expect(vwc.Annotations).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", "configward/configward-webhook"))
+		scopes := map[string]string{}
 		for _, w := range vwc.Webhooks {
-			Expect(w.MatchConditions).To(HaveLen(3), w.Name)
-			if w.Name == "configpolicies.validate.configward.dev" {
+			switch w.Name {
+			case "configpolicies.validate.configward.dev":
 				Expect(w.NamespaceSelector).To(BeNil(), "ConfigPolicies are cluster-scoped")
+				continue
+			case "namespaces.record.configward.dev":
+				Expect(w.NamespaceSelector.MatchExpressions).To(HaveLen(1), "a namespace getting the ignore label must still be seen")
+				Expect(w.NamespaceSelector.MatchExpressions[0].Values).To(ConsistOf("kube-system", "kube-node-lease", "kube-public", "configward", "cert-manager"))
+				Expect(string(*w.FailurePolicy)).To(Equal("Ignore"), "it only records")
 				continue
 			}
 			Expect(w.NamespaceSelector.MatchExpressions[0].Values).To(ConsistOf("kube-system", "kube-node-lease", "kube-public", "configward", "cert-manager"), w.Name)
-			Expect(w.NamespaceSelector.MatchExpressions[1].Key).To(Equal("configward.dev/ignore"))
-			Expect(w.MatchConditions).To(HaveLen(3), w.Name)
+			for _, e := range w.NamespaceSelector.MatchExpressions[1:] {
+				Expect(e.Key).NotTo(Equal("configward.dev/ignore"), "the ignore label is off by default")
+				scopes[w.Name] = e.Key + " " + string(e.Operator) + " " + strings.Join(e.Values, ",") + " " + string(*w.FailurePolicy)
+			}
 			Expect(*w.ClientConfig.Service.Path).To(HavePrefix("/validate-"))
+		}
+		Expect(scopes).To(Equal(map[string]string{
+			"configmaps.validate.configward.dev":                 "configward.dev/config-schemas In present Fail",
+			"configmaps-without-schemas.validate.configward.dev": "configward.dev/config-schemas NotIn present Ignore",
+			"changes.validate.configward.dev":                    "configward.dev/change-control In governed Fail",
+			"changes-ungoverned.validate.configward.dev":         "configward.dev/change-control NotIn governed Ignore",
+		}), "fail-closed copies only where configward enforces something")
+	})
+
+	It("skips, on change control, exactly the Kubernetes writers the handler never blocks, and no one else", func() {
+		vwc := typed[admissionregistrationv1.ValidatingWebhookConfiguration](render(), "ValidatingWebhookConfiguration", "configward")
+		var quoted []string
+		for _, u := range changecontrol.KubernetesWriters() {
+			quoted = append(quoted, "'"+u+"'")
+		}
+		want := "!(request.userInfo.username in [" + strings.Join(quoted, ", ") + "])"
+		for _, w := range vwc.Webhooks {
+			switch w.Name {
+			case "changes.validate.configward.dev", "changes-ungoverned.validate.configward.dev", "namespaces.record.configward.dev":
+				Expect(w.MatchConditions).To(HaveLen(1), w.Name)
+				Expect(w.MatchConditions[0].Expression).To(Equal(want), "%s: the chart's list and internal/changecontrol's differ", w.Name)
+			default:
+				// Workload and schema webhooks skip every kube-system service
+				// account: the ReplicaSet controller creating pods must never
+				// wait on configward.
+				Expect(w.MatchConditions).To(HaveLen(3), w.Name)
+			}
+		}
+	})
+
+	It("honours the ignore label only when asked, in the webhooks and in both processes", func() {
+		for _, enabled := range []bool{false, true} {
+			objs := render("--set", fmt.Sprintf("webhooks.ignoreLabel.enabled=%t", enabled))
+			vwc := typed[admissionregistrationv1.ValidatingWebhookConfiguration](objs, "ValidatingWebhookConfiguration", "configward")
+			for _, w := range vwc.Webhooks {
+				if w.NamespaceSelector == nil {
+					continue
+				}
+				keys := []string{}
+				for _, e := range w.NamespaceSelector.MatchExpressions {
+					keys = append(keys, e.Key)
+				}
+				if enabled && w.Name != "namespaces.record.configward.dev" {
+					Expect(keys).To(ContainElement("configward.dev/ignore"), w.Name)
+				} else {
+					Expect(keys).NotTo(ContainElement("configward.dev/ignore"), w.Name)
+				}
+			}
+			for _, name := range []string{"configward-webhook", "configward-controller"} {
+				args := typed[appsv1.Deployment](objs, "Deployment", name).Spec.Template.Spec.Containers[0].Args
+				if enabled {
+					Expect(args).To(ContainElement("--ignore-namespace-label=configward.dev/ignore"), name)
+				} else {
+					Expect(args).NotTo(ContainElement(HavePrefix("--ignore-namespace-label")), name)
+				}
+			}
 		}
 	})
 
@@ -191,7 +280,7 @@ var _ = Describe("the chart, rendered", func() {
 
 		vwc := typed[admissionregistrationv1.ValidatingWebhookConfiguration](objs, "ValidatingWebhookConfiguration", "configward")
 		for _, w := range vwc.Webhooks {
-			Expect(*w.ClientConfig.URL).To(HavePrefix("https://localhost:9443/validate-"))
+			Expect(*w.ClientConfig.URL).To(HavePrefix("https://localhost:9443/"))
 			Expect(w.ClientConfig.Service).To(BeNil())
 			if w.NamespaceSelector != nil {
 				Expect(w.NamespaceSelector.MatchExpressions[0].Values).To(ContainElement("legacy"))
@@ -203,7 +292,10 @@ var _ = Describe("the chart, rendered", func() {
 		web := typed[appsv1.Deployment](objs, "Deployment", "configward-webhook")
 		Expect(*web.Spec.Replicas).To(BeEquivalentTo(3))
 		Expect(web.Spec.Template.Spec.PriorityClassName).To(Equal("system-cluster-critical"))
-		Expect(web.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--pipeline-service-accounts=ci/deployer", "--change-control-namespace-selector=team=payments"))
+		for _, name := range []string{"configward-webhook", "configward-controller"} {
+			Expect(typed[appsv1.Deployment](objs, "Deployment", name).Spec.Template.Spec.Containers[0].Args).To(
+				ContainElements("--pipeline-service-accounts=ci/deployer", "--change-control-namespace-selector=team=payments"), name)
+		}
 	})
 
 	It("refuses wrong values at install time, from values.schema.json", func() {
@@ -233,10 +325,10 @@ var _ = Describe("the chart, rendered", func() {
 		}
 
 		objs := render()
-		Expect(webhookFacts(
+		Expect(foldCopies(webhookFacts(
 			typed[admissionregistrationv1.MutatingWebhookConfiguration](objs, "MutatingWebhookConfiguration", "configward"),
 			typed[admissionregistrationv1.ValidatingWebhookConfiguration](objs, "ValidatingWebhookConfiguration", "configward"),
-		)).To(Equal(generatedWebhookFacts()), "the chart's webhooks and config/webhook (from the handlers' markers) differ")
+		))).To(Equal(generatedWebhookFacts()), "the chart's webhooks and config/webhook (from the handlers' markers) differ")
 
 		// Every permission the code's markers ask for is granted to one of
 		// the chart's two roles.

@@ -35,17 +35,63 @@ Namespaces the webhooks never see. kubernetes.io/metadata.name is set by the
 API server from the namespace's name and cannot be changed, so this cannot be
 forged by labelling a namespace.
 */}}
+{{/*
+namespaceSelector of a webhook: never the excluded namespaces, nor those
+carrying the ignore label when the installation honours it (unless
+"seeIgnored": the webhook that records namespaces getting it). Pass "scope" to
+add one expression on a label configward maintains (the fail-closed and
+fail-open copies of the change-control and schema webhooks), e.g.
+(dict "root" . "scope" (dict "key" "configward.dev/change-control" "operator" "In" "values" (list "governed"))).
+*/}}
 {{- define "configward.namespaceSelector" -}}
+{{- $root := .root | default . -}}
 matchExpressions:
 - key: kubernetes.io/metadata.name
   operator: NotIn
   values:
-  {{- $excluded := concat (list "kube-system" "kube-node-lease" "kube-public" .Release.Namespace .Values.certManager.namespace) .Values.webhooks.excludedNamespaces | uniq }}
+  {{- $excluded := concat (list "kube-system" "kube-node-lease" "kube-public" $root.Release.Namespace $root.Values.certManager.namespace) $root.Values.webhooks.excludedNamespaces | uniq }}
   {{- range $excluded }}
   - {{ . | quote }}
   {{- end }}
+{{- if and $root.Values.webhooks.ignoreLabel.enabled (not .seeIgnored) }}
 - key: configward.dev/ignore
   operator: DoesNotExist
+{{- end }}
+{{- with .scope }}
+- key: {{ .key }}
+  operator: {{ .operator }}
+  values: [{{ join ", " .values }}]
+{{- end }}
+{{- end -}}
+
+{{/*
+The ignore-label argument both processes take when the label is honoured.
+*/}}
+{{- define "configward.ignoreLabelArg" -}}
+{{- if .Values.webhooks.ignoreLabel.enabled }}
+- --ignore-namespace-label=configward.dev/ignore
+{{- end }}
+{{- end -}}
+
+{{/*
+Change-control arguments, the same for the webhook (which judges) and the
+controller (which labels the namespaces under change control).
+*/}}
+{{- define "configward.changeControlArgs" -}}
+{{- $cc := .Values.changeControl -}}
+{{- with $cc.pipelineUsers }}
+- --pipeline-users={{ join "," . }}
+{{- end }}
+{{- with $cc.pipelineGroups }}
+- --pipeline-groups={{ join "," . }}
+{{- end }}
+{{- with $cc.pipelineServiceAccounts }}
+- --pipeline-service-accounts={{ join "," . }}
+{{- end }}
+{{- with $cc.namespaceSelector }}
+- --change-control-namespace-selector={{ . }}
+{{- end }}
+{{- include "configward.ignoreLabelArg" . }}
 {{- end -}}
 
 {{/*
@@ -63,6 +109,22 @@ and kubelets (mirror pods). Only cluster administrators can act as these.
   expression: "!request.userInfo.username.startsWith('system:serviceaccount:kube-system:')"
 - name: exclude-nodes
   expression: "!('system:nodes' in request.userInfo.groups)"
+{{- end -}}
+
+{{/*
+The change-control webhooks skip only the Kubernetes components that write
+or delete ConfigMaps and Secrets in every namespace, exactly the list the
+handler never blocks (internal/changecontrol; a chart test keeps the two in
+step). Every other identity in kube-system, add-ons included, is judged:
+change control knows no blanket exemption.
+*/}}
+{{- define "configward.changeControlMatchConditions" -}}
+- name: exclude-kubernetes-config-writers
+  expression: "!(request.userInfo.username in [{{ include "configward.kubernetesConfigWriters" . }}])"
+{{- end -}}
+
+{{- define "configward.kubernetesConfigWriters" -}}
+'system:apiserver', 'system:kube-controller-manager', 'system:serviceaccount:kube-system:generic-garbage-collector', 'system:serviceaccount:kube-system:legacy-service-account-token-cleaner', 'system:serviceaccount:kube-system:namespace-controller', 'system:serviceaccount:kube-system:root-ca-cert-publisher'
 {{- end -}}
 
 {{/* clientConfig of one webhook: the Service, or externalURL when set. */}}

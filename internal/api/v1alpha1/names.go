@@ -42,6 +42,22 @@ const (
 	RolloutDisabled   = "disabled"
 )
 
+// Labels configward maintains on Namespaces. They scope the fail-closed
+// copies of its webhooks (see the Helm chart), so that while configward is
+// down, writes are refused only where it enforces something; everywhere
+// else its webhooks fail open. They never decide what configward enforces:
+// the webhook judges every namespace by its own settings.
+const (
+	// ChangeControlLabel is ChangeControlGoverned on namespaces under
+	// change control (rule out-of-pipeline-edit).
+	ChangeControlLabel    = "configward.dev/change-control"
+	ChangeControlGoverned = "governed"
+	// ConfigSchemasLabel is ConfigSchemasPresent on namespaces that hold a
+	// ConfigSchema.
+	ConfigSchemasLabel   = "configward.dev/config-schemas"
+	ConfigSchemasPresent = "present"
+)
+
 // ExemptAnnotationPrefix, followed by a rule id, is the annotation any
 // judged object exempts itself from that rule with; its value is the
 // reason. It counts only where the ConfigPolicies allow the exemption.
