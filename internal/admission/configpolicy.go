@@ -21,16 +21,18 @@ const ValidateConfigPoliciesPath = "/validate-configpolicies"
 // +kubebuilder:rbac:groups=configward.dev,resources=configpolicies,verbs=get;list;watch
 
 // ValidateConfigPolicies refuses a ConfigPolicy with Rego that does not
-// compile (with the line), an unknown rule id, or an invalid selector.
+// compile (with the line), an unknown rule id, an invalid selector, or one
+// that cannot be in force with the other policies (a custom rule id another
+// policy declares, Rego that clashes with theirs).
 type ValidateConfigPolicies struct {
-	Decoder admission.Decoder
+	Decoder  admission.Decoder
+	Policies *policystore.Store
 }
 
 // Handle implements admission.Handler.
 func (h *ValidateConfigPolicies) Handle(ctx context.Context, req admission.Request) admission.Response {
 	var cp v1alpha1.ConfigPolicy
 	return validateObject(req, h.Decoder, "ConfigPolicy", &cp, func() field.ErrorList {
-		_, errs := policystore.Validate(ctx, &cp)
-		return errs
+		return h.Policies.Check(ctx, &cp)
 	})
 }

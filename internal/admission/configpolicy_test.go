@@ -55,7 +55,7 @@ func TestValidateConfigPolicies(t *testing.T) {
 		{"an update to a good policy", req{op: admissionv1.Update, kind: configPolicyKind, object: good, oldObject: good}, allowed("")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &ValidateConfigPolicies{Decoder: newDecoder()}
+			h := &ValidateConfigPolicies{Decoder: newDecoder(), Policies: builtinPolicies(t)}
 			tc.want.check(t, h.Handle(context.Background(), tc.req.build(t)))
 		})
 	}
@@ -91,7 +91,7 @@ func TestValidateConfigPoliciesRefusesInvalidPolicies(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &ValidateConfigPolicies{Decoder: newDecoder()}
+			h := &ValidateConfigPolicies{Decoder: newDecoder(), Policies: builtinPolicies(t)}
 			r := req{op: admissionv1.Update, kind: configPolicyKind, object: configPolicy("bad", tc.spec), oldObject: configPolicy("bad", v1alpha1.ConfigPolicySpec{})}
 			checkInvalid(t, h.Handle(context.Background(), r.build(t)), "ConfigPolicy", "bad", tc.want)
 		})

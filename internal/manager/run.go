@@ -127,7 +127,7 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	srv.Register(admission.ValidateConfigSchemasPath, admission.Webhook("validate-configschemas",
 		&admission.ValidateConfigSchemas{Decoder: decoder}))
 	srv.Register(admission.ValidateConfigPoliciesPath, admission.Webhook("validate-configpolicies",
-		&admission.ValidateConfigPolicies{Decoder: decoder}))
+		&admission.ValidateConfigPolicies{Decoder: decoder, Policies: policies}))
 	srv.Register(admission.ValidateWorkloadsPath, admission.Webhook("validate-workloads", &admission.ValidateWorkloads{
 		Inventory: inv, Policies: policies, Namespaces: mgr.GetCache(), Decoder: decoder, Events: events,
 	}))
@@ -231,7 +231,7 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if err := controller.SetupConfigPolicies(mgr); err != nil {
+	if err := controller.SetupConfigPolicies(mgr, policies); err != nil {
 		return nil, err
 	}
 	if err := controller.SetupConfigSchemas(mgr); err != nil {

@@ -127,6 +127,15 @@ func Compile(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Compiled, error) 
 	return c, errs.ToAggregate()
 }
 
+// customIDs lists the ids of the custom rules the policy declares.
+func (c *Compiled) customIDs() []string {
+	ids := make([]string, len(c.spec.CustomRules))
+	for i, r := range c.spec.CustomRules {
+		ids[i] = r.ID
+	}
+	return ids
+}
+
 func builtinIDs() []string {
 	ids := append(slices.Collect(maps.Keys(rules.Defaults)), rules.SubpathConfig)
 	slices.Sort(ids)

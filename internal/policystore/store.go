@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,6 +57,19 @@ type Store struct {
 	active atomic.Pointer[Active]
 	// onChange are called after each change of the set in force.
 	onChange []func()
+	// outcomes holds, per policy, the last generation tried and why it is
+	// not in force (nil when it is). A generation that failed only with the
+	// others is kept in waiting and tried again whenever the set changes:
+	// deleting the policy it clashed with puts it in force.
+	outcomes map[string]Outcome
+	waiting  map[string]*v1alpha1.ConfigPolicy
+}
+
+// Outcome is what became of the last generation of a policy the store saw.
+type Outcome struct {
+	Generation int64
+	// Problems say why that generation is not in force; none when it is.
+	Problems field.ErrorList
 }
 
 // New starts with the built-in rules and no policy.
@@ -63,7 +78,7 @@ func New(ctx context.Context, log logr.Logger) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{log: log, good: map[string]*Compiled{}}
+	s := &Store{log: log, good: map[string]*Compiled{}, outcomes: map[string]Outcome{}, waiting: map[string]*v1alpha1.ConfigPolicy{}}
 	s.publish(&Active{Version: v})
 	return s, nil
 }
@@ -124,15 +139,33 @@ func (s *Store) observe(obj any) {
 func (s *Store) Load(ctx context.Context, cp *v1alpha1.ConfigPolicy) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	err := s.load(ctx, cp)
+	if err == nil {
+		s.retryWaiting(ctx)
+	}
+	return err
+}
+
+func (s *Store) load(ctx context.Context, cp *v1alpha1.ConfigPolicy) error {
 	if g, ok := s.good[cp.Name]; ok && g.Generation == cp.Generation {
 		return nil
 	}
-	c, err := Compile(ctx, cp)
-	if err == nil {
-		next := maps.Clone(s.good)
-		next[cp.Name] = c
-		err = s.swap(ctx, next)
+	delete(s.waiting, cp.Name) // this generation replaces any older one waiting
+	c, problems := Validate(ctx, cp)
+	if len(problems) == 0 {
+		err := s.conflicts(ctx, c)
+		if err == nil {
+			next := maps.Clone(s.good)
+			next[cp.Name] = c
+			err = s.swap(ctx, next)
+		}
+		if err != nil {
+			problems = field.ErrorList{withOthers(err)}
+			s.waiting[cp.Name] = cp.DeepCopy()
+		}
 	}
+	s.outcomes[cp.Name] = Outcome{Generation: cp.Generation, Problems: problems}
+	err := problems.ToAggregate()
 	if err != nil {
 		loads.WithLabelValues("failed").Inc()
 		kept := "none (built-in defaults apply where it selects)"
@@ -149,10 +182,87 @@ func (s *Store) Load(ctx context.Context, cp *v1alpha1.ConfigPolicy) error {
 	return nil
 }
 
+// retryWaiting tries once more every generation that failed only with the
+// others, now that the set has changed.
+func (s *Store) retryWaiting(ctx context.Context) {
+	for _, name := range slices.Sorted(maps.Keys(s.waiting)) {
+		_ = s.load(ctx, s.waiting[name])
+	}
+}
+
+// conflicts reports a custom rule id c declares that another policy in
+// force declares too: a custom id belongs to one ConfigPolicy, or the two
+// would write into each other's Rego package.
+func (s *Store) conflicts(_ context.Context, c *Compiled) error {
+	for _, other := range slices.Sorted(maps.Keys(s.good)) {
+		if other == c.Name {
+			continue
+		}
+		for _, id := range c.customIDs() {
+			if slices.Contains(s.good[other].customIDs(), id) {
+				return fmt.Errorf("custom rule id %q is declared by ConfigPolicy %q too; a custom rule id belongs to one ConfigPolicy", id, other)
+			}
+		}
+	}
+	return nil
+}
+
+// Check validates a generation as Load would put it in force: alone, then
+// with the other policies in force. Admission refuses what it reports, so
+// a policy that cannot be in force is never stored.
+func (s *Store) Check(ctx context.Context, cp *v1alpha1.ConfigPolicy) field.ErrorList {
+	c, errs := Validate(ctx, cp)
+	if len(errs) > 0 {
+		return errs
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.conflicts(ctx, c); err != nil {
+		return field.ErrorList{withOthers(err)}
+	}
+	modules := map[string]string{}
+	for name, other := range s.good {
+		if name != cp.Name {
+			maps.Copy(modules, other.modules)
+		}
+	}
+	maps.Copy(modules, c.modules)
+	if _, err := policy.Compile(ctx, modules); err != nil {
+		return field.ErrorList{withOthers(err)}
+	}
+	return nil
+}
+
+// withOthers is the problem of a policy that is valid alone but cannot be
+// in force with the others.
+func withOthers(err error) *field.Error {
+	return field.Invalid(field.NewPath("spec", "customRules"), field.OmitValueType{},
+		"cannot be in force with the other ConfigPolicies: "+strings.Replace(err.Error(), "bundle activation failed: ", "", 1))
+}
+
+// OutcomeOf says what became of the last generation of the policy the
+// store saw, and whether it saw any.
+func (s *Store) OutcomeOf(name string) (Outcome, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.outcomes[name]
+	return o, ok
+}
+
+// InForce returns the generation of a policy in force, if any.
+func (s *Store) InForce(name string) (*Compiled, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.good[name]
+	return c, ok
+}
+
 // Forget takes a deleted policy out of force.
 func (s *Store) Forget(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.outcomes, name)
+	delete(s.waiting, name)
 	if _, ok := s.good[name]; !ok {
 		return
 	}
@@ -163,6 +273,7 @@ func (s *Store) Forget(name string) {
 		return
 	}
 	s.log.Info("ConfigPolicy removed", "policy", name, "activeRules", s.Current().Version.Hash)
+	s.retryWaiting(context.Background())
 }
 
 // swap compiles the rules of a set of policies and puts the set in force.

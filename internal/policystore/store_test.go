@@ -215,3 +215,45 @@ func mustLoad(t *testing.T, s *Store, p *v1alpha1.ConfigPolicy) {
 		t.Fatal(err)
 	}
 }
+
+// A custom rule id belongs to one policy: a second policy declaring it is
+// refused at admission (Check), and when it was stored anyway (the webhook
+// was not there) it stays out of force, says why, and comes in once the
+// first policy is gone.
+func TestCustomRuleIDsBelongToOnePolicy(t *testing.T) {
+	ctx := context.Background()
+	s, err := New(ctx, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := cp("first", 1, v1alpha1.ConfigPolicySpec{CustomRules: []v1alpha1.CustomRule{{ID: "no-latest", Rego: noLatest}}})
+	second := cp("second", 1, v1alpha1.ConfigPolicySpec{CustomRules: []v1alpha1.CustomRule{{ID: "no-latest", Rego: noLatest}}})
+	mustLoad(t, s, first)
+
+	errs := s.Check(ctx, second)
+	if len(errs) != 1 || errs[0].Field != "spec.customRules" || !strings.Contains(errs[0].Detail, `custom rule id "no-latest" is declared by ConfigPolicy "first" too`) {
+		t.Fatalf("Check = %v", errs)
+	}
+	if errs := s.Check(ctx, cp("first", 2, first.Spec)); len(errs) != 0 {
+		t.Fatalf("a policy does not clash with its own earlier generation: %v", errs)
+	}
+
+	if err := s.Load(ctx, second); err == nil {
+		t.Fatal("a clashing policy was put in force")
+	}
+	o, ok := s.OutcomeOf("second")
+	if !ok || o.Generation != 1 || len(o.Problems) != 1 || !strings.Contains(o.Problems[0].Detail, "cannot be in force with the other ConfigPolicies") {
+		t.Fatalf("outcome = %+v, %v", o, ok)
+	}
+	if _, ok := s.InForce("second"); ok {
+		t.Fatal("second is in force")
+	}
+
+	s.Forget("first")
+	if _, ok := s.InForce("second"); !ok {
+		t.Fatal("second waited for first to go and was not put in force")
+	}
+	if o, _ := s.OutcomeOf("second"); len(o.Problems) != 0 {
+		t.Fatalf("outcome still has problems: %v", o.Problems)
+	}
+}

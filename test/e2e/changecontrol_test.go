@@ -33,15 +33,17 @@ const (
 	human              = "alice"
 )
 
-func configureChangeControl(o *manager.Webhook) {
-	o.ChangeControl = manager.ChangeControl{
-		PipelineServiceAccounts:    []string{"ci/deployer"},
-		PipelineGroups:             []string{pipelineGroup},
-		NamespaceSelector:          changeControlLabel + "=on",
-		ConfigwardServiceAccounts:  []string{"configward-system/configward-controller"},
-		CertManagerServiceAccounts: []string{"cert-manager/cert-manager"},
-	}
+// suiteChangeControl are the change-control flags of the suite's webhook
+// and controller, as the chart gives both the same.
+var suiteChangeControl = manager.ChangeControl{
+	PipelineServiceAccounts:    []string{"ci/deployer"},
+	PipelineGroups:             []string{pipelineGroup},
+	NamespaceSelector:          changeControlLabel + "=on",
+	ConfigwardServiceAccounts:  []string{"configward-system/configward-controller"},
+	CertManagerServiceAccounts: []string{"cert-manager/cert-manager"},
 }
+
+func configureChangeControl(o *manager.Webhook) { o.ChangeControl = suiteChangeControl }
 
 // grantTestIdentities lets the impersonated identities edit the objects
 // the specs use, so that what stops them is configward, not RBAC.
@@ -64,6 +66,7 @@ func grantTestIdentities() {
 			{Kind: rbacv1.ServiceAccountKind, Namespace: "ci", Name: "policy-deployer"},
 			{Kind: rbacv1.ServiceAccountKind, Namespace: "configward-system", Name: "configward-controller"},
 			{Kind: rbacv1.ServiceAccountKind, Namespace: "cert-manager", Name: "cert-manager"},
+			{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: "some-addon"},
 		},
 	}
 	Expect(env.Client.Create(context.Background(), crb)).To(Succeed())

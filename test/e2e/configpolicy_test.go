@@ -156,7 +156,7 @@ var _ = Describe("ConfigPolicy", func() {
 		Eventually(policyReady("lkg"), 10*time.Second, 100*time.Millisecond).Should(And(
 			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", "CompileFailed"),
 			HaveField("Message", ContainSubstring("configpolicy/lkg/oops.rego:3: rego_unsafe_var_error: var nope is unsafe")),
-			HaveField("Message", ContainSubstring("the last generation that compiled stays in force"))))
+			HaveField("Message", ContainSubstring("generation 1, the last that compiled, stays in force (activeHash)"))))
 		var now v1alpha1.ConfigPolicy
 		Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: "lkg"}, &now)).To(Succeed())
 		Expect(now.Status.ActiveHash).To(Equal(good.Status.ActiveHash))

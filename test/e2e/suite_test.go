@@ -30,7 +30,7 @@ var (
 // suiteController are the settings of the suite's configward controller:
 // a short batch window so specs wait less, and no pacing, which one spec
 // turns on for itself.
-var suiteController = manager.Controller{RolloutBatchWindow: rolloutBatchWindow}
+var suiteController = manager.Controller{Common: manager.Common{ChangeControl: suiteChangeControl}, RolloutBatchWindow: rolloutBatchWindow}
 
 // kwokNodes is how many fake nodes run the suite's pods.
 const kwokNodes = 3

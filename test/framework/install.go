@@ -76,8 +76,10 @@ func DecodeManifests(path string) ([]client.Object, error) {
 }
 
 // ControllerUser is the identity the in-process controller uses, so that the
-// audit log tells its writes from everyone else's.
-const ControllerUser = "configward-controller"
+// audit log tells its writes from everyone else's: the username the API
+// server gives the chart's controller service account (in namespace
+// configward-system), which configward's own flags name as itself.
+const ControllerUser = "system:serviceaccount:configward-system:configward-controller"
 
 // StartController runs `configward controller` in-process against the test
 // API server as ControllerUser, without leader election. It stops with the Env, or earlier
