@@ -91,7 +91,7 @@ var _ = Describe("change control against the routes around it", func() {
 		apply(schemaYAML(ns, "flags-schema", nil, "level", "text", `{"enum": ["info", "debug"]}`,
 			"  selector: {matchLabels: {schema: flags}}\n"))
 		asPipeline(strings.Replace(configMap(ns, "schemed", map[string]string{"level": "info"}, map[string]string{v1alpha1.SchemaAnnotation: "flags-schema"}),
-				"metadata:\n", "metadata:\n  labels: {schema: flags}\n  finalizers: []\n", 1))
+			"metadata:\n", "metadata:\n  labels: {schema: flags}\n  finalizers: []\n", 1))
 		for _, tc := range []struct{ what, name, patch string }{
 			{"an exemption added first", "app-flags", `{"metadata":{"annotations":{"configward.dev/exempt.out-of-pipeline-edit":"trust me"}}}`},
 			{"the reload mode set to ignore", "app-flags", `{"metadata":{"annotations":{"configward.dev/reload":"ignore"}}}`},
