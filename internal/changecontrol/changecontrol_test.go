@@ -141,6 +141,12 @@ func TestDecide(t *testing.T) {
 		{name: "configward", req: update(authenticationv1.UserInfo{Username: "system:serviceaccount:configward:configward-controller"}, cm("a", nil), cm("b", nil)), exempt: true},
 		{name: "cert-manager renewing its Secret", req: Request{Operation: "UPDATE", User: certManager, Kind: "Secret", Old: tlsSecret("a", issued), New: tlsSecret("b", issued)}, exempt: true},
 		{name: "cert-manager issuing a new Secret", req: Request{Operation: "CREATE", User: certManager, Kind: "Secret", New: tlsSecret("b", issued)}, exempt: true},
+		{name: "cert-manager keeping its next private key", req: Request{Operation: "CREATE", User: certManager, Kind: "Secret",
+			New: FromSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"cert-manager.io/next-private-key": "true"}}})}, exempt: true},
+		{name: "cert-manager deleting its next private key", req: Request{Operation: "DELETE", User: certManager, Kind: "Secret",
+			Old: FromSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"cert-manager.io/next-private-key": "true"}}})}, exempt: true},
+		{name: "a human labelling a Secret as cert-manager's", req: Request{Operation: "UPDATE", User: human, Kind: "Secret", Old: FromSecret(&corev1.Secret{}),
+			New: FromSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"cert-manager.io/next-private-key": "true"}}})}, rules: []string{rules.OutOfPipelineEdit}},
 		// Anyone who may create a Certificate could otherwise have
 		// cert-manager overwrite a governed Secret: only the stored object
 		// says whose it is.

@@ -23,6 +23,7 @@ type Content struct {
 	Immutable   bool
 	Type        corev1.SecretType // Secrets only
 	Annotations map[string]string
+	Labels      map[string]string
 	// Governing is the governing metadata (see GoverningMetadata), by the
 	// field name users read in a denial.
 	Governing map[string]string
@@ -46,7 +47,7 @@ func FromConfigMap(cm *corev1.ConfigMap, schemaLabels []string) *Content {
 // merged here too so that a request built by hand is judged the same way.
 func FromSecret(s *corev1.Secret) *Content {
 	c := &Content{Data: s.Data, Immutable: s.Immutable != nil && *s.Immutable, Type: s.Type, Annotations: s.Annotations,
-		Governing: GoverningMetadata(&s.ObjectMeta, nil, true)}
+		Labels: s.Labels, Governing: GoverningMetadata(&s.ObjectMeta, nil, true)}
 	if len(s.StringData) > 0 {
 		c.Data = maps.Clone(s.Data)
 		if c.Data == nil {
@@ -111,11 +112,15 @@ func (c *Content) annotation(key string) string {
 	return c.Annotations[key]
 }
 
-// ManagedByCertManager is true for a Secret cert-manager issued: it carries
-// the name of its Certificate, the annotation cert-manager sets on every
-// Secret it writes.
+// ManagedByCertManager is true for a Secret cert-manager writes: one it
+// issued, which carries the name of its Certificate, or the private key it
+// keeps for the next issuance, which carries its label (a generated name
+// nothing consumes).
 func (c *Content) ManagedByCertManager() bool {
-	return c.annotation(cmapi.CertificateNameKey) != ""
+	if c == nil {
+		return false
+	}
+	return c.annotation(cmapi.CertificateNameKey) != "" || c.Labels[cmapi.IsNextPrivateKeySecretLabelKey] == "true"
 }
 
 // GoverningMetadata is the metadata of a ConfigMap or Secret that changes
@@ -127,8 +132,8 @@ func (c *Content) ManagedByCertManager() bool {
 // select a ConfigSchema (removing one lets invalid content in), owner
 // references (the garbage collector deletes what a missing owner owned),
 // finalizers (one blocks the pipeline's delete), and on Secrets
-// cert-manager's annotations (they make a Secret cert-manager's to
-// overwrite). The break-glass annotations are the emergency path itself and
+// cert-manager's annotations and labels (they make a Secret cert-manager's
+// to overwrite). The break-glass annotations are the emergency path itself and
 // are judged as such. Values are metadata, never Secret data.
 func GoverningMetadata(m *metav1.ObjectMeta, schemaLabels []string, secret bool) map[string]string {
 	out := map[string]string{}
@@ -138,7 +143,7 @@ func GoverningMetadata(m *metav1.ObjectMeta, schemaLabels []string, secret bool)
 		}
 	}
 	for k, v := range m.Labels {
-		if strings.HasPrefix(k, configwardPrefix) || slices.Contains(schemaLabels, k) {
+		if strings.HasPrefix(k, configwardPrefix) || slices.Contains(schemaLabels, k) || (secret && strings.HasPrefix(k, "cert-manager.io/")) {
 			out[fmt.Sprintf("metadata.labels[%q]", k)] = v
 		}
 	}

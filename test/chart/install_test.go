@@ -16,6 +16,7 @@ import (
 	cmscheme "github.com/cert-manager/cert-manager/pkg/client/clientset/versioned/scheme"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/spf13/pflag"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -130,11 +131,17 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 	// external URL, serving the certificate cert-manager issued;
 	// stopWebhook stops it (an outage, as far as the API server can tell).
 	startWebhook := func() {
-		p, err := manager.NewWebhook(env.Config, manager.Webhook{
-			Common:      manager.Common{MetricsAddr: "0", ProbeAddr: "0", LogFormat: "console"},
-			BindAddress: "127.0.0.1:" + addr[len("localhost:"):], CertDir: certDir, CertName: "tls.crt", KeyName: "tls.key",
-			CertPollInterval: time.Second, MaxRequestBytes: 8 << 20,
-		})
+		// The flags the chart gives the webhook container, parsed by the
+		// binary's own flag set; only where it listens and finds its
+		// certificate differ in-process.
+		var o manager.Webhook
+		fs := pflag.NewFlagSet("webhook", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		Expect(fs.Parse(chartArgs("configward-webhook", installArgs()...))).To(Succeed())
+		o.MetricsAddr, o.ProbeAddr, o.LogFormat = "0", "0", "console"
+		o.BindAddress, o.CertDir, o.CertPollInterval, o.ShutdownDelay = "127.0.0.1:"+addr[len("localhost:"):], certDir, time.Second, 0
+		Expect(o.Validate()).To(Succeed())
+		p, err := manager.NewWebhook(env.Config, o)
 		Expect(err).NotTo(HaveOccurred())
 		wctx, wcancel := context.WithCancel(ctx)
 		webhookDone = make(chan error, 1)
@@ -158,7 +165,11 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		ctx, cancel = context.WithCancel(context.Background())
 		DeferCleanup(cancel)
 		Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cert-manager"}})).To(Succeed())
-		Expect(startCertManager(ctx, env.Config, env.Kubeconfig, "cert-manager")).To(Succeed())
+		// cert-manager acts as its own service account, the identity change
+		// control lets write the Secrets cert-manager manages.
+		certManagerKubeconfig, err := env.UserKubeconfig("system:serviceaccount:cert-manager:cert-manager", "system:masters")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(startCertManager(ctx, env.Config, certManagerKubeconfig, "cert-manager")).To(Succeed())
 
 		// The webhook will listen on localhost:<port>, the external URL the
 		// chart puts into its webhook configurations.
@@ -177,8 +188,12 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		startWebhook()
 		// The controller keeps the namespace labels the chart's fail-closed
 		// webhook copies are scoped to.
-		ctl, err := manager.NewController(env.Config, manager.Controller{
-			Common: manager.Common{MetricsAddr: "0", ProbeAddr: "0", LogFormat: "console"}, Restartable: true})
+		var co manager.Controller
+		fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+		co.AddFlags(fs)
+		Expect(fs.Parse(chartArgs("configward-controller", installArgs()...))).To(Succeed())
+		co.MetricsAddr, co.ProbeAddr, co.LogFormat, co.LeaderElect, co.Restartable = "0", "0", "console", false, true
+		ctl, err := manager.NewController(env.Config, co)
 		Expect(err).NotTo(HaveOccurred())
 		go func() { _ = ctl.Run(ctx) }()
 
@@ -327,6 +342,27 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		Eventually(func() int {
 			return env.Kubectl(config("governed", "app", "2"), pipeline, "apply", "-f", "-").ExitCode
 		}, 30*time.Second, 250*time.Millisecond).Should(Equal(0))
+
+		By("cert-manager, as its own service account, issues into a Secret in the governed namespace")
+		res = env.Kubectl(`apiVersion: cert-manager.io/v1
+kind: Issuer
+metadata: {name: selfsigned, namespace: governed}
+spec: {selfSigned: {}}
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {name: internal, namespace: governed}
+spec:
+  secretName: internal-tls
+  dnsNames: [internal.governed.svc]
+  issuerRef: {name: selfsigned, kind: Issuer}
+`, "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(func() []byte {
+			var s corev1.Secret
+			_ = c.Get(ctx, client.ObjectKey{Namespace: "governed", Name: "internal-tls"}, &s)
+			return s.Data["tls.crt"]
+		}, 60*time.Second, 250*time.Millisecond).ShouldNot(BeEmpty(), "cert-manager could not issue into a governed namespace")
 	})
 
 	It("upgrades with changed values", func() {
@@ -363,6 +399,13 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
 	})
 })
+
+// chartArgs renders the chart with the install's values and returns the
+// arguments of a Deployment's container, without its subcommand.
+func chartArgs(deployment string, installArgs ...string) []string {
+	d := typed[appsv1.Deployment](render(installArgs[2:]...), "Deployment", deployment)
+	return d.Spec.Template.Spec.Containers[0].Args[1:]
+}
 
 func ptrNow() *metav1.Time {
 	t := metav1.Now()

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -318,6 +320,21 @@ var _ = Describe("change control", func() {
 		It("configward's own service account", func() {
 			res := as(configwardSA, "", "-n", ns, "patch", "configmap", "app-flags", "--type=merge", "-p", `{"data":{"level":"x"}}`)
 			Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		})
+
+		It("Helm's release Secrets, written by the real helm run by anyone", func() {
+			chart := GinkgoT().TempDir()
+			Expect(os.WriteFile(filepath.Join(chart, "Chart.yaml"), []byte("apiVersion: v2\nname: tiny\nversion: 0.1.0\n"), 0o600)).To(Succeed())
+			Expect(os.MkdirAll(filepath.Join(chart, "templates"), 0o700)).To(Succeed())
+			Expect(os.WriteFile(filepath.Join(chart, "templates", "deployment.yaml"), []byte(strings.TrimSpace(deployment(ns, "tiny", "", "containers:\n- name: app\n  image: registry.example/app:{{ .Release.Revision }}\n"))+"\n"), 0o600)).To(Succeed())
+			for _, args := range [][]string{
+				{"install", "tiny", chart},
+				{"upgrade", "tiny", chart},
+				{"uninstall", "tiny"},
+			} {
+				res := env.Helm(append(args, "-n", ns, "--kube-as-user", human)...)
+				Expect(res.ExitCode).To(Equal(0), "helm %v as %s: %s", args, human, res.Stderr)
+			}
 		})
 
 		It("Helm's release Secrets, for anyone", func() {

@@ -182,6 +182,13 @@ func (e *Env) schedulableNodes(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// UserKubeconfig writes a kubeconfig for a client authenticated (by a client
+// certificate) as the given user and groups, for a component a test runs
+// as its real identity: cert-manager as its service account, say.
+func (e *Env) UserKubeconfig(name string, groups ...string) (string, error) {
+	return e.componentKubeconfig(strings.NewReplacer(":", "-", "/", "-").Replace(name), envtest.User{Name: name, Groups: groups})
+}
+
 // componentKubeconfig writes a kubeconfig for a control-plane component
 // authenticated as user, into its own directory under the Env's.
 func (e *Env) componentKubeconfig(component string, user envtest.User) (string, error) {
