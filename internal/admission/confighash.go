@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/workload"
@@ -42,7 +43,9 @@ func init() { metrics.Registry.MustRegister(hashesStamped) }
 // ConfigHash stamps configward.dev/config-hash on pod templates.
 type ConfigHash struct {
 	Inventory *inventory.Inventory
-	Decoder   admission.Decoder
+	// Keys hold the installation's key the hash is keyed with.
+	Keys    *hashkey.Source
+	Decoder admission.Decoder
 	// Namespaces (a cache) and Policies give the rollout settings of the
 	// ConfigPolicies selecting the namespace.
 	Namespaces client.Reader
@@ -86,7 +89,7 @@ func (h *ConfigHash) Handle(ctx context.Context, req admission.Request) admissio
 		return admission.Allowed("rollouts disabled by ConfigPolicy")
 	}
 	spec, _ := workload.PodSpec(obj)
-	hash, counted, err := h.Inventory.TemplateHash(ctx, req.Namespace, spec, includeSecrets)
+	hash, counted, err := h.Inventory.TemplateHash(ctx, h.Keys.Current().Bytes(), req.Namespace, spec, includeSecrets)
 	if err != nil {
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
 			"configward could not compute the config hash of %s %s/%s (%v); it will not roll when its config changes until it is applied again",

@@ -19,8 +19,12 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/digest"
+	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 )
+
+// testKey is the installation key of the handler tests.
+var testKey = []byte("admission-test-installation-key0")
 
 // Requests that never reach the inventory: the handler must answer them
 // clearly on its own.
@@ -85,7 +89,7 @@ func withTemplateAnnotations(d *appsv1.Deployment, a map[string]string) *appsv1.
 }
 
 func TestConfigHash(t *testing.T) {
-	appHash := digest.PodTemplateHash([]digest.Entry{appEntry})
+	appHash := digest.PodTemplateHash(testKey, testNS, []digest.Entry{appEntry})
 	consumesApp := func() *appsv1.Deployment { return deployment("web", podSpec(nil, envFromConfigMap("app"))) }
 	consumesHot := func() *appsv1.Deployment { return deployment("web", podSpec(nil, envFromConfigMap("flags"))) }
 	stamped := func(d *appsv1.Deployment, hash string) *appsv1.Deployment {
@@ -142,12 +146,12 @@ func TestConfigHash(t *testing.T) {
 			want: patched(addKey(templateHashKey, appHash))},
 		{name: "hash already current", req: create(stamped(consumesApp(), appHash)), want: allowed("")},
 		{name: "one key of a ConfigMap", req: create(deployment("web", podSpec([]corev1.EnvVar{envConfigMapKey("APP", "app", "app.yaml")}))),
-			want: patched(addMap(templateAnnotations, digest.PodTemplateHash([]digest.Entry{{Kind: "ConfigMap", Name: "app",
+			want: patched(addMap(templateAnnotations, digest.PodTemplateHash(testKey, testNS, []digest.Entry{{Kind: "ConfigMap", Name: "app",
 				Content: digest.Content(digest.KeyDigests(appData, nil), []string{"app.yaml"})}})))},
 		{name: "missing ConfigMap counts as missing", req: create(deployment("web", podSpec(nil, envFromConfigMap("gone")))),
-			want: patched(addMap(templateAnnotations, digest.PodTemplateHash([]digest.Entry{{Kind: "ConfigMap", Name: "gone", Missing: true}})))},
+			want: patched(addMap(templateAnnotations, digest.PodTemplateHash(testKey, testNS, []digest.Entry{{Kind: "ConfigMap", Name: "gone", Missing: true}})))},
 		{name: "Secrets are part of the hash", req: create(deployment("web", podSpec([]corev1.EnvVar{envSecretKey("PW", "db", "password")}, envFromConfigMap("app")))),
-			want: patched(addMap(templateAnnotations, digest.PodTemplateHash([]digest.Entry{appEntry,
+			want: patched(addMap(templateAnnotations, digest.PodTemplateHash(testKey, testNS, []digest.Entry{appEntry,
 				{Kind: "Secret", Name: "db", Content: digest.Content(digest.SecretKeyDigests(map[string][]byte{"password": []byte("hunter2")}), []string{"password"})}})))},
 		{name: "a ConfigPolicy leaving Secrets out", req: create(deployment("web", podSpec([]corev1.EnvVar{envSecretKey("PW", "db", "password")}, envFromConfigMap("app")))),
 			policy: &v1alpha1.ConfigPolicySpec{Rollouts: v1alpha1.RolloutSettings{ExcludeSecrets: true}},
@@ -206,7 +210,7 @@ func TestConfigHash(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := hashCache(t)
-			h := &ConfigHash{Inventory: inventory.New(c), Decoder: newDecoder(), Namespaces: c, Policies: builtinPolicies(t)}
+			h := &ConfigHash{Inventory: inventory.New(c), Keys: hashkey.Fixed(testKey), Decoder: newDecoder(), Namespaces: c, Policies: builtinPolicies(t)}
 			if tc.policy != nil {
 				h.Policies = policiesWith(t, *tc.policy)
 			}
@@ -224,7 +228,7 @@ func TestConfigHash(t *testing.T) {
 // A dry run is patched like any request but not counted.
 func TestConfigHashCountsOnlyRealWrites(t *testing.T) {
 	c := hashCache(t)
-	h := &ConfigHash{Inventory: inventory.New(c), Decoder: newDecoder(), Namespaces: c, Policies: builtinPolicies(t)}
+	h := &ConfigHash{Inventory: inventory.New(c), Keys: hashkey.Fixed(testKey), Decoder: newDecoder(), Namespaces: c, Policies: builtinPolicies(t)}
 	counter := hashesStamped.WithLabelValues("Deployment")
 	for _, dryRun := range []bool{true, false} {
 		before := testutil.ToFloat64(counter)

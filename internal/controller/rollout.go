@@ -30,8 +30,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/workload"
@@ -65,6 +67,10 @@ type RolloutOptions struct {
 	// kind, so that one ConfigMap shared by a thousand workloads does not
 	// restart them all in the same second. Zero means unpaced.
 	Rate float64
+	// Keys hold the installation's key the hash is keyed with. When it
+	// changes (a rotation), every stamped workload is re-examined, and so
+	// re-stamped once, at Rate.
+	Keys *hashkey.Source
 }
 
 // SetupRollouts registers one rollout controller per workload kind, all
@@ -83,9 +89,17 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			window:   opts.BatchWindow,
 			settings: opts.Settings,
 			pace:     pace,
+			keys:     opts.Keys,
 			triggers: &triggerLog{byWorkload: map[types.NamespacedName]map[string]bool{}},
 		}
 		obj, _ := workload.New(k.Kind)
+		rotated := make(chan event.GenericEvent, 1)
+		opts.Keys.OnChange(func(*hashkey.Key) {
+			select {
+			case rotated <- event.GenericEvent{Object: obj}:
+			default:
+			}
+		})
 		err := ctrl.NewControllerManagedBy(mgr).
 			Named("rollout-"+strings.ToLower(k.Kind)).
 			// The workload's own create and template changes: catches hashes
@@ -94,6 +108,7 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			For(obj, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 			Watches(&corev1.ConfigMap{}, r.configChanged(refs.ConfigMap)).
 			Watches(&corev1.Secret{}, r.configChanged(refs.Secret)).
+			WatchesRawSource(source.Channel(rotated, handler.EnqueueRequestsFromMapFunc(r.everyWorkload))).
 			Complete(r)
 		if err != nil {
 			return fmt.Errorf("setting up the %s rollout controller: %w", k.Kind, err)
@@ -110,7 +125,23 @@ type rollout struct {
 	window   time.Duration
 	settings func(ctx context.Context, namespace string) (enabled, includeSecrets bool, err error)
 	pace     *rate.Limiter
+	keys     *hashkey.Source
 	triggers *triggerLog
+}
+
+// everyWorkload lists every workload of the controller's kind, for a key
+// rotation: each stamped one gets a hash under the new key.
+func (r *rollout) everyWorkload(ctx context.Context, _ client.Object) []reconcile.Request {
+	list, _ := workload.NewList(r.kind.Kind)
+	if err := r.client.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing workloads after the config-hash key changed", "kind", r.kind.Kind)
+		return nil
+	}
+	var out []reconcile.Request
+	for _, o := range workload.Items(list) {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+	}
+	return out
 }
 
 // configChanged enqueues, after the batch window, the consumers of a
@@ -278,7 +309,7 @@ func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed 
 		return nil, "", nil
 	}
 	spec, _ := workload.PodSpec(obj)
-	hash, counted, err := r.inv.TemplateHash(ctx, req.Namespace, spec, includeSecrets)
+	hash, counted, err := r.inv.TemplateHash(ctx, r.keys.Current().Bytes(), req.Namespace, spec, includeSecrets)
 	if err != nil || counted == 0 || hash == current {
 		return nil, "", err
 	}

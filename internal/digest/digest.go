@@ -30,16 +30,28 @@
 //	    lp(k) || "\x01" || lp(keyDigest)   if k is present
 //	    lp(k) || "\x00"                    if k is absent))
 //
-// Pod-template hash (PodTemplateHash), entries sorted by Kind, then Name
-// (then Missing, then Content, only so duplicates still order the same):
+// Pod-template hash (PodTemplateHash), keyed with the installation's key
+// (internal/hashkey) and bound to the namespace, with entries sorted by
+// Kind, then Name (then Missing, then Content, only so duplicates still
+// order the same):
 //
-//	"sha256:" || hex(sha256("configward/pod-template/v1\x00" || for each entry:
+//	"hmac-sha256:" || hex(HMAC-SHA256(key, "configward/pod-template/v2\x00" || lp(namespace) ||
+//	    for each entry:
 //	    lp(Kind) || lp(Name) || "\x01" || lp(Content)   if present
 //	    lp(Kind) || lp(Name) || "\x00"                  if Missing))
+//
+// The hash is written on pod templates and Pods that anyone who may read a
+// Deployment sees. Keyed, it is no oracle: without the key nobody can test
+// guesses of a Secret's value against it, and bound to the namespace and the
+// object names and keys, equal values in two namespaces or two objects never
+// give equal hashes. (v1, "sha256:" without a key, was such an oracle; a
+// workload still carrying one is re-stamped once.) The key digests and
+// content digests above never leave the process.
 package digest
 
 import (
 	"cmp"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -52,7 +64,10 @@ const (
 	binaryTag = "binary\x00"
 
 	contentHeader     = "configward/content/v1\x00"
-	podTemplateHeader = "configward/pod-template/v1\x00"
+	podTemplateHeader = "configward/pod-template/v2\x00"
+
+	// HashScheme prefixes every pod-template hash: which scheme made it.
+	HashScheme = "hmac-sha256:"
 
 	absent  = 0x00
 	present = 0x01
@@ -135,12 +150,12 @@ type Entry struct {
 	Content string
 }
 
-// PodTemplateHash returns "sha256:<hex>" over entries in canonical order, so
-// the order callers find references in does not matter. No entries still
-// give a hash (of the header alone), a constant shared by every workload
-// that consumes nothing; callers that do not want to stamp those must check
+// PodTemplateHash returns "hmac-sha256:<hex>" over the namespace and the
+// entries in canonical order, so the order callers find references in does
+// not matter, keyed with key. No entries still give a hash (of the header
+// and namespace alone); callers that do not want to stamp those must check
 // for an empty list themselves.
-func PodTemplateHash(entries []Entry) string {
+func PodTemplateHash(key []byte, namespace string, entries []Entry) string {
 	sorted := slices.Clone(entries)
 	slices.SortFunc(sorted, func(a, b Entry) int {
 		return cmp.Or(
@@ -151,8 +166,9 @@ func PodTemplateHash(entries []Entry) string {
 		)
 	})
 
-	h := sha256.New()
+	h := hmac.New(sha256.New, key)
 	h.Write([]byte(podTemplateHeader))
+	writeLP(h, namespace)
 	for _, e := range sorted {
 		writeLP(h, e.Kind)
 		writeLP(h, e.Name)
@@ -163,7 +179,7 @@ func PodTemplateHash(entries []Entry) string {
 			writeLP(h, e.Content)
 		}
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return HashScheme + hex.EncodeToString(h.Sum(nil))
 }
 
 func compareBool(a, b bool) int {

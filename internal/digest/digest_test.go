@@ -1,6 +1,7 @@
 package digest
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -15,13 +16,16 @@ import (
 // fails, the encoding changed and every stamped workload would restart:
 // change the literal only on purpose.
 const (
-	pinDataHello     = "a082b065ada0763a8085add0cf80fb78"                                 // sha256("data\x00hello"), first 16 bytes
-	pinBinaryHello   = "2275ce18764a7ff29d0dcff2e6e3135e"                                 // sha256("binary\x00hello"), first 16 bytes
-	pinContentAll    = "714a1fe90b5371ca541688985627fc2eab6e23e72ed1628d03a93f5c8c3e6895" // {a: data "hello"}, all keys
-	pinContentAbsent = "c9fd864ef42f3273879c933a0db18c811293fcc48c1c5c801352237ec7085472" // same, keys [a, b]
-	pinPodTemplate   = "sha256:644c28449fab971a8bb8b991552e478c3c8e9e4a500ae391805c575aa8c9321d"
-	pinEmpty         = "sha256:242092c4ab182820b69abc79020ce14d466b09118491b716d13c051d52299262"
+	pinDataHello     = "a082b065ada0763a8085add0cf80fb78"                                             // sha256("data\x00hello"), first 16 bytes
+	pinBinaryHello   = "2275ce18764a7ff29d0dcff2e6e3135e"                                             // sha256("binary\x00hello"), first 16 bytes
+	pinContentAll    = "714a1fe90b5371ca541688985627fc2eab6e23e72ed1628d03a93f5c8c3e6895"             // {a: data "hello"}, all keys
+	pinContentAbsent = "c9fd864ef42f3273879c933a0db18c811293fcc48c1c5c801352237ec7085472"             // same, keys [a, b]
+	pinPodTemplate   = "hmac-sha256:ccf8ee426665c39ad80228542a9f3f3e7251a766a6521a95569c8db224c6d5b1" // key testKey, namespace "shop"
+	pinEmpty         = "hmac-sha256:3d8db223825d2acdf0c2448d37b4ce9e1f577bf1ae1ba5daf2d28367c42a32ea"
 )
+
+// testKey is the installation key of the golden vectors.
+var testKey = []byte("configward-test-key-0123456789ab")
 
 // preimage builds the documented encodings by hand, independently of the
 // streaming code under test.
@@ -33,6 +37,11 @@ func (p preimage) lp(s string) preimage {
 	return append(binary.BigEndian.AppendUint64(p, uint64(len(s))), s...)
 }
 func (p preimage) sum() string { s := sha256.Sum256(p); return hex.EncodeToString(s[:]) }
+func (p preimage) hmac(key []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write(p)
+	return hex.EncodeToString(m.Sum(nil))
+}
 
 func TestGoldenVectors(t *testing.T) {
 	kd := KeyDigests(map[string]string{"a": "hello"}, nil)
@@ -72,19 +81,19 @@ func TestGoldenVectors(t *testing.T) {
 		},
 		{
 			name: "pod template, one present one missing",
-			got: PodTemplateHash([]Entry{
+			got: PodTemplateHash(testKey, "shop", []Entry{
 				{Kind: "Secret", Name: "db", Missing: true, Content: "ignored"},
 				{Kind: "ConfigMap", Name: "app", Content: content},
 			}),
-			byHand: "sha256:" + preimage{}.raw("configward/pod-template/v1\x00").
+			byHand: "hmac-sha256:" + preimage{}.raw("configward/pod-template/v2\x00").lp("shop").
 				lp("ConfigMap").lp("app").b(1).lp(pinContentAll).
-				lp("Secret").lp("db").b(0).sum(),
+				lp("Secret").lp("db").b(0).hmac(testKey),
 			pinned: pinPodTemplate,
 		},
 		{
 			name:   "pod template, no entries",
-			got:    PodTemplateHash(nil),
-			byHand: "sha256:" + preimage{}.raw("configward/pod-template/v1\x00").sum(),
+			got:    PodTemplateHash(testKey, "shop", nil),
+			byHand: "hmac-sha256:" + preimage{}.raw("configward/pod-template/v2\x00").lp("shop").hmac(testKey),
 			pinned: pinEmpty,
 		},
 	}
@@ -137,7 +146,7 @@ func TestOrderDoesNotMatter(t *testing.T) {
 
 	e1 := []Entry{{Kind: "Secret", Name: "s", Content: "1"}, {Kind: "ConfigMap", Name: "b", Content: "2"}, {Kind: "ConfigMap", Name: "a", Missing: true}}
 	e2 := []Entry{e1[2], e1[0], e1[1]}
-	if PodTemplateHash(e1) != PodTemplateHash(e2) {
+	if PodTemplateHash(testKey, "shop", e1) != PodTemplateHash(testKey, "shop", e2) {
 		t.Error("pod-template hash depends on entry order")
 	}
 	if e1[0].Kind != "Secret" {
@@ -201,33 +210,48 @@ func TestDigestsDistinguish(t *testing.T) {
 		},
 		{
 			name: "missing vs empty content",
-			x:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "a", Missing: true}}),
-			y:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "a"}}),
+			x:    PodTemplateHash(testKey, "shop", []Entry{{Kind: "ConfigMap", Name: "a", Missing: true}}),
+			y:    PodTemplateHash(testKey, "shop", []Entry{{Kind: "ConfigMap", Name: "a"}}),
 		},
 		{
 			name: "missing vs empty-set content",
-			x:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "a", Missing: true}}),
-			y:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "a", Content: Content(nil, nil)}}),
+			x:    PodTemplateHash(testKey, "shop", []Entry{{Kind: "ConfigMap", Name: "a", Missing: true}}),
+			y:    PodTemplateHash(testKey, "shop", []Entry{{Kind: "ConfigMap", Name: "a", Content: Content(nil, nil)}}),
 		},
 		{
 			name: "missing vs no entry",
-			x:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "a", Missing: true}}),
-			y:    PodTemplateHash(nil),
+			x:    PodTemplateHash(testKey, "shop", []Entry{{Kind: "ConfigMap", Name: "a", Missing: true}}),
+			y:    PodTemplateHash(testKey, "shop", nil),
 		},
 		{
 			name: "same name, other kind",
-			x:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "a", Content: "c"}}),
-			y:    PodTemplateHash([]Entry{{Kind: "Secret", Name: "a", Content: "c"}}),
+			x:    PodTemplateHash(testKey, "shop", []Entry{{Kind: "ConfigMap", Name: "a", Content: "c"}}),
+			y:    PodTemplateHash(testKey, "shop", []Entry{{Kind: "Secret", Name: "a", Content: "c"}}),
 		},
 		{
 			name: "kind/name boundary",
-			x:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "ab", Content: "c"}}),
-			y:    PodTemplateHash([]Entry{{Kind: "ConfigMapa", Name: "b", Content: "c"}}),
+			x:    PodTemplateHash(testKey, "shop", []Entry{{Kind: "ConfigMap", Name: "ab", Content: "c"}}),
+			y:    PodTemplateHash(testKey, "shop", []Entry{{Kind: "ConfigMapa", Name: "b", Content: "c"}}),
+		},
+		{
+			name: "the same value in another namespace",
+			x:    PodTemplateHash(testKey, "shop", []Entry{{Kind: "Secret", Name: "db", Content: Content(base, nil)}}),
+			y:    PodTemplateHash(testKey, "attacker", []Entry{{Kind: "Secret", Name: "db", Content: Content(base, nil)}}),
+		},
+		{
+			name: "namespace/entry boundary",
+			x:    PodTemplateHash(testKey, "shopSecret", []Entry{{Kind: "", Name: "db", Content: "c"}}),
+			y:    PodTemplateHash(testKey, "shop", []Entry{{Kind: "Secret", Name: "db", Content: "c"}}),
+		},
+		{
+			name: "another installation's key",
+			x:    PodTemplateHash(testKey, "shop", []Entry{{Kind: "Secret", Name: "db", Content: Content(base, nil)}}),
+			y:    PodTemplateHash([]byte("another-installation-key-0000000"), "shop", []Entry{{Kind: "Secret", Name: "db", Content: Content(base, nil)}}),
 		},
 		{
 			name: "content change",
-			x:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "a", Content: Content(base, nil)}}),
-			y:    PodTemplateHash([]Entry{{Kind: "ConfigMap", Name: "a", Content: Content(base, []string{"a"})}}),
+			x:    PodTemplateHash(testKey, "shop", []Entry{{Kind: "ConfigMap", Name: "a", Content: Content(base, nil)}}),
+			y:    PodTemplateHash(testKey, "shop", []Entry{{Kind: "ConfigMap", Name: "a", Content: Content(base, []string{"a"})}}),
 		},
 	}
 	for _, tt := range tests {

@@ -123,8 +123,8 @@ func (inv *Inventory) Get(ctx context.Context, kind refs.Kind, namespace, name s
 // optional or not, so its creation changes the hash. counted is the number
 // of objects that took part; zero means there is nothing to stamp. Without
 // includeSecrets (a ConfigPolicy's rollouts.excludeSecrets), Secrets take no
-// part.
-func (inv *Inventory) TemplateHash(ctx context.Context, namespace string, spec *corev1.PodSpec, includeSecrets bool) (hash string, counted int, err error) {
+// part. key is the installation's key (internal/hashkey).
+func (inv *Inventory) TemplateHash(ctx context.Context, key []byte, namespace string, spec *corev1.PodSpec, includeSecrets bool) (hash string, counted int, err error) {
 	var entries []digest.Entry
 	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
 		if c.Kind == refs.Secret && !includeSecrets {
@@ -146,7 +146,7 @@ func (inv *Inventory) TemplateHash(ctx context.Context, namespace string, spec *
 	if len(entries) == 0 {
 		return "", 0, nil
 	}
-	return digest.PodTemplateHash(entries), len(entries), nil
+	return digest.PodTemplateHash(key, namespace, entries), len(entries), nil
 }
 
 // ConsumersIndex is the cache index from a workload to the ConfigMaps and
@@ -185,18 +185,12 @@ func consumedBy(obj client.Object) []string {
 func (inv *Inventory) Consumers(ctx context.Context, kinds []workload.Kind, kind refs.Kind, namespace, name string) ([]client.Object, error) {
 	var out []client.Object
 	for _, k := range kinds {
-		list, err := listFor(k)
-		if err != nil {
-			return nil, err
-		}
+		list, _ := workload.NewList(k.Kind)
 		if err := inv.reader.List(ctx, list, client.InNamespace(namespace),
 			client.MatchingFields{ConsumersIndex: IndexValue(kind, name)}); err != nil {
 			return nil, err
 		}
-		items, err := itemsOf(list)
-		if err != nil {
-			return nil, err
-		}
+		items := workload.Items(list)
 		out = append(out, items...)
 	}
 	return out, nil

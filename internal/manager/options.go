@@ -6,6 +6,7 @@ package manager
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -32,6 +33,13 @@ type Common struct {
 	// controller, which labels the namespaces under change control so the
 	// fail-closed webhook copy is scoped to them.
 	ChangeControl ChangeControl
+	// HashKeyNamespace and HashKeySecret name the Secret holding the
+	// installation's config-hash key (internal/hashkey).
+	HashKeyNamespace string
+	HashKeySecret    string
+	// HashKeyPoll is how soon a rotated key is taken up (default 10 s; no
+	// flag, tests shorten it).
+	HashKeyPoll time.Duration
 }
 
 // AddFlags registers the shared flags.
@@ -48,7 +56,19 @@ func (c *Common) AddFlags(fs *pflag.FlagSet) {
 		"Log verbosity: 0 logs decisions that refuse or warn and lifecycle events; 1 adds every admission decision; 2+ is for debugging.")
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", 5*time.Second,
 		"On SIGTERM, report not ready and keep serving this long before stopping, so the endpoint is removed from the Service before the listener closes. Set it above the time your cluster takes to propagate endpoint changes.")
+	fs.StringVar(&c.HashKeyNamespace, "hash-key-namespace", defaultNamespace(),
+		"Namespace of the Secret holding the installation's config-hash key: configward's own (the chart sets it). Defaults to $POD_NAMESPACE, else configward.")
+	fs.StringVar(&c.HashKeySecret, "hash-key-secret", "configward-hash-key",
+		"Name of the Secret holding the config-hash key. configward creates it when missing; deleting it rotates the key, which re-stamps (and so rolls) every workload once, paced.")
 	c.ChangeControl.AddFlags(fs)
+}
+
+// defaultNamespace is the pod's own namespace when the Deployment passes it.
+func defaultNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "configward"
 }
 
 // Validate reports flag values that cannot work.
@@ -58,6 +78,9 @@ func (c *Common) Validate() error {
 	}
 	if c.ShutdownDelay < 0 {
 		return fmt.Errorf("--shutdown-delay must not be negative")
+	}
+	if c.HashKeyNamespace == "" || c.HashKeySecret == "" {
+		return fmt.Errorf("--hash-key-namespace and --hash-key-secret must name the Secret of the config-hash key")
 	}
 	_, err := c.ChangeControl.Settings()
 	return err

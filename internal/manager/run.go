@@ -22,6 +22,7 @@ import (
 	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/controller"
+	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/schemastore"
@@ -29,6 +30,20 @@ import (
 	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
 )
+
+// hashKeys loads the installation's config-hash key (creating it on first
+// start) and keeps it current while the manager runs.
+func hashKeys(mgr ctrlmanager.Manager, o Common) (*hashkey.Source, error) {
+	poll := o.HashKeyPoll
+	if poll == 0 {
+		poll = 10 * time.Second
+	}
+	keys := hashkey.New(mgr.GetAPIReader(), mgr.GetClient(), o.HashKeyNamespace, o.HashKeySecret, poll, ctrl.Log.WithName("hashkey"))
+	if err := keys.Load(context.Background()); err != nil {
+		return nil, err
+	}
+	return keys, mgr.Add(keys)
+}
 
 // guardedClient is the managers' client: the default one, refusing reads
 // of the digest-only ConfigMaps and Secrets its cache holds.
@@ -111,8 +126,12 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	}
 	decoder := cradmission.NewDecoder(mgr.GetScheme())
 	events := mgr.GetEventRecorder("configward-webhook")
+	keys, err := hashKeys(mgr, o.Common)
+	if err != nil {
+		return nil, err
+	}
 	srv.Register(admission.ConfigHashPath, admission.Webhook("config-hash",
-		&admission.ConfigHash{Inventory: inv, Decoder: decoder, Namespaces: mgr.GetCache(), Policies: policies}))
+		&admission.ConfigHash{Inventory: inv, Keys: keys, Decoder: decoder, Namespaces: mgr.GetCache(), Policies: policies}))
 	schemaInformer, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.ConfigSchema{})
 	if err != nil {
 		return nil, err
@@ -208,7 +227,12 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	keys, err := hashKeys(mgr, o.Common)
+	if err != nil {
+		return nil, err
+	}
 	if err := controller.SetupRollouts(mgr, inv, controller.RolloutOptions{
+		Keys:        keys,
 		BatchWindow: o.RolloutBatchWindow,
 		Rate:        o.RolloutRate,
 		Settings: func(ctx context.Context, namespace string) (bool, bool, error) {

@@ -20,6 +20,7 @@ import (
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/admission"
+	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/refs"
@@ -46,7 +47,8 @@ func BenchmarkConfigHashAdmission(b *testing.B) {
 	// Every reference must be found in the cache: a missing one would still
 	// be hashed (as missing) and stamped, and the benchmark would measure
 	// NotFound lookups instead of the real path.
-	_, counted, err := inv.TemplateHash(ctx, admissionNamespace, &dep.Spec.Template.Spec, true)
+	keys := hashkey.Fixed([]byte("bench-installation-key-000000000"))
+	_, counted, err := inv.TemplateHash(ctx, keys.Current().Bytes(), admissionNamespace, &dep.Spec.Template.Spec, true)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func BenchmarkConfigHashAdmission(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := &admission.ConfigHash{Inventory: inv, Decoder: cradmission.NewDecoder(scheme.Scheme()), Namespaces: namespaces, Policies: policies}
+	h := &admission.ConfigHash{Inventory: inv, Keys: keys, Decoder: cradmission.NewDecoder(scheme.Scheme()), Namespaces: namespaces, Policies: policies}
 
 	resp := h.Handle(ctx, req)
 	if !resp.Allowed {

@@ -122,7 +122,7 @@ func benchPod(i int) *corev1.Pod {
 			Namespace: podHeapNamespace,
 			Labels:    map[string]string{"app.kubernetes.io/name": "checkout", "app.kubernetes.io/part-of": "shop", "pod-template-hash": "7d9f8b6c5"},
 			Annotations: map[string]string{
-				"configward.dev/config-hash": "sha256:4f1d2c8e0b7a6f5e4d3c2b1a09f8e7d6c5b4a3928170f6e5d4c3b2a1908f7e6d",
+				"configward.dev/config-hash": "hmac-sha256:4f1d2c8e0b7a6f5e4d3c2b1a09f8e7d6c5b4a3928170f6e5d4c3b2a1908f7e6d",
 			},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "checkout-7d9f8b6c5", UID: "0c9a1f5e-2b7d-4c3e-9f8a-1b2c3d4e5f60", Controller: &isController}},
 		},

@@ -157,7 +157,7 @@ var _ = Describe("the chart, rendered", func() {
 			"Issuer/configward-ca", "Issuer/configward-selfsigned",
 			"MutatingWebhookConfiguration/configward",
 			"PodDisruptionBudget/configward-webhook",
-			"Role/configward-leader-election", "RoleBinding/configward-leader-election",
+			"Role/configward-hash-key", "Role/configward-leader-election", "RoleBinding/configward-hash-key", "RoleBinding/configward-leader-election",
 			"Service/configward-controller-metrics", "Service/configward-webhook",
 			"ServiceAccount/configward-controller", "ServiceAccount/configward-webhook",
 			"ValidatingWebhookConfiguration/configward",

@@ -88,7 +88,7 @@ wait:
 	for _, want := range []string{
 		"✓ 01 as expected",
 		"✓ 02 as expected",
-		"configward.dev/config-hash=sha256:",
+		"configward.dev/config-hash=hmac-sha256:",
 		"✓ 03 as expected",
 		`denied the request: [subpath-config] Deployment demo/checkout-subpath`,
 		"✓ 04 as expected",
@@ -101,7 +101,7 @@ wait:
 		"✓ 07 as expected",
 		`ConfigSchema "payments" in configward.dev/schema, which does not exist`,
 		"✓ 08 as expected",
-		"generation=2 configward.dev/config-hash=sha256:",
+		"generation=2 configward.dev/config-hash=hmac-sha256:",
 		"✓ 09 as expected",
 		`denied the request: [secret-in-env] Deployment demo/checkout-worker`,
 		"✓ 10 as expected",

@@ -143,7 +143,7 @@ func (w *walkthrough) steps() {
 	w.step("02", "Allowed: a Deployment mounting its config, stamped with configward.dev/config-hash", func() bool {
 		ok := w.apply("02-checkout-deployment.yaml", 0)
 		res := w.kubectl("get", "deployment", "checkout", "-n", namespace, "-o", hashJSONPath)
-		ok = w.expect(res, 0, "configward.dev/config-hash=sha256:") && ok
+		ok = w.expect(res, 0, "configward.dev/config-hash=hmac-sha256:") && ok
 		ok = w.expect(w.kubectl("rollout", "status", "deployment/checkout", "-n", namespace, "--timeout=60s"), 0, "successfully rolled out") && ok
 		w.kubectl(podsWithHash...)
 		return ok
@@ -180,7 +180,7 @@ func (w *walkthrough) steps() {
 			after = w.quietKubectl("get", "deployment", "checkout", "-n", namespace, "-o", hashJSONPath)
 		}
 		after = w.kubectl("get", "deployment", "checkout", "-n", namespace, "-o", hashJSONPath)
-		if after.Stdout == before.Stdout || !strings.Contains(after.Stdout, "sha256:") {
+		if after.Stdout == before.Stdout || !strings.Contains(after.Stdout, "hmac-sha256:") {
 			fmt.Println("  ✗ the config-hash did not change within 15 s")
 			return false
 		}
@@ -196,7 +196,7 @@ func (w *walkthrough) steps() {
 		if !w.expect(w.kubectl("rollout", "status", "deployment/checkout", "-n", namespace, "--timeout=60s"), 0, "successfully rolled out") {
 			return false
 		}
-		want := strings.TrimSpace(after.Stdout[strings.Index(after.Stdout, "sha256:"):])
+		want := strings.TrimSpace(after.Stdout[strings.Index(after.Stdout, "hmac-sha256:"):])
 		return w.podsCarry(want)
 	})
 	w.step("09", "ConfigPolicy: secret-in-env becomes Deny in namespace demo, without a restart", func() bool {
@@ -249,7 +249,7 @@ func (w *walkthrough) podsCarry(hash string) bool {
 		time.Sleep(250 * time.Millisecond)
 	}
 	res := w.kubectl(podsWithHash...)
-	if strings.Count(res.Stdout, hash) == 0 || strings.Count(res.Stdout, "sha256:") != strings.Count(res.Stdout, hash) {
+	if strings.Count(res.Stdout, hash) == 0 || strings.Count(res.Stdout, "hmac-sha256:") != strings.Count(res.Stdout, hash) {
 		fmt.Println("  ✗ not every pod carries " + hash)
 		return false
 	}

@@ -337,7 +337,7 @@ spec:
             volumeMounts: [{name: creds, mountPath: /etc/creds}]
           volumes: [{name: creds, secret: {secretName: creds}}]
 `, ns))
-		Eventually(stateOf("CronJob", ns, "nightly"), 15*time.Second).Should(HaveField("Hash", HavePrefix("sha256:")))
+		Eventually(stateOf("CronJob", ns, "nightly"), 15*time.Second).Should(HaveField("Hash", HavePrefix("hmac-sha256:")))
 		first := stateOf("CronJob", ns, "nightly")().Hash
 		Expect(env.Kubectl("", "create", "job", "before", "--from=cronjob/nightly", "-n", ns).ExitCode).To(Equal(0))
 		Eventually(func() int32 {

@@ -180,7 +180,9 @@ func expectedHash(ns string, consumed map[string][]string) string {
 		}
 		entries = append(entries, digest.Entry{Kind: "ConfigMap", Name: name, Content: digest.Content(digest.KeyDigests(cm.Data, cm.BinaryData), keys)})
 	}
-	return digest.PodTemplateHash(entries)
+	key, err := env.HashKey(context.Background())
+	Expect(err).NotTo(HaveOccurred())
+	return digest.PodTemplateHash(key, ns, entries)
 }
 
 func eventsFor(ns, name, reason string) []string {
@@ -327,7 +329,7 @@ spec:
 		kinds := map[string]string{"StatefulSet": "db", "DaemonSet": "agent", "CronJob": "nightly", "Job": "once"}
 		before := map[string]templateState{}
 		for kind, name := range kinds {
-			Eventually(stateOf(kind, ns, name), 10*time.Second).Should(HaveField("Hash", HavePrefix("sha256:")), kind)
+			Eventually(stateOf(kind, ns, name), 10*time.Second).Should(HaveField("Hash", HavePrefix("hmac-sha256:")), kind)
 			before[kind] = stateOf(kind, ns, name)()
 		}
 

@@ -17,7 +17,10 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -25,6 +28,13 @@ import (
 	"github.com/configward/configward/internal/manager"
 	"github.com/configward/configward/internal/scheme"
 )
+
+// Namespace is configward's own namespace in the test world (the chart's
+// release namespace), where the config-hash key lives.
+const Namespace = "configward-system"
+
+// HashKeySecret is the Secret of the config-hash key.
+const HashKeySecret = "configward-hash-key"
 
 // Options configure Start.
 type Options struct {
@@ -116,6 +126,11 @@ func Start(opts Options) (env *Env, err error) {
 		return nil, err
 	}
 	if err := e.writeKubeconfig(); err != nil {
+		return nil, err
+	}
+	// configward's own namespace, where its processes keep the config-hash
+	// key, as the chart's release namespace.
+	if err := e.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}); err != nil {
 		return nil, err
 	}
 	if e.CA, err = NewCA(); err != nil {
@@ -222,6 +237,7 @@ func (e *Env) NewWebhookProcess(shutdownDelay, certPoll time.Duration) (*manager
 		CertPollInterval: certPoll,
 		MaxRequestBytes:  8 << 20,
 	}
+	o.HashKeyNamespace, o.HashKeySecret, o.HashKeyPoll = Namespace, HashKeySecret, time.Second
 	if e.webhookOptions != nil {
 		e.webhookOptions(&o)
 	}

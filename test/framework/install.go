@@ -10,11 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/manager"
 )
 
@@ -81,6 +85,16 @@ func DecodeManifests(path string) ([]client.Object, error) {
 // configward-system), which configward's own flags name as itself.
 const ControllerUser = "system:serviceaccount:configward-system:configward-controller"
 
+// HashKey reads the installation's config-hash key, for tests that compute
+// the hash configward should have stamped.
+func (e *Env) HashKey(ctx context.Context) ([]byte, error) {
+	var s corev1.Secret
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: HashKeySecret}, &s); err != nil {
+		return nil, err
+	}
+	return s.Data[hashkey.DataKey], nil
+}
+
 // StartController runs `configward controller` in-process against the test
 // API server as ControllerUser, without leader election. It stops with the Env, or earlier
 // through the returned function (which a test uses to stand for a crash
@@ -91,6 +105,9 @@ func (e *Env) StartController(o manager.Controller) (stop func() error, err erro
 		return nil, err
 	}
 	o.MetricsAddr, o.ProbeAddr, o.LeaderElect, o.Restartable = "0", probe, false, true
+	if o.HashKeyNamespace == "" {
+		o.HashKeyNamespace, o.HashKeySecret, o.HashKeyPoll = Namespace, HashKeySecret, time.Second
+	}
 	user, err := e.testEnv.AddUser(envtest.User{Name: ControllerUser, Groups: []string{"system:masters"}}, e.Config)
 	if err != nil {
 		return nil, err

@@ -74,8 +74,9 @@ The ignore-label argument both processes take when the label is honoured.
 {{- end -}}
 
 {{/*
-Change-control arguments, the same for the webhook (which judges) and the
-controller (which labels the namespaces under change control).
+Arguments the same for the webhook and the controller: change control (the
+webhook judges, the controller labels the namespaces under change control)
+and where the config-hash key lives.
 */}}
 {{- define "configward.changeControlArgs" -}}
 {{- $cc := .Values.changeControl -}}
@@ -92,6 +93,8 @@ controller (which labels the namespaces under change control).
 - --change-control-namespace-selector={{ . }}
 {{- end }}
 {{- include "configward.ignoreLabelArg" . }}
+- --hash-key-namespace={{ .Release.Namespace }}
+- --hash-key-secret={{ .Values.hashKey.secretName }}
 {{- end -}}
 
 {{/*
