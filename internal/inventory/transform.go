@@ -9,11 +9,14 @@
 package inventory
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/digest"
+	"github.com/configward/configward/internal/workload"
 )
 
 // lastApplied is kubectl's client-side apply annotation. On a Secret it
@@ -36,17 +39,23 @@ func TransformConfigMap(obj any) (any, error) {
 	return out, nil
 }
 
-// TransformSecret keeps metadata and type and replaces every value with its
-// digest.
+// TransformSecret keeps of a Secret only what configward reads: its
+// identity, type, immutability, configward's own annotations and labels, and
+// a digest of every value. Every other annotation and label goes: tools
+// copy whole objects into annotations (kubectl's last-applied
+// configuration holds the values in clear text), and what is not kept
+// cannot leak from a heap dump.
 func TransformSecret(obj any) (any, error) {
 	s, ok := obj.(*corev1.Secret)
 	if !ok || isPacked(len(s.Data), hasKey(s.Data, packedKey)) {
 		return obj, nil
 	}
 	data := map[string][]byte{packedKey: []byte(pack(digest.SecretKeyDigests(s.Data)))}
+	meta := slimMeta(s.ObjectMeta)
+	meta.Annotations, meta.Labels = onlyConfigward(s.Annotations), onlyConfigward(s.Labels)
 	out := &corev1.Secret{
 		TypeMeta:   s.TypeMeta,
-		ObjectMeta: slimMeta(s.ObjectMeta),
+		ObjectMeta: meta,
 		Immutable:  s.Immutable,
 		Type:       s.Type,
 		Data:       data,
@@ -84,7 +93,7 @@ func slimContainers(cs []corev1.Container) []corev1.Container {
 	}
 	out := make([]corev1.Container, len(cs))
 	for i, c := range cs {
-		out[i] = corev1.Container{Name: c.Name, Env: c.Env, EnvFrom: c.EnvFrom, VolumeMounts: c.VolumeMounts}
+		out[i] = corev1.Container{Name: c.Name, Env: withoutValues(c.Env), EnvFrom: c.EnvFrom, VolumeMounts: c.VolumeMounts}
 	}
 	return out
 }
@@ -96,21 +105,61 @@ func slimEphemeral(cs []corev1.EphemeralContainer) []corev1.EphemeralContainer {
 	out := make([]corev1.EphemeralContainer, len(cs))
 	for i, c := range cs {
 		out[i] = corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
-			Name: c.Name, Env: c.Env, EnvFrom: c.EnvFrom, VolumeMounts: c.VolumeMounts}}
+			Name: c.Name, Env: withoutValues(c.Env), EnvFrom: c.EnvFrom, VolumeMounts: c.VolumeMounts}}
+	}
+	return out
+}
+
+// withoutValues keeps each env var's name and where it comes from, and
+// drops inline values: people put passwords there, and configward only
+// reads references.
+func withoutValues(env []corev1.EnvVar) []corev1.EnvVar {
+	if len(env) == 0 {
+		return nil
+	}
+	out := make([]corev1.EnvVar, len(env))
+	for i, e := range env {
+		out[i] = corev1.EnvVar{Name: e.Name, ValueFrom: e.ValueFrom}
 	}
 	return out
 }
 
 // TransformWorkload drops managed fields, the largest part of most objects
-// and never read by configward.
+// and never read by configward, kubectl's last-applied configuration, and
+// the inline env values of its pod template (see withoutValues).
 func TransformWorkload(obj any) (any, error) {
 	if o, ok := obj.(client.Object); ok {
 		o.SetManagedFields(nil)
 		if a := o.GetAnnotations(); a != nil {
 			delete(a, lastApplied)
 		}
+		if spec, ok := workload.PodSpec(o); ok {
+			for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+				for i := range cs {
+					cs[i].Env = withoutValues(cs[i].Env)
+				}
+			}
+			for i := range spec.EphemeralContainers {
+				spec.EphemeralContainers[i].Env = withoutValues(spec.EphemeralContainers[i].Env)
+			}
+		}
 	}
 	return obj, nil
+}
+
+// onlyConfigward keeps the configward.dev/ entries of a label or
+// annotation map.
+func onlyConfigward(m map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range m {
+		if strings.HasPrefix(k, "configward.dev/") {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {

@@ -1,16 +1,20 @@
 package inventory
 
 import (
+	"fmt"
+	appsv1 "k8s.io/api/apps/v1"
 	"reflect"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/digest"
 	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/workload"
 )
 
 func TestTransformSecretKeepsNoValue(t *testing.T) {
@@ -127,5 +131,55 @@ func TestTransformPodKeepsWhatItConsumes(t *testing.T) {
 	}
 	if slim.Status.Phase != corev1.PodRunning || metav1.GetControllerOf(slim) == nil {
 		t.Errorf("phase and owner are needed to tell live consumers: %+v", slim)
+	}
+}
+
+// Nothing a cached Secret or workload keeps may hold a value: only digests,
+// names and configward's own metadata.
+func TestTransformsKeepNoValues(t *testing.T) {
+	const canary = "CANARY-d6f1e3"
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "shop",
+			Annotations: map[string]string{
+				lastApplied:                           `{"stringData":{"password":"` + canary + `"}}`,
+				"backup.example.com/object":           `{"data":{"password":"` + canary + `"}}`,
+				v1alpha1.ReloadAnnotation:             "hot",
+				"configward.dev/exempt.secret-in-env": "why",
+			},
+			Labels: map[string]string{"team": canary, "configward.dev/x": "y"}},
+		Data: map[string][]byte{"password": []byte(canary)},
+	}
+	out, err := TransformSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := out.(*corev1.Secret)
+	if dump := fmt.Sprintf("%#v", s); strings.Contains(dump, canary) {
+		t.Fatalf("the cached Secret holds the value: %s", dump)
+	}
+	if s.Annotations[v1alpha1.ReloadAnnotation] != "hot" || s.Annotations["configward.dev/exempt.secret-in-env"] != "why" || s.Labels["configward.dev/x"] != "y" {
+		t.Fatalf("configward's own metadata was dropped: %v %v", s.Annotations, s.Labels)
+	}
+
+	env := []corev1.EnvVar{{Name: "PASSWORD", Value: canary}, {Name: "FROM", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}}}
+	spec := corev1.PodSpec{InitContainers: []corev1.Container{{Name: "i", Env: env}}, Containers: []corev1.Container{{Name: "c", Env: env}},
+		EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "e", Env: env}}}}
+	pod, err := TransformPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: *spec.DeepCopy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep, err := TransformWorkload(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: *spec.DeepCopy()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, o := range map[string]any{"Pod": pod, "Deployment": dep} {
+		if dump := fmt.Sprintf("%#v", o); strings.Contains(dump, canary) {
+			t.Errorf("the cached %s holds an inline env value: %s", name, dump)
+		}
+		spec, _ := workload.PodSpec(o.(client.Object))
+		if got := spec.Containers[0].Env[1].ValueFrom.SecretKeyRef.Name; got != "db" {
+			t.Errorf("%s lost its reference: %q", name, got)
+		}
 	}
 }
