@@ -14,7 +14,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/changecontrol"
@@ -67,7 +66,7 @@ type ValidateConfigChanges struct {
 	// exist (see consumers).
 	Live    client.Reader
 	Decoder admission.Decoder
-	Events  recorder.EventRecorder
+	Recorder
 	// ChangeControl returns the change-control settings of a namespace
 	// from the webhook's flags (nil when the namespace is not in the cache);
 	// the pipeline identities of the ConfigPolicies selecting it are added.
@@ -146,7 +145,7 @@ func (h *ValidateConfigChanges) Handle(ctx context.Context, req admission.Reques
 		exemptions = old.GetAnnotations()
 	}
 	out := rules.Apply(settings, v.Findings, exemptions, rules.Options{})
-	resp := respond(out, req, obj, h.Events, true)
+	resp := respond(out, req, obj, h.Recorder, true)
 	if v.BreakGlass != "" && len(out.Denied) == 0 {
 		h.breakGlass(&resp, obj, req, v, ptr.Deref(req.DryRun, false))
 	}
@@ -191,10 +190,12 @@ func (h *ValidateConfigChanges) breakGlass(resp *admission.Response, obj client.
 		resp.AuditAnnotations = map[string]string{}
 	}
 	resp.AuditAnnotations["break-glass"] = note
-	breakGlassEdits.WithLabelValues(req.Kind.Kind, string(req.Operation)).Inc()
-	if h.Events != nil {
-		h.Events.Eventf(obj, nil, corev1.EventTypeWarning, "BreakGlass", string(req.Operation), "%s", note)
-	}
+	h.Effects.Record(req, obj, func() {
+		breakGlassEdits.WithLabelValues(req.Kind.Kind, string(req.Operation)).Inc()
+		if h.Events != nil {
+			h.Events.Eventf(obj, nil, corev1.EventTypeWarning, "BreakGlass", string(req.Operation), "%s", note)
+		}
+	})
 }
 
 // decode reads a ConfigMap or Secret and takes its content.

@@ -256,7 +256,7 @@ func TestValidateConfigChangesRecordsBreakGlass(t *testing.T) {
 		cache, live := changesFixture(t, "")
 		rec := events.NewFakeRecorder(10)
 		h := &ValidateConfigChanges{Inventory: inventory.New(cache), Cache: cache, Live: live, Decoder: newDecoder(), Schemas: schemastore.New(cache),
-			Events: rec, ChangeControl: governed, Policies: builtinPolicies(t)}
+			Recorder: Recorder{Events: rec}, ChangeControl: governed, Policies: builtinPolicies(t)}
 		counter := breakGlassEdits.WithLabelValues("ConfigMap", "UPDATE")
 		before := testutil.ToFloat64(counter)
 		edited := configMap("flags", map[string]string{"level": "debug"}, map[string]string{v1alpha1.BreakGlassAnnotation: "incident 42"})

@@ -50,6 +50,9 @@ type ConfigHash struct {
 	// ConfigPolicies selecting the namespace.
 	Namespaces client.Reader
 	Policies   *policystore.Store
+	// Effects records the stamped-hash metric only for requests that could
+	// be real.
+	Effects *Effects
 }
 
 // Handle implements admission.Handler.
@@ -102,7 +105,7 @@ func (h *ConfigHash) Handle(ctx context.Context, req admission.Request) admissio
 			return admission.Allowed("")
 		}
 		// No rollout-mode config any more: a stale hash would only mislead.
-		return patched(req, kind, jsonpatch.Operation{Operation: "remove", Path: workload.AnnotationKeyPatchPath(kind.Kind, v1alpha1.ConfigHashAnnotation)})
+		return h.patched(req, kind, obj, jsonpatch.Operation{Operation: "remove", Path: workload.AnnotationKeyPatchPath(kind.Kind, v1alpha1.ConfigHashAnnotation)})
 	}
 	if current == hash {
 		return admission.Allowed("")
@@ -123,7 +126,7 @@ func (h *ConfigHash) Handle(ctx context.Context, req admission.Request) admissio
 	} else {
 		op = jsonpatch.Operation{Operation: "add", Path: workload.AnnotationKeyPatchPath(kind.Kind, v1alpha1.ConfigHashAnnotation), Value: hash}
 	}
-	return patched(req, kind, op).WithWarnings(warnings...)
+	return h.patched(req, kind, obj, op).WithWarnings(warnings...)
 }
 
 // writerChangedHash reports whether an update sets a config hash other than
@@ -139,10 +142,8 @@ func (h *ConfigHash) writerChangedHash(kind string, oldRaw runtime.RawExtension,
 	return written != "" && written != previous
 }
 
-func patched(req admission.Request, kind workload.Kind, op jsonpatch.Operation) admission.Response {
-	if req.DryRun == nil || !*req.DryRun {
-		hashesStamped.WithLabelValues(kind.Kind).Inc()
-	}
+func (h *ConfigHash) patched(req admission.Request, kind workload.Kind, obj client.Object, op jsonpatch.Operation) admission.Response {
+	h.Effects.Record(req, obj, func() { hashesStamped.WithLabelValues(kind.Kind).Inc() })
 	return admission.Patched("", op)
 }
 

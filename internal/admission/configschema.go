@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
@@ -46,7 +45,7 @@ type ValidateConfigMaps struct {
 	// and whether a ConfigMap may exempt itself.
 	Policies   *policystore.Store
 	Namespaces client.Reader
-	Events     recorder.EventRecorder
+	Recorder
 }
 
 // Handle implements admission.Handler.
@@ -80,7 +79,7 @@ func (h *ValidateConfigMaps) Handle(ctx context.Context, req admission.Request) 
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: %w", err))
 	}
 	out := rules.Apply(h.Policies.Current().Settings(ns), findings, cm.Annotations, rules.Options{Unchanged: h.valuesUnchanged(req, &cm)})
-	return respond(out, req, &cm, h.Events, true)
+	return respond(out, req, &cm, h.Recorder, true)
 }
 
 // valuesUnchanged reports whether an update leaves the ConfigMap's values

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
@@ -44,7 +43,7 @@ func init() { metrics.Registry.MustRegister(changeControlTransitions) }
 // warning to the user. It never refuses.
 type RecordNamespaceChanges struct {
 	Decoder admission.Decoder
-	Events  recorder.EventRecorder
+	Recorder
 	// ChangeControl and Policies give a namespace's change-control settings
 	// as the change-control webhook computes them.
 	ChangeControl func(*corev1.Namespace) changecontrol.Settings
@@ -97,12 +96,14 @@ func (h *RecordNamespaceChanges) Handle(_ context.Context, req admission.Request
 	if ptr.Deref(req.DryRun, false) {
 		return resp
 	}
-	changeControlTransitions.WithLabelValues(change).Inc()
 	resp.AuditAnnotations = map[string]string{"change-control": notes[0]}
-	for _, n := range notes {
-		if h.Events != nil {
-			h.Events.Eventf(&ns, nil, corev1.EventTypeWarning, "ChangeControl", "Relabel", "%s", n)
+	h.Effects.Record(req, &ns, func() {
+		changeControlTransitions.WithLabelValues(change).Inc()
+		for _, n := range notes {
+			if h.Events != nil {
+				h.Events.Eventf(&ns, nil, corev1.EventTypeWarning, "ChangeControl", "Relabel", "%s", n)
+			}
 		}
-	}
+	})
 	return resp
 }

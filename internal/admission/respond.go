@@ -19,12 +19,21 @@ import (
 	"github.com/configward/configward/internal/rules"
 )
 
+// Recorder is where a handler's decisions leave their trace: Events on the
+// objects, through Effects, which records only what could be real.
+type Recorder struct {
+	Events  recorder.EventRecorder
+	Effects *Effects
+}
+
 // respond is the one way every handler turns an outcome into an answer:
 // denied findings, one per line, become the denial; warned ones and the
 // exemption notes become warnings; audited ones become audit annotations.
 // Unless the request is a dry run, and when record says the request is
-// worth it, findings are counted and left as Events on obj.
-func respond(out rules.Outcome, req admission.Request, obj client.Object, events recorder.EventRecorder, record bool) admission.Response {
+// worth it, findings are counted and, for a request let through, left as
+// Events on obj (a refused object is not stored, and its denial is in the
+// client's output).
+func respond(out rules.Outcome, req admission.Request, obj client.Object, rec Recorder, record bool) admission.Response {
 	dryRun := ptr.Deref(req.DryRun, false)
 	d := out.Decision
 	var resp admission.Response
@@ -59,25 +68,38 @@ func respond(out rules.Outcome, req admission.Request, obj client.Object, events
 		}
 		resp.AuditAnnotations[f.Rule] = l
 	}
-	if record {
-		recordFindings(events, obj, d)
+	if !record {
+		return resp
+	}
+	if len(d.Denied) > 0 {
+		rec.Effects.Refusal(req, func() { countFindings(d) })
+	} else {
+		rec.Effects.Record(req, obj, func() { countFindings(d); rec.event(obj, d) })
 	}
 	return resp
 }
 
-// recordFindings counts every finding and leaves an Event on the object for
-// those the request was allowed with, so the detail survives after
-// kubectl's output scrolls away.
-func recordFindings(events recorder.EventRecorder, obj client.Object, d rules.Decision) {
+// countFindings counts every finding by rule and action taken.
+func countFindings(d rules.Decision) {
 	for action, fs := range map[rules.Action][]rules.Finding{rules.Deny: d.Denied, rules.Warn: d.Warned, rules.Audit: d.Audited} {
 		for _, f := range fs {
 			decisions.WithLabelValues(f.Rule, string(action)).Inc()
 			if f.Exemption != "" {
 				exemptionsUsed.WithLabelValues(f.Rule).Inc()
 			}
-			if action != rules.Deny && events != nil && obj.GetName() != "" {
-				events.Eventf(obj, nil, corev1.EventTypeWarning, rules.EventReason(f.Rule), "Admit", "%s (%s)", rules.Line(f), rules.ActionNote(f, action))
-			}
+		}
+	}
+}
+
+// event leaves an Event on the object for each finding it was let through
+// with, so the detail survives after kubectl's output scrolls away.
+func (rec Recorder) event(obj client.Object, d rules.Decision) {
+	if rec.Events == nil || obj.GetName() == "" {
+		return
+	}
+	for action, fs := range map[rules.Action][]rules.Finding{rules.Warn: d.Warned, rules.Audit: d.Audited} {
+		for _, f := range fs {
+			rec.Events.Eventf(obj, nil, corev1.EventTypeWarning, rules.EventReason(f.Rule), "Admit", "%s (%s)", rules.Line(f), rules.ActionNote(f, action))
 		}
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/inventory"
@@ -62,7 +61,7 @@ type ValidateWorkloads struct {
 	Policies   *policystore.Store
 	Namespaces client.Reader
 	Decoder    admission.Decoder
-	Events     recorder.EventRecorder
+	Recorder
 }
 
 // Handle implements admission.Handler.
@@ -110,7 +109,7 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 	// Findings are recorded when the pod spec is written: the same findings
 	// on every scale or rollout re-stamp would bury the Events that matter
 	// and count one problem many times.
-	return respond(out, req, obj, h.Events, !unchanged)
+	return respond(out, req, obj, h.Recorder, !unchanged)
 }
 
 func (h *ValidateWorkloads) podSpecUnchanged(kind string, req admission.Request, obj client.Object) bool {

@@ -191,7 +191,7 @@ func TestValidateWorkloadsRecordsOnlyRealWrites(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := workloadCache(t)
 			rec := events.NewFakeRecorder(10)
-			h.Events = rec
+			h.Recorder = Recorder{Events: rec}
 			warned := decisions.WithLabelValues("secret-in-env", "Warn")
 			audited := decisions.WithLabelValues("secret-file-mode", "Audit")
 			beforeWarned, beforeAudited := testutil.ToFloat64(warned), testutil.ToFloat64(audited)

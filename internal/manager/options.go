@@ -124,6 +124,9 @@ type Webhook struct {
 	CertPollInterval time.Duration
 	EnableHTTP2      bool
 	MaxRequestBytes  int64
+	MaxInFlight      int
+	MaxInFlightBytes int64
+	ClientCAFile     string
 }
 
 // ChangeControl are the flags of rule out-of-pipeline-edit. They name a
@@ -218,6 +221,12 @@ func (w *Webhook) AddFlags(fs *pflag.FlagSet) {
 		"Serve HTTP/2 as well as HTTP/1.1. Off by default because of the HTTP/2 rapid-reset CVEs; the API server does not need it.")
 	fs.Int64Var(&w.MaxRequestBytes, "max-request-bytes", webhookserver.DefaultMaxRequestBytes,
 		"Largest AdmissionReview accepted. Larger requests are refused with an explanation instead of being decoded.")
+	fs.IntVar(&w.MaxInFlight, "max-in-flight", webhookserver.DefaultMaxInFlight,
+		"Most admission requests handled at once. More wait up to a second, then get 503, which the API server treats by the webhook's failure policy.")
+	fs.Int64Var(&w.MaxInFlightBytes, "max-in-flight-bytes", webhookserver.DefaultMaxInFlightBytes,
+		"Most request-body bytes held at once (a request without a length counts as --max-request-bytes); size it with the memory limit: each byte of a large review costs several while decoded.")
+	fs.StringVar(&w.ClientCAFile, "client-ca-file", "",
+		"PEM file of the CA(s) that sign the API server's client certificate for webhooks (its admission-control kubeconfig). When set, only clients presenting such a certificate can call. When empty, anyone who can reach the port can ask; configward then leaks no Secret value and records Events and metrics only for requests whose effect the cache confirms.")
 }
 
 // Validate reports flag values that cannot work.

@@ -31,6 +31,27 @@ import (
 	"github.com/configward/configward/internal/workload"
 )
 
+// confirmedEffects returns the Effects of the webhook's decisions: recorded
+// at once when it authenticates its callers, else confirmed from the
+// informers of every kind it judges.
+func confirmedEffects(mgr ctrlmanager.Manager, trusted bool) (*admission.Effects, error) {
+	effects := admission.NewEffects(trusted)
+	objs := map[string]client.Object{"ConfigMap": &corev1.ConfigMap{}, "Secret": &corev1.Secret{}, "Namespace": &corev1.Namespace{}}
+	for _, k := range workload.Kinds {
+		objs[k.Kind], _ = workload.New(k.Kind)
+	}
+	for kind, obj := range objs {
+		informer, err := mgr.GetCache().GetInformer(context.Background(), obj)
+		if err != nil {
+			return nil, err
+		}
+		if err := effects.Watch(informer, kind); err != nil {
+			return nil, err
+		}
+	}
+	return effects, nil
+}
+
 // hashKeys loads the installation's config-hash key (creating it on first
 // start) and keeps it current while the manager runs.
 func hashKeys(mgr ctrlmanager.Manager, o Common) (*hashkey.Source, error) {
@@ -91,6 +112,9 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 		CertPollInterval: o.CertPollInterval,
 		EnableHTTP2:      o.EnableHTTP2,
 		MaxRequestBytes:  o.MaxRequestBytes,
+		MaxInFlight:      o.MaxInFlight,
+		MaxInFlightBytes: o.MaxInFlightBytes,
+		ClientCAFile:     o.ClientCAFile,
 		Log:              log.WithName("server"),
 	})
 	if err != nil {
@@ -125,13 +149,17 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 		return nil, err
 	}
 	decoder := cradmission.NewDecoder(mgr.GetScheme())
-	events := mgr.GetEventRecorder("configward-webhook")
+	effects, err := confirmedEffects(mgr, srv.AuthenticatesCallers())
+	if err != nil {
+		return nil, err
+	}
+	rec := admission.Recorder{Events: mgr.GetEventRecorder("configward-webhook"), Effects: effects}
 	keys, err := hashKeys(mgr, o.Common)
 	if err != nil {
 		return nil, err
 	}
 	srv.Register(admission.ConfigHashPath, admission.Webhook("config-hash",
-		&admission.ConfigHash{Inventory: inv, Keys: keys, Decoder: decoder, Namespaces: mgr.GetCache(), Policies: policies}))
+		&admission.ConfigHash{Inventory: inv, Keys: keys, Decoder: decoder, Namespaces: mgr.GetCache(), Policies: policies, Effects: effects}))
 	schemaInformer, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.ConfigSchema{})
 	if err != nil {
 		return nil, err
@@ -142,20 +170,20 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 		return nil, err
 	}
 	srv.Register(admission.ValidateConfigMapsPath, admission.Webhook("validate-configmaps",
-		&admission.ValidateConfigMaps{Schemas: schemas, Decoder: decoder, Policies: policies, Namespaces: mgr.GetCache(), Events: events}))
+		&admission.ValidateConfigMaps{Schemas: schemas, Decoder: decoder, Policies: policies, Namespaces: mgr.GetCache(), Recorder: rec}))
 	srv.Register(admission.ValidateConfigSchemasPath, admission.Webhook("validate-configschemas",
 		&admission.ValidateConfigSchemas{Decoder: decoder}))
 	srv.Register(admission.ValidateConfigPoliciesPath, admission.Webhook("validate-configpolicies",
 		&admission.ValidateConfigPolicies{Decoder: decoder, Policies: policies}))
 	srv.Register(admission.ValidateWorkloadsPath, admission.Webhook("validate-workloads", &admission.ValidateWorkloads{
-		Inventory: inv, Policies: policies, Namespaces: mgr.GetCache(), Decoder: decoder, Events: events,
+		Inventory: inv, Policies: policies, Namespaces: mgr.GetCache(), Decoder: decoder, Recorder: rec,
 	}))
 	srv.Register(admission.ValidateConfigChangesPath, admission.Webhook("validate-config-changes", &admission.ValidateConfigChanges{
 		Inventory: inv, Cache: mgr.GetCache(), Live: mgr.GetAPIReader(), Decoder: decoder,
-		Events: events, ChangeControl: changeControl, Policies: policies, Schemas: schemas,
+		Recorder: rec, ChangeControl: changeControl, Policies: policies, Schemas: schemas,
 	}))
 	srv.Register(admission.RecordNamespaceChangesPath, admission.Webhook("record-namespaces", &admission.RecordNamespaceChanges{
-		Decoder: decoder, Events: events, ChangeControl: changeControl, Policies: policies,
+		Decoder: decoder, Recorder: rec, ChangeControl: changeControl, Policies: policies,
 	}))
 	// The manager only runs its webhook server once someone asks for it.
 	mgr.GetWebhookServer()

@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -36,14 +37,12 @@ type Compiled struct {
 	selector labels.Selector
 	spec     v1alpha1.ConfigPolicySpec
 	pipeline changecontrol.Identities
-	// modules are the custom Rego modules, by file name.
-	modules map[string]string
+	// modules are the custom rules' Rego modules, in spec order.
+	modules []policy.CustomModule
 }
 
 // ModulePackage is the package a custom rule's module must declare.
-func ModulePackage(id string) string {
-	return "configward.custom." + strings.ReplaceAll(id, "-", "_")
-}
+func ModulePackage(id string) string { return policy.Package(id) }
 
 // Validate checks a ConfigPolicy and compiles its custom rules together
 // with the built-in ones. Every problem is a field error with its exact
@@ -51,7 +50,7 @@ func ModulePackage(id string) string {
 // admission answers them all at once (422 Invalid), and the controller's
 // Ready condition says the same.
 func Validate(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Compiled, field.ErrorList) {
-	c := &Compiled{Name: cp.Name, Generation: cp.Generation, spec: *cp.Spec.DeepCopy(), modules: map[string]string{}}
+	c := &Compiled{Name: cp.Name, Generation: cp.Generation, spec: *cp.Spec.DeepCopy()}
 	spec := field.NewPath("spec")
 	invalid := func(p *field.Path, format string, args ...any) *field.Error {
 		return field.Invalid(p, field.OmitValueType{}, fmt.Sprintf(format, args...))
@@ -71,6 +70,7 @@ func Validate(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Compiled, field.
 		}
 	}
 	custom := map[string]bool{}
+	index := map[string]int{} // custom rule index by module file
 	for i, r := range cp.Spec.CustomRules {
 		at := spec.Child("customRules").Index(i)
 		switch {
@@ -92,7 +92,8 @@ func Validate(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Compiled, field.
 			errs = append(errs, invalid(at.Child("rego"), "the module's package is %s; it must be %s", got, want))
 			continue
 		}
-		c.modules[file] = r.Rego
+		index[file] = i
+		c.modules = append(c.modules, policy.CustomModule{Policy: cp.Name, ID: r.ID, File: file, Source: r.Rego})
 	}
 	for _, id := range slices.Sorted(maps.Keys(cp.Spec.Rules)) {
 		if !rules.Builtin(id) && !custom[id] {
@@ -110,9 +111,22 @@ func Validate(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Compiled, field.
 	}
 	if len(errs) == 0 && len(c.modules) > 0 {
 		if _, err := policy.Compile(ctx, c.modules); err != nil {
-			// OPA reports compile errors of prepared queries as a failed
-			// "bundle activation"; users wrote no bundle.
-			errs = append(errs, invalid(spec.Child("customRules"), "%s", strings.Replace(err.Error(), "bundle activation failed: ", "", 1)))
+			// A call of a built-in the sandbox leaves out is the problem of
+			// the rule that makes it; other compile errors may involve
+			// several modules (the built-in ones too), so they are the
+			// custom rules'.
+			violations, rest := policy.SandboxViolations(err)
+			for _, v := range violations {
+				i, ok := index[v.Location.File]
+				if !ok {
+					rest = errors.Join(rest, v)
+					continue
+				}
+				errs = append(errs, invalid(spec.Child("customRules").Index(i).Child("rego"), "%s:%d: %s", v.Location.File, v.Location.Row, v.Message))
+			}
+			if rest != nil {
+				errs = append(errs, invalid(spec.Child("customRules"), "%v", rest))
+			}
 		}
 	}
 	if len(errs) > 0 {

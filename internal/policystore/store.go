@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -220,13 +219,13 @@ func (s *Store) Check(ctx context.Context, cp *v1alpha1.ConfigPolicy) field.Erro
 	if err := s.conflicts(ctx, c); err != nil {
 		return field.ErrorList{withOthers(err)}
 	}
-	modules := map[string]string{}
-	for name, other := range s.good {
+	var modules []policy.CustomModule
+	for _, name := range slices.Sorted(maps.Keys(s.good)) {
 		if name != cp.Name {
-			maps.Copy(modules, other.modules)
+			modules = append(modules, s.good[name].modules...)
 		}
 	}
-	maps.Copy(modules, c.modules)
+	modules = append(modules, c.modules...)
 	if _, err := policy.Compile(ctx, modules); err != nil {
 		return field.ErrorList{withOthers(err)}
 	}
@@ -237,7 +236,7 @@ func (s *Store) Check(ctx context.Context, cp *v1alpha1.ConfigPolicy) field.Erro
 // in force with the others.
 func withOthers(err error) *field.Error {
 	return field.Invalid(field.NewPath("spec", "customRules"), field.OmitValueType{},
-		"cannot be in force with the other ConfigPolicies: "+strings.Replace(err.Error(), "bundle activation failed: ", "", 1))
+		"cannot be in force with the other ConfigPolicies: "+err.Error())
 }
 
 // OutcomeOf says what became of the last generation of the policy the
@@ -278,11 +277,11 @@ func (s *Store) Forget(name string) {
 
 // swap compiles the rules of a set of policies and puts the set in force.
 func (s *Store) swap(ctx context.Context, set map[string]*Compiled) error {
-	modules := map[string]string{}
+	var modules []policy.CustomModule
 	var list []*Compiled
 	for _, name := range slices.Sorted(maps.Keys(set)) {
 		list = append(list, set[name])
-		maps.Copy(modules, set[name].modules)
+		modules = append(modules, set[name].modules...)
 	}
 	v, err := policy.Compile(ctx, modules)
 	if err != nil {

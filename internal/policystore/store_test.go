@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+	"github.com/open-policy-agent/opa/v1/ast"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -255,5 +256,73 @@ func TestCustomRuleIDsBelongToOnePolicy(t *testing.T) {
 	}
 	if o, _ := s.OutcomeOf("second"); len(o.Problems) != 0 {
 		t.Fatalf("outcome still has problems: %v", o.Problems)
+	}
+}
+
+// Custom rules compile without network, runtime and non-deterministic
+// built-ins: a policy calling one is refused, with the rule, the line and
+// the built-in named.
+func TestValidateSandbox(t *testing.T) {
+	const why = ", which ConfigPolicy rules may not use: network, runtime and non-deterministic built-ins are not available (rules must decide from their input alone)"
+	call := func(id, expr string) v1alpha1.CustomRule {
+		return v1alpha1.CustomRule{ID: id, Rego: "package " + ModulePackage(id) + "\n\nfindings contains f if {\n\tx := " + expr + "\n\tf := {\"rule\": \"" + id + "\", \"message\": sprintf(\"%v\", [x])}\n}\n"}
+	}
+	for _, tc := range []struct {
+		name  string
+		rules []v1alpha1.CustomRule
+		want  field.ErrorList
+	}{
+		{"http.send", []v1alpha1.CustomRule{call("no-latest", `http.send({"method": "GET", "url": "https://example.com"})`)}, field.ErrorList{
+			field.Invalid(field.NewPath("spec", "customRules").Index(0).Child("rego"), field.OmitValueType{}, "configpolicy/p/no-latest.rego:4: calls http.send"+why),
+		}},
+		{"opa.runtime and time.now_ns, in the second rule", []v1alpha1.CustomRule{
+			{ID: "no-latest", Rego: noLatest},
+			call("clock", "[opa.runtime(), time.now_ns()]"),
+		}, field.ErrorList{
+			field.Invalid(field.NewPath("spec", "customRules").Index(1).Child("rego"), field.OmitValueType{}, "configpolicy/p/clock.rego:4: calls opa.runtime"+why),
+			field.Invalid(field.NewPath("spec", "customRules").Index(1).Child("rego"), field.OmitValueType{}, "configpolicy/p/clock.rego:4: calls time.now_ns"+why),
+		}},
+		{"non-deterministic ones", []v1alpha1.CustomRule{call("dice", `[rand.intn("x", 6), uuid.rfc4122("x"), net.lookup_ip_addr("example.com")]`)}, field.ErrorList{
+			field.Invalid(field.NewPath("spec", "customRules").Index(0).Child("rego"), field.OmitValueType{}, "configpolicy/p/dice.rego:4: calls rand.intn"+why),
+			field.Invalid(field.NewPath("spec", "customRules").Index(0).Child("rego"), field.OmitValueType{}, "configpolicy/p/dice.rego:4: calls uuid.rfc4122"+why),
+			field.Invalid(field.NewPath("spec", "customRules").Index(0).Child("rego"), field.OmitValueType{}, "configpolicy/p/dice.rego:4: calls net.lookup_ip_addr"+why),
+		}},
+		{"a function of the rule's own is no built-in", []v1alpha1.CustomRule{{ID: "no-latest", Rego: "package configward.custom.no_latest\n\nnow_ns := 1\n\nsend(x) := x\n\nfindings contains {\"rule\": \"no-latest\", \"message\": send(\"m\")} if now_ns > 0\n"}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs := Validate(context.Background(), cp("p", 1, v1alpha1.ConfigPolicySpec{CustomRules: tc.rules}))
+			if len(errs) != len(tc.want) {
+				t.Fatalf("got %d problems, want %d: %v", len(errs), len(tc.want), errs)
+			}
+			for i := range tc.want {
+				if *errs[i] != *tc.want[i] {
+					t.Errorf("problem %d = %s %s %q\nwant %s %s %q", i, errs[i].Type, errs[i].Field, errs[i].Detail, tc.want[i].Type, tc.want[i].Field, tc.want[i].Detail)
+				}
+			}
+		})
+	}
+}
+
+// A custom rule that fails at evaluation yields one finding under its id,
+// which takes the action its ConfigPolicy declares.
+func TestCustomRuleFailureTakesTheDeclaredAction(t *testing.T) {
+	ctx := context.Background()
+	s, err := New(ctx, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustLoad(t, s, cp("team-a", 1, v1alpha1.ConfigPolicySpec{CustomRules: []v1alpha1.CustomRule{{ID: "no-latest", Action: "Deny",
+		Rego: "package configward.custom.no_latest\n\nfindings contains {\"rule\": \"no-latest\", \"message\": sprintf(\"%d\", [to_number(input.request.name)])}\n"}}}))
+	a := s.Current()
+	fs, err := a.Version.Eval(ctx, ast.MustParseTerm(`{"request": {"name": "web"}, "references": []}`).Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := rules.Finding{Rule: "no-latest", Message: `custom rule "no-latest" of ConfigPolicy "team-a" could not be evaluated: configpolicy/team-a/no-latest.rego:3: eval_builtin_error: to_number: strconv.ParseFloat: parsing "web": invalid syntax; fix the rule in its ConfigPolicy`}
+	if len(fs) != 1 || fs[0] != want {
+		t.Fatalf("findings = %q\nwant %q", fs, want)
+	}
+	if got := a.Settings(ns(nil)).ActionFor(fs[0]); got != rules.Deny {
+		t.Errorf("action = %s, want the declared Deny", got)
 	}
 }

@@ -27,7 +27,7 @@ var (
 	})
 	rejectedRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_webhook_requests_refused_total",
-		Help: "Admission requests answered with a denial before reaching a rule, by reason (too_large, panic, malformed).",
+		Help: "Admission requests answered before reaching a rule, by reason: a denial (too_large, panic, malformed), or shed with 503 (overloaded), which the webhook's failure policy decides.",
 	}, []string{"reason"})
 )
 

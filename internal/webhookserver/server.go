@@ -20,11 +20,13 @@ package webhookserver
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	stdlog "log"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -41,6 +43,16 @@ import (
 // send for a valid object: an update carries the object and the old object,
 // each at most the API server's 3 MiB request limit, plus the envelope.
 const DefaultMaxRequestBytes = 8 << 20
+
+// DefaultMaxInFlight and DefaultMaxInFlightBytes bound the work in flight.
+// Typical reviews are a few KiB, so the byte bound only bites for large
+// objects: four maximum-size reviews, each of which costs several times its
+// size while decoded, fit in the chart's 512 MiB with room (measured in the
+// README).
+const (
+	DefaultMaxInFlight      = 64
+	DefaultMaxInFlightBytes = 4 * DefaultMaxRequestBytes
+)
 
 // Options configure the server. Zero values get the defaults documented on
 // each field.
@@ -62,6 +74,19 @@ type Options struct {
 	EnableHTTP2 bool
 	// MaxRequestBytes caps the request body. Default DefaultMaxRequestBytes.
 	MaxRequestBytes int64
+	// MaxInFlight and MaxInFlightBytes bound the requests being handled at
+	// once and the body bytes they hold (a request without a length counts
+	// as MaxRequestBytes). A request over either bound waits up to a second
+	// for room, then gets 503 Service Unavailable, which the API server
+	// treats by the webhook's failure policy: the process sheds load instead
+	// of running out of memory. Defaults DefaultMaxInFlight and
+	// DefaultMaxInFlightBytes.
+	MaxInFlight      int
+	MaxInFlightBytes int64
+	// ClientCAFile, when set, makes the server require a client
+	// certificate signed by one of its CAs: only the API server (configured
+	// with an admission-control kubeconfig that presents one) can call.
+	ClientCAFile string
 	// ShutdownTimeout bounds how long in-flight requests may take to finish
 	// once the server is asked to stop. Default 30s.
 	ShutdownTimeout time.Duration
@@ -82,6 +107,7 @@ type Server struct {
 	started    atomic.Bool
 	generation atomic.Int64 // number of certificate reloads after the first load
 	handshakes handshakeLog
+	bound      *inFlight
 }
 
 var _ webhook.Server = (*Server)(nil)
@@ -103,6 +129,15 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = DefaultMaxRequestBytes
 	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.MaxInFlightBytes <= 0 {
+		opts.MaxInFlightBytes = DefaultMaxInFlightBytes
+	}
+	if opts.MaxInFlightBytes < opts.MaxRequestBytes {
+		opts.MaxInFlightBytes = opts.MaxRequestBytes // a largest request must fit
+	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 30 * time.Second
 	}
@@ -112,7 +147,8 @@ func New(opts Options) (*Server, error) {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	return &Server{opts: opts, mux: http.NewServeMux(), paths: map[string]bool{}}, nil
+	return &Server{opts: opts, mux: http.NewServeMux(), paths: map[string]bool{},
+		bound: newInFlight(opts.MaxInFlight, opts.MaxInFlightBytes, opts.MaxRequestBytes)}, nil
 }
 
 // NeedLeaderElection is false: every replica serves admission.
@@ -129,7 +165,7 @@ func (s *Server) Register(path string, hook http.Handler) {
 		panic(fmt.Sprintf("webhook server: path %q registered twice", path))
 	}
 	s.paths[path] = true
-	s.mux.Handle(path, harden(hook, s.opts.MaxRequestBytes, s.opts.Log.WithValues("path", path)))
+	s.mux.Handle(path, s.bound.limit(harden(hook, s.opts.MaxRequestBytes, s.opts.Log.WithValues("path", path))))
 	s.opts.Log.Info("registered webhook", "path", path)
 }
 
@@ -209,6 +245,13 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.opts.EnableHTTP2 {
 		tlsCfg.NextProtos = []string{"h2", "http/1.1"}
 	}
+	if s.opts.ClientCAFile != "" {
+		pool, err := loadCAs(s.opts.ClientCAFile)
+		if err != nil {
+			return err
+		}
+		tlsCfg.ClientCAs, tlsCfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
 
 	ln, err := net.Listen("tcp", s.opts.BindAddress)
 	if err != nil {
@@ -261,7 +304,8 @@ func (s *Server) Start(ctx context.Context) error {
 	}()
 
 	s.started.Store(true)
-	s.opts.Log.Info("serving webhooks", "address", ln.Addr().String(), "http2", s.opts.EnableHTTP2)
+	s.opts.Log.Info("serving webhooks", "address", ln.Addr().String(), "http2", s.opts.EnableHTTP2,
+		"clientCertificatesRequired", s.opts.ClientCAFile != "", "maxInFlight", s.opts.MaxInFlight, "maxInFlightBytes", s.opts.MaxInFlightBytes)
 	if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("webhook server: %w", err)
 	}
@@ -287,6 +331,22 @@ func (s *Server) retireStaleConnections(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// AuthenticatesCallers reports whether only clients with a certificate from
+// the client CA (the API server) can call.
+func (s *Server) AuthenticatesCallers() bool { return s.opts.ClientCAFile != "" }
+
+func loadCAs(path string) (*x509.CertPool, error) {
+	pemBytes, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("webhook server: reading the client CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemBytes) {
+		return nil, fmt.Errorf("webhook server: %s holds no PEM certificate", path)
+	}
+	return pool, nil
 }
 
 // StartedChecker is ready once the listener is up.

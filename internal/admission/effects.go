@@ -1,0 +1,182 @@
+package admission
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// Effects decides when what a decision leaves behind — Events, metrics — is
+// recorded. When the webhook authenticates its callers (only the API server
+// can call), every request is real and effects are recorded at once.
+// Otherwise anyone who can reach the port could send a fabricated review
+// and have configward write Events blaming any user name or inflate its
+// metrics; so effects wait until the cache shows the request took effect
+// (the object created, changed or deleted as the request said) and are
+// dropped when it does not within effectTTL. A refusal changes nothing the
+// cache could show, so without authenticated callers refusals are logged
+// but not counted.
+type Effects struct {
+	trusted bool
+	now     func() time.Time
+
+	mu      sync.Mutex
+	pending map[effectKey][]pendingEffect
+	count   int
+}
+
+type effectKey struct{ kind, namespace, name string }
+
+type pendingEffect struct {
+	uid    types.UID // empty matches any: a create seen before the API server assigned one
+	oldRV  string    // the object must have moved past it; empty for creates
+	delete bool
+	until  time.Time
+	do     func()
+}
+
+// effectTTL is how long an effect waits for the cache. The cache sees a
+// write within a second; a minute allows for a slow API server.
+const effectTTL = time.Minute
+
+// maxPending bounds the effects waiting, so fabricated reviews cannot grow
+// memory: beyond it new ones are dropped.
+const maxPending = 10000
+
+// NewEffects returns Effects; trusted says the webhook authenticates its
+// callers.
+func NewEffects(trusted bool) *Effects {
+	return &Effects{trusted: trusted, now: time.Now, pending: map[effectKey][]pendingEffect{}}
+}
+
+// Record runs do for a request that decided to let obj through: at once
+// when callers are authenticated (or e is nil), else once the cache shows
+// the write. Dry runs record nothing.
+func (e *Effects) Record(req admission.Request, obj client.Object, do func()) {
+	if ptr.Deref(req.DryRun, false) {
+		return
+	}
+	if e == nil || e.trusted {
+		do()
+		return
+	}
+	if obj == nil || obj.GetName() == "" {
+		return // nothing the cache could ever confirm
+	}
+	p := pendingEffect{uid: obj.GetUID(), until: e.now().Add(effectTTL), do: do}
+	switch req.Operation {
+	case "UPDATE":
+		p.oldRV = obj.GetResourceVersion()
+	case "DELETE":
+		p.delete = true
+	}
+	e.wait(effectKey{req.Kind.Kind, keyNamespace(req.Kind.Kind, req.Namespace), obj.GetName()}, p)
+}
+
+// Refusal runs do for a request that was refused: only when callers are
+// authenticated, since a refusal leaves nothing to confirm.
+func (e *Effects) Refusal(req admission.Request, do func()) {
+	if ptr.Deref(req.DryRun, false) {
+		return
+	}
+	if e == nil || e.trusted {
+		do()
+	}
+}
+
+func keyNamespace(kind, namespace string) string {
+	if kind == "Namespace" {
+		return "" // a Namespace is cluster-scoped, whatever the request says
+	}
+	return namespace
+}
+
+func (e *Effects) wait(k effectKey, p pendingEffect) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.count >= maxPending {
+		e.expire()
+		if e.count >= maxPending {
+			return
+		}
+	}
+	e.pending[k] = append(e.pending[k], p)
+	e.count++
+}
+
+// expire drops the effects whose time is up. Callers hold mu.
+func (e *Effects) expire() {
+	now := e.now()
+	for k, ps := range e.pending {
+		kept := ps[:0]
+		for _, p := range ps {
+			if now.Before(p.until) {
+				kept = append(kept, p)
+			}
+		}
+		e.count -= len(ps) - len(kept)
+		if len(kept) == 0 {
+			delete(e.pending, k)
+		} else {
+			e.pending[k] = kept
+		}
+	}
+}
+
+// Watch confirms pending effects on objects of kind from the informer's
+// events.
+func (e *Effects) Watch(informer cache.Informer, kind string) error {
+	if e.trusted {
+		return nil
+	}
+	_, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { e.observe(kind, o, false) },
+		UpdateFunc: func(_, o any) { e.observe(kind, o, false) },
+		DeleteFunc: func(o any) {
+			if tomb, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = tomb.Obj
+			}
+			e.observe(kind, o, true)
+		},
+	})
+	return err
+}
+
+func (e *Effects) observe(kind string, o any, deleted bool) {
+	obj, ok := o.(client.Object)
+	if !ok {
+		return
+	}
+	k := effectKey{kind, keyNamespace(kind, obj.GetNamespace()), obj.GetName()}
+	var due []func()
+	e.mu.Lock()
+	ps := e.pending[k]
+	kept := ps[:0]
+	now := e.now()
+	for _, p := range ps {
+		switch {
+		case !now.Before(p.until):
+			// expired
+		case p.delete == deleted && (p.uid == "" || p.uid == obj.GetUID()) && (p.oldRV == "" || p.oldRV != obj.GetResourceVersion()):
+			due = append(due, p.do)
+		default:
+			kept = append(kept, p)
+		}
+	}
+	e.count -= len(ps) - len(kept)
+	if len(kept) == 0 {
+		delete(e.pending, k)
+	} else {
+		e.pending[k] = kept
+	}
+	e.mu.Unlock()
+	for _, do := range due {
+		do()
+	}
+}

@@ -1,0 +1,100 @@
+package admission
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+func TestEffectsWaitForWhatTheCacheShows(t *testing.T) {
+	cm := func(uid, rv string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "flags", UID: k8stypes.UID("u" + uid), ResourceVersion: rv}}
+	}
+	request := func(op admissionv1.Operation) admission.Request {
+		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: op, Namespace: "shop",
+			Kind: metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}}}
+	}
+	for _, tc := range []struct {
+		name     string
+		req      admission.Request
+		obj      *corev1.ConfigMap
+		observed []*corev1.ConfigMap // informer events, in order
+		deleted  bool
+		want     int
+	}{
+		{"a create the cache then shows", request(admissionv1.Create), cm("1", ""), []*corev1.ConfigMap{cm("1", "10")}, false, 1},
+		{"a fabricated create: nothing appears", request(admissionv1.Create), cm("1", ""), nil, false, 0},
+		{"a create of another object of that name", request(admissionv1.Create), cm("1", ""), []*corev1.ConfigMap{cm("2", "10")}, false, 0},
+		{"an update the cache then shows", request(admissionv1.Update), cm("1", "10"), []*corev1.ConfigMap{cm("1", "11")}, false, 1},
+		{"a fabricated update: the object stays at its version", request(admissionv1.Update), cm("1", "10"), []*corev1.ConfigMap{cm("1", "10")}, false, 0},
+		{"a delete the cache then shows", request(admissionv1.Delete), cm("1", "10"), []*corev1.ConfigMap{cm("1", "10")}, true, 1},
+		{"a fabricated delete: the object is still there", request(admissionv1.Delete), cm("1", "10"), []*corev1.ConfigMap{cm("1", "11")}, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := NewEffects(false)
+			done := 0
+			e.Record(tc.req, tc.obj, func() { done++ })
+			if done != 0 {
+				t.Fatal("recorded before the cache showed anything")
+			}
+			for _, o := range tc.observed {
+				e.observe("ConfigMap", o, tc.deleted)
+			}
+			if done != tc.want {
+				t.Fatalf("recorded %d times, want %d", done, tc.want)
+			}
+		})
+	}
+}
+
+func TestEffectsOfTrustedCallersAndRefusals(t *testing.T) {
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create, Namespace: "shop",
+		Kind: metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}}}
+	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "flags"}}
+	count := 0
+	inc := func() { count++ }
+
+	NewEffects(true).Record(req, obj, inc)
+	NewEffects(true).Refusal(req, inc)
+	if count != 2 {
+		t.Fatalf("authenticated callers: %d of 2 recorded at once", count)
+	}
+	NewEffects(false).Refusal(req, inc)
+	if count != 2 {
+		t.Fatal("a refusal from a caller nobody authenticated was counted")
+	}
+	dry := req
+	dry.DryRun = ptr.To(true)
+	NewEffects(true).Record(dry, obj, inc)
+	if count != 2 {
+		t.Fatal("a dry run was recorded")
+	}
+}
+
+func TestEffectsAreBoundedAndExpire(t *testing.T) {
+	e := NewEffects(false)
+	now := time.Unix(0, 0)
+	e.now = func() time.Time { return now }
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create, Namespace: "shop",
+		Kind: metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}}}
+	for i := range maxPending + 100 {
+		e.Record(req, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fake-" + itoa(i)}}, func() {})
+	}
+	if e.count != maxPending {
+		t.Fatalf("%d effects waiting, bound %d", e.count, maxPending)
+	}
+	now = now.Add(effectTTL + time.Second)
+	e.Record(req, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "real"}}, func() {})
+	if e.count != 1 {
+		t.Fatalf("expired effects were kept: %d waiting", e.count)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
