@@ -174,9 +174,9 @@ var _ = Describe("the test harness", func() {
 		Expect(srv.Handshakes()[newFP]).To(BeNumerically(">", 0),
 			"the API server kept using connections made with the old certificate")
 
-		pool := x509.NewCertPool()
-		pool.AddCert(env.CA.Cert)
-		conn, err := tls.Dial("tcp", srv.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+		cfg := env.ClientTLS()
+		cfg.ServerName = "127.0.0.1"
+		conn, err := tls.Dial("tcp", srv.Addr().String(), cfg)
 		Expect(err).NotTo(HaveOccurred())
 		defer conn.Close()
 		Expect(fingerprintOf(conn.ConnectionState().PeerCertificates[0])).To(Equal(newFP))
@@ -191,10 +191,10 @@ var _ = Describe("the test harness", func() {
 		go func() { done <- p.Run(ctx) }()
 		Eventually(func() int { return probeStatus(probe, "/readyz") }, 30*time.Second).Should(Equal(http.StatusOK))
 
-		pool := x509.NewCertPool()
-		pool.AddCert(env.CA.Cert)
+		cfg := env.ClientTLS()
+		cfg.ServerName = "127.0.0.1"
 		serving := func() error {
-			conn, err := tls.Dial("tcp", p.Server.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+			conn, err := tls.Dial("tcp", p.Server.Addr().String(), cfg)
 			if err == nil {
 				conn.Close()
 			}

@@ -3,8 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -192,11 +190,28 @@ volumes: [{name: v, secret: {secretName: db}}]`), "apply", "--dry-run=server", "
 	})
 })
 
+var _ = Describe("callers of the webhook", func() {
+	It("must present the API server's client certificate: anyone else is refused at TLS", func() {
+		body := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1","kind":{"group":"apps","version":"v1","kind":"Deployment"},` +
+			`"resource":{"group":"apps","version":"v1","resource":"deployments"},"operation":"CREATE","namespace":"default","object":{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x"}}}}`)
+		anonymous := env.ClientTLS()
+		anonymous.Certificates = nil
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: anonymous}}
+		_, err := c.Post(env.WebhookURL("/mutate-config-hash"), "application/json", bytes.NewReader(body))
+		Expect(err).To(MatchError(ContainSubstring("certificate required")), "a client without the API server's certificate got an answer")
+
+		c = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: env.ClientTLS()}}
+		resp, err := c.Post(env.WebhookURL("/mutate-config-hash"), "application/json", bytes.NewReader(body))
+		Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	})
+})
+
 var _ = Describe("malformed admission requests sent straight to the webhook", func() {
 	post := func(path string, body []byte) (int, *admissionv1.AdmissionReview) {
-		pool := x509.NewCertPool()
-		pool.AddCert(env.CA.Cert)
-		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		// As the API server: with its client certificate.
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: env.ClientTLS()}}
 		resp, err := c.Post(env.WebhookURL(path), "application/json", bytes.NewReader(body))
 		Expect(err).NotTo(HaveOccurred())
 		defer resp.Body.Close()

@@ -7,6 +7,9 @@ package framework
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +54,11 @@ type Options struct {
 	// WithoutWebhook leaves the webhook process to the test (e.g. one that
 	// serves a certificate cert-manager issues).
 	WithoutWebhook bool
+	// UnauthenticatedCallers runs the webhook without --client-ca-file, so
+	// anyone who reaches its port may call, as in an install that cannot
+	// configure the API server's admission kubeconfig. By default the
+	// webhook requires the client certificate the API server presents.
+	UnauthenticatedCallers bool
 	// ExtraCRDPaths are installed with configward's CRDs.
 	ExtraCRDPaths []string
 }
@@ -77,9 +86,14 @@ type Env struct {
 
 	testEnv        *envtest.Environment
 	webhookOptions func(*manager.Webhook)
-	cancel         context.CancelFunc
-	done           chan error
-	stops          []func() error
+	authenticate   bool
+	// apiServerClient is the client certificate the API server presents to
+	// webhooks; ClientTLS hands it to tests that call the webhook as the
+	// API server would.
+	apiServerClient tls.Certificate
+	cancel          context.CancelFunc
+	done            chan error
+	stops           []func() error
 }
 
 // RepoRoot is the directory holding go.mod, found from this source file so
@@ -100,7 +114,7 @@ func Start(opts Options) (env *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{Dir: dir, CertDir: filepath.Join(dir, "tls"), webhookOptions: opts.Webhook}
+	e := &Env{Dir: dir, CertDir: filepath.Join(dir, "tls"), webhookOptions: opts.Webhook, authenticate: !opts.UnauthenticatedCallers}
 	defer func() {
 		// A failed start must not leave kube-apiserver and etcd running.
 		if err != nil {
@@ -118,6 +132,12 @@ func Start(opts Options) (env *Env, err error) {
 	if err := e.configureAudit(); err != nil {
 		return nil, err
 	}
+	if e.CA, err = NewCA(); err != nil {
+		return nil, err
+	}
+	if err := e.configureWebhookClientCertificate(); err != nil {
+		return nil, err
+	}
 	if e.Config, err = e.testEnv.Start(); err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
 	}
@@ -133,9 +153,6 @@ func Start(opts Options) (env *Env, err error) {
 	if err := e.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}); err != nil {
 		return nil, err
 	}
-	if e.CA, err = NewCA(); err != nil {
-		return nil, err
-	}
 	if err := e.RotateServingCertificate(); err != nil {
 		return nil, err
 	}
@@ -146,6 +163,47 @@ func Start(opts Options) (env *Env, err error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// configureWebhookClientCertificate gives the API server the client
+// certificate it presents to every webhook, through the admission-control
+// configuration a cluster administrator writes (kube-apiserver
+// --admission-control-config-file): the kubeconfig user "*" applies to every
+// webhook host.
+func (e *Env) configureWebhookClientCertificate() error {
+	certPEM, keyPEM, err := e.CA.IssueClient("kube-apiserver-webhook-client")
+	if err != nil {
+		return err
+	}
+	if e.apiServerClient, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(e.Dir, "admission-kubeconfig")
+	kc := fmt.Sprintf("apiVersion: v1\nkind: Config\nusers:\n- name: \"*\"\n  user:\n    client-certificate-data: %s\n    client-key-data: %s\n",
+		base64.StdEncoding.EncodeToString(certPEM), base64.StdEncoding.EncodeToString(keyPEM))
+	if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
+		return err
+	}
+	var admissionConfig strings.Builder
+	admissionConfig.WriteString("apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n")
+	for _, plugin := range []string{"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"} {
+		fmt.Fprintf(&admissionConfig, "- name: %s\n  configuration:\n    apiVersion: apiserver.config.k8s.io/v1\n    kind: WebhookAdmissionConfiguration\n    kubeConfigFile: %s\n", plugin, kubeconfig)
+	}
+	path := filepath.Join(e.Dir, "admission-config.yaml")
+	if err := os.WriteFile(path, []byte(admissionConfig.String()), 0o600); err != nil {
+		return err
+	}
+	e.testEnv.ControlPlane.GetAPIServer().Configure().Set("admission-control-config-file", path)
+	return os.WriteFile(filepath.Join(e.Dir, "client-ca.crt"), e.CA.CertPEM, 0o600)
+}
+
+// ClientTLS is a TLS configuration that trusts the webhook's serving CA and
+// presents the API server's client certificate: a test calling the webhook
+// with it is indistinguishable from the API server.
+func (e *Env) ClientTLS() *tls.Config {
+	pool := x509.NewCertPool()
+	pool.AddCert(e.CA.Cert)
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{e.apiServerClient}}
 }
 
 const auditPolicy = `apiVersion: audit.k8s.io/v1
@@ -238,6 +296,9 @@ func (e *Env) NewWebhookProcess(shutdownDelay, certPoll time.Duration) (*manager
 		MaxRequestBytes:  8 << 20,
 	}
 	o.HashKeyNamespace, o.HashKeySecret, o.HashKeyPoll = Namespace, HashKeySecret, time.Second
+	if e.authenticate {
+		o.ClientCAFile = filepath.Join(e.Dir, "client-ca.crt")
+	}
 	if e.webhookOptions != nil {
 		e.webhookOptions(&o)
 	}

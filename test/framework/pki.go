@@ -57,21 +57,33 @@ func NewCA() (*CA, error) {
 
 // Issue signs a serving certificate for localhost and 127.0.0.1.
 func (ca *CA) Issue() (certPEM, keyPEM []byte, err error) {
+	n := serial.Add(1)
+	return ca.issue(&x509.Certificate{
+		SerialNumber: big.NewInt(n),
+		Subject:      pkix.Name{CommonName: "configward-webhook-" + strconv.FormatInt(n, 10)},
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+	})
+}
+
+// IssueClient signs a client certificate, such as the one the API server
+// presents to webhooks.
+func (ca *CA) IssueClient(commonName string) (certPEM, keyPEM []byte, err error) {
+	return ca.issue(&x509.Certificate{
+		SerialNumber: big.NewInt(serial.Add(1)),
+		Subject:      pkix.Name{CommonName: commonName},
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+}
+
+func (ca *CA) issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}
-	n := serial.Add(1)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(n),
-		Subject:      pkix.Name{CommonName: "configward-webhook-" + strconv.FormatInt(n, 10)},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-	}
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
 	if err != nil {
 		return nil, nil, err
