@@ -28,5 +28,7 @@ func run(c *manager.Common, validate func() error, build func(*rest.Config) (pro
 		return err
 	}
 	ctrl.Log.Info(msg, kv...)
-	return p.Run(ctrl.SetupSignalHandler())
+	ctx := ctrl.SetupSignalHandler()
+	manager.DumpHeapOnSignal(ctx, c.HeapDumpFile)
+	return p.Run(ctx)
 }

@@ -190,10 +190,10 @@ func (h *ValidateConfigChanges) breakGlass(resp *admission.Response, obj client.
 		resp.AuditAnnotations = map[string]string{}
 	}
 	resp.AuditAnnotations["break-glass"] = note
-	h.Effects.Record(req, obj, func() {
+	h.Effects.Record(req, obj, func(ref client.Object) {
 		breakGlassEdits.WithLabelValues(req.Kind.Kind, string(req.Operation)).Inc()
 		if h.Events != nil {
-			h.Events.Eventf(obj, nil, corev1.EventTypeWarning, "BreakGlass", string(req.Operation), "%s", note)
+			h.Events.Eventf(ref, nil, corev1.EventTypeWarning, "BreakGlass", string(req.Operation), "%s", note)
 		}
 	})
 }

@@ -143,7 +143,7 @@ func (h *ConfigHash) writerChangedHash(kind string, oldRaw runtime.RawExtension,
 }
 
 func (h *ConfigHash) patched(req admission.Request, kind workload.Kind, obj client.Object, op jsonpatch.Operation) admission.Response {
-	h.Effects.Record(req, obj, func() { hashesStamped.WithLabelValues(kind.Kind).Inc() })
+	h.Effects.Record(req, obj, func(client.Object) { hashesStamped.WithLabelValues(kind.Kind).Inc() })
 	return admission.Patched("", op)
 }
 

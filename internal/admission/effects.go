@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"reflect"
 	"sync"
 	"time"
 
@@ -57,19 +58,23 @@ func NewEffects(trusted bool) *Effects {
 
 // Record runs do for a request that decided to let obj through: at once
 // when callers are authenticated (or e is nil), else once the cache shows
-// the write. Dry runs record nothing.
-func (e *Effects) Record(req admission.Request, obj client.Object, do func()) {
-	if ptr.Deref(req.DryRun, false) {
+// the write. do gets a copy of obj that has only its identity (kind, name,
+// namespace, UID), enough to hang an Event on: what waits for the cache
+// never holds the request's content, Secret values included. Dry runs
+// record nothing.
+func (e *Effects) Record(req admission.Request, obj client.Object, do func(ref client.Object)) {
+	if ptr.Deref(req.DryRun, false) || obj == nil {
 		return
 	}
+	ref := identityOf(obj)
 	if e == nil || e.trusted {
-		do()
+		do(ref)
 		return
 	}
-	if obj == nil || obj.GetName() == "" {
+	if obj.GetName() == "" {
 		return // nothing the cache could ever confirm
 	}
-	p := pendingEffect{uid: obj.GetUID(), until: e.now().Add(effectTTL), do: do}
+	p := pendingEffect{uid: obj.GetUID(), until: e.now().Add(effectTTL), do: func() { do(ref) }}
 	switch req.Operation {
 	case "UPDATE":
 		p.oldRV = obj.GetResourceVersion()
@@ -88,6 +93,17 @@ func (e *Effects) Refusal(req admission.Request, do func()) {
 	if e == nil || e.trusted {
 		do()
 	}
+}
+
+// identityOf returns an empty object of obj's type with obj's identity.
+func identityOf(obj client.Object) client.Object {
+	ref := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
+	ref.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
+	ref.SetName(obj.GetName())
+	ref.SetNamespace(obj.GetNamespace())
+	ref.SetUID(obj.GetUID())
+	ref.SetResourceVersion(obj.GetResourceVersion())
+	return ref
 }
 
 func keyNamespace(kind, namespace string) string {

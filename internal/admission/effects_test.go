@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -40,7 +41,7 @@ func TestEffectsWaitForWhatTheCacheShows(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := NewEffects(false)
 			done := 0
-			e.Record(tc.req, tc.obj, func() { done++ })
+			e.Record(tc.req, tc.obj, func(client.Object) { done++ })
 			if done != 0 {
 				t.Fatal("recorded before the cache showed anything")
 			}
@@ -60,8 +61,9 @@ func TestEffectsOfTrustedCallersAndRefusals(t *testing.T) {
 	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "flags"}}
 	count := 0
 	inc := func() { count++ }
+	incRef := func(client.Object) { count++ }
 
-	NewEffects(true).Record(req, obj, inc)
+	NewEffects(true).Record(req, obj, incRef)
 	NewEffects(true).Refusal(req, inc)
 	if count != 2 {
 		t.Fatalf("authenticated callers: %d of 2 recorded at once", count)
@@ -72,7 +74,7 @@ func TestEffectsOfTrustedCallersAndRefusals(t *testing.T) {
 	}
 	dry := req
 	dry.DryRun = ptr.To(true)
-	NewEffects(true).Record(dry, obj, inc)
+	NewEffects(true).Record(dry, obj, incRef)
 	if count != 2 {
 		t.Fatal("a dry run was recorded")
 	}
@@ -85,13 +87,13 @@ func TestEffectsAreBoundedAndExpire(t *testing.T) {
 	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create, Namespace: "shop",
 		Kind: metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}}}
 	for i := range maxPending + 100 {
-		e.Record(req, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fake-" + itoa(i)}}, func() {})
+		e.Record(req, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fake-" + itoa(i)}}, func(client.Object) {})
 	}
 	if e.count != maxPending {
 		t.Fatalf("%d effects waiting, bound %d", e.count, maxPending)
 	}
 	now = now.Add(effectTTL + time.Second)
-	e.Record(req, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "real"}}, func() {})
+	e.Record(req, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "real"}}, func(client.Object) {})
 	if e.count != 1 {
 		t.Fatalf("expired effects were kept: %d waiting", e.count)
 	}

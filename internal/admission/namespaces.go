@@ -9,6 +9,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -97,11 +98,11 @@ func (h *RecordNamespaceChanges) Handle(_ context.Context, req admission.Request
 		return resp
 	}
 	resp.AuditAnnotations = map[string]string{"change-control": notes[0]}
-	h.Effects.Record(req, &ns, func() {
+	h.Effects.Record(req, &ns, func(ref client.Object) {
 		changeControlTransitions.WithLabelValues(change).Inc()
 		for _, n := range notes {
 			if h.Events != nil {
-				h.Events.Eventf(&ns, nil, corev1.EventTypeWarning, "ChangeControl", "Relabel", "%s", n)
+				h.Events.Eventf(ref, nil, corev1.EventTypeWarning, "ChangeControl", "Relabel", "%s", n)
 			}
 		}
 	})

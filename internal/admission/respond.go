@@ -74,7 +74,7 @@ func respond(out rules.Outcome, req admission.Request, obj client.Object, rec Re
 	if len(d.Denied) > 0 {
 		rec.Effects.Refusal(req, func() { countFindings(d) })
 	} else {
-		rec.Effects.Record(req, obj, func() { countFindings(d); rec.event(obj, d) })
+		rec.Effects.Record(req, obj, func(ref client.Object) { countFindings(d); rec.event(ref, d) })
 	}
 	return resp
 }

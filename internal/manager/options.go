@@ -40,6 +40,10 @@ type Common struct {
 	// HashKeyPoll is how soon a rotated key is taken up (default 10 s; no
 	// flag, tests shorten it).
 	HashKeyPoll time.Duration
+	// HeapDumpFile, when set, is where SIGUSR1 writes a dump of the live
+	// heap (after a collection): how to check that no Secret value lives in
+	// the process.
+	HeapDumpFile string
 }
 
 // AddFlags registers the shared flags.
@@ -56,6 +60,8 @@ func (c *Common) AddFlags(fs *pflag.FlagSet) {
 		"Log verbosity: 0 logs decisions that refuse or warn and lifecycle events; 1 adds every admission decision; 2+ is for debugging.")
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", 5*time.Second,
 		"On SIGTERM, report not ready and keep serving this long before stopping, so the endpoint is removed from the Service before the listener closes. Set it above the time your cluster takes to propagate endpoint changes.")
+	fs.StringVar(&c.HeapDumpFile, "heap-dump-file", "",
+		"Diagnostics: on SIGUSR1, collect garbage and write a dump of the live heap (runtime/debug.WriteHeapDump) to this file, e.g. to check that no Secret value lives in the process. Empty: off.")
 	fs.StringVar(&c.HashKeyNamespace, "hash-key-namespace", defaultNamespace(),
 		"Namespace of the Secret holding the installation's config-hash key: configward's own (the chart sets it). Defaults to $POD_NAMESPACE, else configward.")
 	fs.StringVar(&c.HashKeySecret, "hash-key-secret", "configward-hash-key",
@@ -127,6 +133,7 @@ type Webhook struct {
 	MaxInFlight      int
 	MaxInFlightBytes int64
 	ClientCAFile     string
+	IdleTimeout      time.Duration
 }
 
 // ChangeControl are the flags of rule out-of-pipeline-edit. They name a
@@ -225,6 +232,8 @@ func (w *Webhook) AddFlags(fs *pflag.FlagSet) {
 		"Most admission requests handled at once. More wait up to a second, then get 503, which the API server treats by the webhook's failure policy.")
 	fs.Int64Var(&w.MaxInFlightBytes, "max-in-flight-bytes", webhookserver.DefaultMaxInFlightBytes,
 		"Most request-body bytes held at once (a request without a length counts as --max-request-bytes); size it with the memory limit: each byte of a large review costs several while decoded.")
+	fs.DurationVar(&w.IdleTimeout, "idle-timeout", webhookserver.DefaultIdleTimeout,
+		"How long a connection from the API server may sit idle before it is closed. Until then Go's connection buffers hold the last review it carried; the API server reconnects when it next calls.")
 	fs.StringVar(&w.ClientCAFile, "client-ca-file", "",
 		"PEM file of the CA(s) that sign the API server's client certificate for webhooks (its admission-control kubeconfig). When set, only clients presenting such a certificate can call. When empty, anyone who can reach the port can ask; configward then leaks no Secret value and records Events and metrics only for requests whose effect the cache confirms.")
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/controller"
+	"github.com/configward/configward/internal/framewipe"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/policystore"
@@ -76,6 +77,14 @@ func guardedClient(cfg *rest.Config, opts client.Options) (client.Client, error)
 	return inventory.GuardClient(c), nil
 }
 
+// wipingWatchFrames is cfg with watch events cleared from client-go's
+// buffers once decoded (see framewipe): the processes watch Secrets.
+func wipingWatchFrames(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	framewipe.Wrap(cfg)
+	return cfg
+}
+
 // RESTConfig loads the connection to the API server: an explicit kubeconfig,
 // else $KUBECONFIG, else the in-cluster service account.
 func (c *Common) RESTConfig() (*rest.Config, error) {
@@ -114,13 +123,14 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 		MaxRequestBytes:  o.MaxRequestBytes,
 		MaxInFlight:      o.MaxInFlight,
 		MaxInFlightBytes: o.MaxInFlightBytes,
+		IdleTimeout:      o.IdleTimeout,
 		ClientCAFile:     o.ClientCAFile,
 		Log:              log.WithName("server"),
 	})
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgr, err := ctrl.NewManager(wipingWatchFrames(cfg), ctrl.Options{
 		Scheme:                 scheme.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress: o.ProbeAddr,
@@ -230,7 +240,7 @@ func watchPolicies(mgr ctrlmanager.Manager) (*policystore.Store, func() bool, er
 
 // NewController builds the leader-elected controller process.
 func NewController(cfg *rest.Config, o Controller) (*Process, error) {
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgr, err := ctrl.NewManager(wipingWatchFrames(cfg), ctrl.Options{
 		Scheme:                  scheme.Scheme(),
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.ProbeAddr,

@@ -54,6 +54,11 @@ const (
 	DefaultMaxInFlightBytes = 4 * DefaultMaxRequestBytes
 )
 
+// DefaultIdleTimeout closes a connection the API server has not used for
+// half a minute. A busy API server keeps its connections in use, and a
+// quiet one pays one TLS handshake when it next calls.
+const DefaultIdleTimeout = 30 * time.Second
+
 // Options configure the server. Zero values get the defaults documented on
 // each field.
 type Options struct {
@@ -87,6 +92,12 @@ type Options struct {
 	// certificate signed by one of its CAs: only the API server (configured
 	// with an admission-control kubeconfig that presents one) can call.
 	ClientCAFile string
+	// IdleTimeout is how long a connection from the API server may sit
+	// idle before the server closes it. Go's TLS and HTTP connection
+	// buffers keep the last request a connection carried, Secret values
+	// and all, until the next one overwrites it or the connection goes;
+	// this bounds how long. Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
 	// ShutdownTimeout bounds how long in-flight requests may take to finish
 	// once the server is asked to stop. Default 30s.
 	ShutdownTimeout time.Duration
@@ -137,6 +148,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxInFlightBytes < opts.MaxRequestBytes {
 		opts.MaxInFlightBytes = opts.MaxRequestBytes // a largest request must fit
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
 	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 30 * time.Second
@@ -267,7 +281,7 @@ func (s *Server) Start(ctx context.Context) error {
 		// takes longer to send or receive.
 		ReadTimeout:  30 * time.Second,
 		WriteTimeout: 30 * time.Second,
-		IdleTimeout:  90 * time.Second,
+		IdleTimeout:  s.opts.IdleTimeout,
 		// TLS handshake errors from port scanners and TCP probes are noise at
 		// the default level.
 		ErrorLog: stdlog.New(logWriter{s.opts.Log.V(1)}, "", 0),

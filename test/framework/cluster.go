@@ -225,6 +225,13 @@ func (e *Env) startComponent(name string, args ...string) (*Component, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%s not found in KUBEBUILDER_ASSETS (run `make controlplane`): %w", name, err)
 	}
+	return e.startProcess(name, bin, nil, args...)
+}
+
+// startProcess runs bin as a child process named name (its log and files
+// under <Dir>/<name>), registers its stop with the Env, and fails when it
+// exits within its first second.
+func (e *Env) startProcess(name, bin string, environ []string, args ...string) (*Component, error) {
 	dir := filepath.Join(e.Dir, name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -235,6 +242,9 @@ func (e *Env) startComponent(name string, args ...string) (*Component, error) {
 	}
 	c := &Component{Name: name, Log: log.Name(), cmd: exec.Command(bin, args...), exited: make(chan error, 1)}
 	c.cmd.Stdout, c.cmd.Stderr = log, log
+	if environ != nil {
+		c.cmd.Env = append(os.Environ(), environ...)
+	}
 	if err := c.cmd.Start(); err != nil {
 		log.Close()
 		return nil, err
@@ -249,6 +259,15 @@ func (e *Env) startComponent(name string, args ...string) (*Component, error) {
 	case <-time.After(time.Second):
 	}
 	return c, nil
+}
+
+// PID is the process id.
+func (c *Component) PID() int { return c.cmd.Process.Pid }
+
+// Kill ends the process at once, as a crash or an OOM kill would.
+func (c *Component) Kill() {
+	_ = c.cmd.Process.Kill()
+	_ = c.Stop()
 }
 
 // Stop interrupts the component and waits for it, killing it after ten

@@ -83,10 +83,16 @@ type Env struct {
 	// annotations admission webhooks add) and of writes to workloads (it
 	// shows who patched what); see AuditEvents.
 	AuditLog string
+	// BinaryEnv is added to the environment of configward processes
+	// started from here on (see StartWebhookBinary), e.g. GODEBUG settings.
+	BinaryEnv []string
 
 	testEnv        *envtest.Environment
 	webhookOptions func(*manager.Webhook)
 	authenticate   bool
+	// webhookAddr, when set, is where a webhook binary listens (see
+	// StartWebhookBinary); WebhookURL points there.
+	webhookAddr string
 	// apiServerClient is the client certificate the API server presents to
 	// webhooks; ClientTLS hands it to tests that call the webhook as the
 	// API server would.
@@ -344,6 +350,9 @@ func (e *Env) startWebhook(opts Options) error {
 
 // WebhookURL is the URL of path on the in-process webhook server.
 func (e *Env) WebhookURL(path string) string {
+	if e.webhookAddr != "" {
+		return "https://" + e.webhookAddr + path
+	}
 	return "https://" + e.Webhook.Server.Addr().String() + path
 }
 

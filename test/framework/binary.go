@@ -1,0 +1,129 @@
+package framework
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// The configward binary, built once per test process, for tests that need
+// configward as a process of its own: to kill it, to read its memory, to
+// measure what it uses.
+
+var (
+	binaryOnce sync.Once
+	binaryPath string
+	binaryErr  error
+)
+
+// Binary builds cmd/configward (once per test process) and returns its path.
+func Binary() (string, error) {
+	binaryOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "configward-bin-")
+		if err != nil {
+			binaryErr = err
+			return
+		}
+		binaryPath = filepath.Join(dir, "configward")
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+		}
+		cmd := exec.Command(gobin, "build", "-o", binaryPath, "./cmd/configward")
+		cmd.Dir = RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binaryErr = fmt.Errorf("building configward: %v\n%s", err, out)
+		}
+	})
+	return binaryPath, binaryErr
+}
+
+// Process is `configward webhook` or `configward controller` running as a
+// child process.
+type Process struct {
+	*Component
+	// MetricsURL and ProbeURL are its /metrics and probe endpoints; Addr
+	// is where a webhook serves admission.
+	MetricsURL, ProbeURL, Addr string
+	// HeapDump is where SIGUSR1 makes it write a dump of its live heap.
+	HeapDump string
+}
+
+// StartWebhookBinary runs `configward webhook` against the test API server
+// with the test certificate and the flags a chart install would give it
+// (client certificates required unless the Env was started with
+// UnauthenticatedCallers), plus extra. WebhookURL and the webhook
+// configurations installed afterwards point at it. It is ready when this
+// returns.
+func (e *Env) StartWebhookBinary(name string, extra ...string) (*Process, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"webhook", "--bind-address=" + addr, "--cert-dir=" + e.CertDir}
+	if e.authenticate {
+		args = append(args, "--client-ca-file="+filepath.Join(e.Dir, "client-ca.crt"))
+	}
+	p, err := e.startBinary(name, e.Kubeconfig, append(args, extra...))
+	if err != nil {
+		return nil, err
+	}
+	p.Addr = addr
+	e.webhookAddr = addr
+	return p, nil
+}
+
+// StartControllerBinary runs `configward controller` as configward's
+// controller service account, without leader election unless extra asks
+// for it.
+func (e *Env) StartControllerBinary(name string, extra ...string) (*Process, error) {
+	kubeconfig, err := e.UserKubeconfig(ControllerUser, "system:masters")
+	if err != nil {
+		return nil, err
+	}
+	return e.startBinary(name, kubeconfig, append([]string{"controller", "--leader-elect=false", "--leader-election-namespace=" + Namespace}, extra...))
+}
+
+func (e *Env) startBinary(name, kubeconfig string, args []string) (*Process, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	probe, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	heap := filepath.Join(e.Dir, name, "heap.dump")
+	args = append(args, "--kubeconfig="+kubeconfig, "--metrics-bind-address="+metrics, "--health-probe-bind-address="+probe,
+		"--shutdown-delay=0s", "--log-format=json", "--verbosity=1", "--heap-dump-file="+heap,
+		"--hash-key-namespace="+Namespace, "--hash-key-secret="+HashKeySecret)
+	c, err := e.startProcess(name, bin, e.BinaryEnv, args...)
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{Component: c, MetricsURL: "http://" + metrics + "/metrics", ProbeURL: "http://" + probe, HeapDump: heap}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(p.ProbeURL + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			out, _ := os.ReadFile(c.Log)
+			return nil, errors.Join(fmt.Errorf("%s not ready after 60 s", name), errors.New(tail(string(out), 3000)))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
