@@ -54,6 +54,7 @@ var _ = BeforeSuite(func() {
 	// Every allocation is profiled, so the heap dumps say who allocated
 	// each object.
 	env.BinaryEnv = []string{"GODEBUG=memprofilerate=1"}
+	defer func() { env.BinaryEnv = nil }()
 	webhook, err = env.StartWebhookBinary("webhook", append(changeControlFlags, "--idle-timeout="+idleTimeout.String())...)
 	Expect(err).NotTo(HaveOccurred())
 	_, err = env.InstallWebhookConfigurations(context.Background())
