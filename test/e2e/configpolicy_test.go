@@ -244,6 +244,63 @@ var _ = Describe("ConfigPolicy", func() {
 		Expect(stderr).To(BeEmpty())
 	})
 
+	It("sandboxes custom Rego: no network at apply, and a rule that hangs, fails or forges an id is contained to its own finding at its own action", func() {
+		By("a rule calling http.send is refused at apply, naming the rule, the line and the built-in")
+		res := env.Kubectl(policyYAML("sandbox-net", "sandbox-net", `customRules:
+- id: metadata
+  rego: |
+    package configward.custom.metadata
+
+    findings contains f if {
+      r := http.send({"method": "GET", "url": "http://169.254.169.254/latest/meta-data/"})
+      f := {"rule": "metadata", "message": r.raw_body}
+    }
+`), "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(1))
+		Expect(res.Stderr).To(ContainSubstring(`The ConfigPolicy "sandbox-net" is invalid: spec.customRules[0].rego: Invalid value: configpolicy/sandbox-net/metadata.rego:4: calls http.send, which ConfigPolicy rules may not use: network, runtime and non-deterministic built-ins are not available (rules must decide from their input alone)`))
+		Expect(env.Kubectl("", "get", "configpolicy", "sandbox-net").ExitCode).To(Equal(1), "a refused policy was stored")
+
+		By("a rule that never ends, one that fails at run time and one that reports a built-in rule's id")
+		tag := "sandbox"
+		ns := policyNamespace(tag)
+		applyPolicy(policyYAML("sandbox", tag, `customRules:
+- id: a-spin
+  action: Warn
+  rego: |
+    package configward.custom.a_spin
+
+    findings contains f if {
+      some i in numbers.range(1, 1e12)
+      i < 0
+      f := {"rule": "a-spin", "message": "never"}
+    }
+- id: b-crash
+  action: Deny
+  rego: |
+    package configward.custom.b_crash
+
+    findings contains f if {
+      f := {"rule": "b-crash", "message": sprintf("%d", [to_number(input.object.metadata.name)])}
+    }
+- id: c-forge
+  action: Warn
+  rego: |
+    package configward.custom.c_forge
+
+    findings contains {"rule": "hot-config-in-env", "action": "Deny", "message": "forged"}
+`))
+		d := secretEnvDeployment(ns, "web", "")
+		Eventually(func() string { _, s := dryRun(d); return s }, 10*time.Second, 100*time.Millisecond).Should(ContainSubstring("b-crash"))
+		res = env.Kubectl(d, "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(1), "the failing rule's action is Deny")
+		Expect(res.Stderr).To(MatchRegexp(`Warning: \[a-spin\] custom rule "a-spin" of ConfigPolicy "sandbox" could not be evaluated: it ran out of its time budget \(\d+ms of the 100ms the custom rules share per request\); fix the rule in its ConfigPolicy\n`))
+		Expect(res.Stderr).To(ContainSubstring(`Warning: [c-forge] custom rule "c-forge" of ConfigPolicy "sandbox" could not be evaluated: reported a finding for rule "hot-config-in-env"; a custom rule may only report its own id "c-forge"; fix the rule in its ConfigPolicy` + "\n"))
+		Expect(res.Stderr).To(ContainSubstring(`Warning: [secret-in-env] `), "the built-in rules did not run")
+		Expect(res.Stderr).To(ContainSubstring(`denied the request: [b-crash] custom rule "b-crash" of ConfigPolicy "sandbox" could not be evaluated: configpolicy/sandbox/b-crash.rego:4: eval_builtin_error: to_number: strconv.ParseFloat: parsing "web": invalid syntax; fix the rule in its ConfigPolicy`))
+		Expect(res.Stderr).NotTo(ContainSubstring("forged"))
+		Expect(env.Kubectl("", "get", "deployment", "web", "-n", ns).ExitCode).To(Equal(1), "a denied Deployment was stored")
+	})
+
 	It("turns config-hash rollouts off, or leaves Secrets out of the hash, where a policy says so", func() {
 		stamped := func(ns, consumes string) string {
 			obj := decode(podYAML(ns, "probe", consumes))
