@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -296,6 +297,29 @@ var _ = Describe("the chart, rendered", func() {
 			Expect(typed[appsv1.Deployment](objs, "Deployment", name).Spec.Template.Spec.Containers[0].Args).To(
 				ContainElements("--pipeline-service-accounts=ci/deployer", "--change-control-namespace-selector=team=payments"), name)
 		}
+	})
+
+	It("can require the API server's client certificate, admit only the API server's addresses, and bound work in flight", func() {
+		web := typed[appsv1.Deployment](render(), "Deployment", "configward-webhook")
+		Expect(web.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--max-in-flight=64", "--max-in-flight-bytes=33554432", "--idle-timeout=30s"))
+		Expect(web.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement(HavePrefix("--client-ca-file")), "client certificates are opt-in")
+
+		objs := render("--set", "webhook.clientCA.configMap=apiserver-client-ca", "--set", "webhook.maxInFlightBytes=67108864",
+			"--set", "webhook.networkPolicy.enabled=true", "--set", "webhook.networkPolicy.apiServerCIDRs={172.16.0.0/28}")
+		web = typed[appsv1.Deployment](objs, "Deployment", "configward-webhook")
+		pod := web.Spec.Template.Spec
+		Expect(pod.Containers[0].Args).To(ContainElements("--client-ca-file=/etc/configward/client-ca/ca.crt", "--max-in-flight-bytes=67108864"))
+		Expect(pod.Containers[0].VolumeMounts).To(ContainElement(HaveField("MountPath", "/etc/configward/client-ca")))
+		Expect(pod.Volumes).To(ContainElement(HaveField("ConfigMap.Name", "apiserver-client-ca")))
+
+		np := typed[networkingv1.NetworkPolicy](objs, "NetworkPolicy", "configward-webhook")
+		Expect(np.Spec.PodSelector.MatchLabels).To(Equal(web.Spec.Selector.MatchLabels))
+		Expect(np.Spec.Ingress[0].Ports[0].Port.IntValue()).To(Equal(9443))
+		Expect(np.Spec.Ingress[0].From).To(Equal([]networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "172.16.0.0/28"}}}))
+
+		res := helm("template", "configward", chartDir, "--kube-version", "1.37.2", "--set", "webhook.networkPolicy.enabled=true")
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Stderr).To(ContainSubstring("webhook.networkPolicy.enabled needs webhook.networkPolicy.apiServerCIDRs"))
 	})
 
 	It("refuses wrong values at install time, from values.schema.json", func() {
