@@ -20,7 +20,7 @@ import (
 // Secret under its own name as a "release".
 const (
 	HelmReleaseSecretType   corev1.SecretType = "helm.sh/release.v1"
-	HelmReleaseSecretPrefix                   = "sh.helm.release.v1."
+	HelmReleaseSecretPrefix string            = "sh.helm.release.v1."
 )
 
 // Settings is what governs one namespace.

@@ -201,7 +201,9 @@ func contentChanged(old, new client.Object) bool {
 
 func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	changed := r.triggers.take(req.NamespacedName)
-	obj, hash, err := r.staleHash(ctx, req, len(changed) > 0)
+	// The first look decides whether to wait for a turn at all; the hash
+	// is taken again after the wait.
+	obj, _, err := r.staleHash(ctx, req, len(changed) > 0)
 	if obj == nil || err != nil {
 		if err != nil {
 			r.triggers.addAll(req.NamespacedName, changed)
@@ -228,7 +230,8 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		r.triggers.addAll(req.NamespacedName, changed)
 		return reconcile.Result{}, err
 	}
-	if obj, hash, err = r.staleHash(ctx, req, len(changed) > 0); obj == nil || err != nil {
+	obj, hash, err := r.staleHash(ctx, req, len(changed) > 0)
+	if obj == nil || err != nil {
 		if err != nil {
 			r.triggers.addAll(req.NamespacedName, changed)
 		}
