@@ -41,7 +41,7 @@ findings contains f if {
 		"action": "Warn",
 		"path": ref.mountFieldPath,
 		"message": sprintf(
-			"%s %s mounts %s with %s (%s): subPath files never update and this workload opts out of rollouts, so changes never arrive. Drop the subPath or the opt-out.",
+			"%s %s mounts %s with %s (%s): subPath files never update and config-hash rollouts are off for this workload (its configward.dev/rollout annotation or a ConfigPolicy), so changes never arrive. Drop the subPath or turn rollouts on.",
 			[input.workload.display, ref.containerDisplay, ref.display, sp, ref.mountFieldPath],
 		),
 	}

@@ -94,6 +94,12 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 	// One consistent set of rules and settings for the whole request.
 	active := h.Policies.Current()
 	version := active.Version
+	if enabled, _ := active.Rollouts(ns); !enabled {
+		// A ConfigPolicy that turns rollouts off here leaves rollout-mode
+		// config mounted with subPath no way to arrive, as the workload's
+		// own opt-out does.
+		input.Workload.RolloutDisabled = true
+	}
 	value, err := input.Value(version.WantsObjects)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: %s %s/%s: %w", kind.Kind, req.Namespace, name, err))

@@ -30,8 +30,9 @@ type Request struct {
 // Workload names the object whose pod spec the references come from.
 type Workload struct {
 	Kind, Namespace, Name string
-	// RolloutDisabled is true when the workload opted out of config-hash
-	// rollouts (configward.dev/rollout: disabled).
+	// RolloutDisabled is true when config-hash rollouts are off for the
+	// workload: it opted out (configward.dev/rollout: disabled), or, at
+	// admission, a ConfigPolicy turned them off in its namespace.
 	RolloutDisabled bool
 }
 

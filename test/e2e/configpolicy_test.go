@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/test/framework"
 )
 
 // policyLabel selects the namespaces of one spec's policies, so that the
@@ -299,6 +302,48 @@ var _ = Describe("ConfigPolicy", func() {
 		Expect(res.Stderr).To(ContainSubstring(`denied the request: [b-crash] custom rule "b-crash" of ConfigPolicy "sandbox" could not be evaluated: configpolicy/sandbox/b-crash.rego:4: eval_builtin_error: to_number: strconv.ParseFloat: parsing "web": invalid syntax; fix the rule in its ConfigPolicy`))
 		Expect(res.Stderr).NotTo(ContainSubstring("forged"))
 		Expect(env.Kubectl("", "get", "deployment", "web", "-n", ns).ExitCode).To(Equal(1), "a denied Deployment was stored")
+	})
+
+	It("runs the audit-first sample: everything recorded, nothing refused, nothing rolled", func() {
+		sample, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "config", "samples", "audit-first.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		ns := policyNamespace("audit-first")
+		// The sample selects every namespace; here it selects this spec's only.
+		scoped := strings.Replace(string(sample), "namespaceSelector: {}", fmt.Sprintf("namespaceSelector: {matchLabels: {%s: audit-first}}", policyLabel), 1)
+		Expect(scoped).NotTo(Equal(string(sample)))
+		applyPolicy(scoped)
+
+		hot := configMap(ns, "flags", map[string]string{"beta": "on"}, map[string]string{"configward.dev/reload": "hot"})
+		app := configMap(ns, "app", map[string]string{"app.yaml": "port: 8080"}, nil)
+		schemaless := configMap(ns, "payments", map[string]string{"app.yaml": "port: 9090"}, map[string]string{"configward.dev/schema": "nowhere"})
+		web := deployment(ns, "web", "", `containers:
+- name: app
+  image: registry.example/app:1
+  envFrom: [{configMapRef: {name: flags}}, {secretRef: {name: db}}]
+  env: [{name: MISSING, valueFrom: {configMapKeyRef: {name: nowhere, key: k}}}]
+  volumeMounts: [{name: app, mountPath: /etc/app/app.yaml, subPath: app.yaml}]
+volumes: [{name: app, configMap: {name: app}}]
+`)
+		Eventually(func() int { code, _ := dryRun(hot + "\n---\n" + web); return code }, 10*time.Second, 100*time.Millisecond).Should(Equal(0),
+			"hot-config-in-env still denies: the sample did not come into force")
+		res := env.Kubectl(strings.Join([]string{hot, app, schemaless, web}, "\n---\n"), "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(res.Stderr).To(BeEmpty(), "Audit warns no one")
+
+		By("every finding is an Event")
+		for _, reason := range []string{"HotConfigInEnv", "SecretInEnv", "SubpathConfig", "MissingConfigRef", "ConfigSchema"} {
+			Eventually(func() string {
+				return env.Kubectl("", "get", "events", "-n", ns, "--field-selector", "reason="+reason, "-o", "jsonpath={.items[*].message}").Stdout
+			}, 30*time.Second, 250*time.Millisecond).Should(ContainSubstring("(Audit"), reason)
+		}
+		By("rollouts are off: nothing is stamped")
+		Expect(env.Kubectl("", "get", "deployment", "web", "-n", ns, "-o", `jsonpath={.spec.template.metadata.annotations.configward\.dev/config-hash}`).Stdout).To(BeEmpty())
+		By("a ConfigMap in use is deleted, and that is recorded too")
+		res = env.Kubectl("", "delete", "configmap", "app", "-n", ns)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(func() string {
+			return env.Kubectl("", "get", "events", "-n", ns, "--field-selector", "reason=ConfigInUseDelete", "-o", "jsonpath={.items[*].message}").Stdout
+		}, 30*time.Second, 250*time.Millisecond).Should(ContainSubstring("(Audit"))
 	})
 
 	It("turns config-hash rollouts off, or leaves Secrets out of the hash, where a policy says so", func() {
