@@ -1,0 +1,183 @@
+// Package docs checks that the documentation names what the code has: every
+// metric and Event reason configward emits is in the README's tables and
+// every one in the tables exists, and every chart value is in the chart
+// README's values table and every one there exists. Documentation that
+// drifts from the code misleads the people who operate configward.
+package docs
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/configward/configward/internal/rules"
+	"github.com/configward/configward/test/framework"
+)
+
+// firstColumns returns the backticked names in the first column of the
+// Markdown table whose header row starts with header, in file.
+func firstColumns(t *testing.T, file, header string) []string {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(framework.RepoRoot(), file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	in := false
+	for _, line := range strings.Split(string(text), "\n") {
+		switch {
+		case strings.HasPrefix(line, "| "+header+" |"):
+			if in {
+				t.Fatalf("%s has two tables headed %q", file, header)
+			}
+			in = true
+		case in && strings.HasPrefix(line, "|---"):
+		case in && strings.HasPrefix(line, "|"):
+			first := strings.SplitN(strings.TrimPrefix(line, "|"), "|", 2)[0]
+			for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(first, -1) {
+				names = append(names, m[1])
+			}
+		case in:
+			in = false
+			if len(names) == 0 {
+				t.Fatalf("the table headed %q in %s is empty", header, file)
+			}
+		}
+	}
+	if len(names) == 0 {
+		t.Fatalf("no table headed %q in %s", header, file)
+	}
+	return names
+}
+
+// inCode returns the first submatch of re in every non-test Go file under
+// the repository's cmd and internal.
+func inCode(t *testing.T, re *regexp.Regexp) []string {
+	t.Helper()
+	var found []string
+	for _, dir := range []string{"cmd", "internal"} {
+		err := filepath.WalkDir(filepath.Join(framework.RepoRoot(), dir), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+				found = append(found, m[1])
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return found
+}
+
+// sameSet reports what one side has and the other lacks.
+func sameSet(t *testing.T, what string, code, docs []string) {
+	t.Helper()
+	for _, c := range code {
+		if !slices.Contains(docs, c) {
+			t.Errorf("%s %q exists in the code but is missing from the documentation", what, c)
+		}
+	}
+	for _, d := range docs {
+		if !slices.Contains(code, d) {
+			t.Errorf("%s %q is documented but does not exist in the code", what, d)
+		}
+	}
+}
+
+func TestMetricsTable(t *testing.T) {
+	var documented []string
+	for _, n := range firstColumns(t, "README.md", "metric") {
+		documented = append(documented, strings.SplitN(n, "{", 2)[0]) // name{labels}
+	}
+	registered := inCode(t, regexp.MustCompile(`Name:\s+"(configward_[a-z_]+)"`))
+	if len(registered) < 10 {
+		t.Fatalf("found only %d metrics in the code; the pattern no longer matches how metrics are declared", len(registered))
+	}
+	sameSet(t, "metric", registered, documented)
+}
+
+func TestEventsTable(t *testing.T) {
+	documented := firstColumns(t, "README.md", "reason")
+	emitted := inCode(t, regexp.MustCompile(`\.Eventf\([^,]+,[^,]+,[^,]+,\s*"([A-Za-z]+)"`))
+	if len(emitted) < 4 {
+		t.Fatalf("found only %d literal Event reasons in the code; the pattern no longer matches how Events are recorded", len(emitted))
+	}
+	// Findings are recorded under their rule's id in CamelCase.
+	for id := range rules.Defaults {
+		emitted = append(emitted, rules.EventReason(id))
+	}
+	emitted = append(emitted, rules.EventReason(rules.SubpathConfig))
+	sameSet(t, "Event reason", emitted, documented)
+}
+
+func TestChartValuesTable(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "charts", "configward", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]bool{} // every path, inner ones included
+	var leaves []string
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		paths[prefix] = true
+		m, ok := v.(map[string]any)
+		if !ok || len(m) == 0 {
+			leaves = append(leaves, prefix)
+			return
+		}
+		for k, child := range m {
+			walk(strings.TrimPrefix(prefix+"."+k, "."), child)
+		}
+	}
+	walk("", values)
+	sort.Strings(leaves)
+
+	// A row names a value in full (`webhook.port`), or continues the one
+	// before it with a suffix (`webhook.podDisruptionBudget.enabled` /
+	// `.minAvailable`).
+	var documented []string
+	last := ""
+	for _, n := range firstColumns(t, "charts/configward/README.md", "value") {
+		if strings.HasPrefix(n, ".") {
+			n = last[:strings.LastIndex(last, ".")] + n
+		}
+		documented = append(documented, n)
+		last = n
+	}
+	for _, d := range documented {
+		if !paths[d] {
+			t.Errorf("value %q is documented but is not in values.yaml", d)
+		}
+	}
+	// A leaf is covered by its own row or by a row for a map above it
+	// (`webhook.resources`).
+	for _, leaf := range leaves {
+		covered := false
+		for _, d := range documented {
+			if leaf == d || strings.HasPrefix(leaf, d+".") {
+				covered = true
+			}
+		}
+		if !covered {
+			t.Errorf("value %q is in values.yaml but missing from the chart README's values table", leaf)
+		}
+	}
+}
