@@ -16,7 +16,9 @@ func newControllerCommand() *cobra.Command {
 
 It is a separate process from the webhook on purpose: a controller-runtime
 manager that loses its leader lease exits, and admission must not go down
-with it. Run two replicas; one holds the lease and the other waits.
+with it. One replica does the work (the chart runs one); a second only
+stands by, holding nothing until it wins the lease, so run two where a
+faster failover is worth a pod.
 
 Endpoints:
   http://<health-probe-bind-address>/healthz, /readyz
