@@ -105,7 +105,7 @@ func (h *ConfigHash) Handle(ctx context.Context, req admission.Request) admissio
 			return admission.Allowed("")
 		}
 		// No rollout-mode config any more: a stale hash would only mislead.
-		return h.patched(req, kind, obj, jsonpatch.Operation{Operation: "remove", Path: workload.AnnotationKeyPatchPath(kind.Kind, v1alpha1.ConfigHashAnnotation)})
+		return h.patched(req, kind, obj, "", jsonpatch.Operation{Operation: "remove", Path: workload.AnnotationKeyPatchPath(kind.Kind, v1alpha1.ConfigHashAnnotation)})
 	}
 	if current == hash {
 		return admission.Allowed("")
@@ -126,7 +126,7 @@ func (h *ConfigHash) Handle(ctx context.Context, req admission.Request) admissio
 	} else {
 		op = jsonpatch.Operation{Operation: "add", Path: workload.AnnotationKeyPatchPath(kind.Kind, v1alpha1.ConfigHashAnnotation), Value: hash}
 	}
-	return h.patched(req, kind, obj, op).WithWarnings(warnings...)
+	return h.patched(req, kind, obj, hash, op).WithWarnings(warnings...)
 }
 
 // writerChangedHash reports whether an update sets a config hash other than
@@ -142,8 +142,18 @@ func (h *ConfigHash) writerChangedHash(kind string, oldRaw runtime.RawExtension,
 	return written != "" && written != previous
 }
 
-func (h *ConfigHash) patched(req admission.Request, kind workload.Kind, obj client.Object, op jsonpatch.Operation) admission.Response {
-	h.Effects.Record(req, obj, func(client.Object) { hashesStamped.WithLabelValues(kind.Kind).Inc() })
+// patched answers with op, which leaves hash ("" for none) on obj's
+// template.
+func (h *ConfigHash) patched(req admission.Request, kind workload.Kind, obj client.Object, hash string, op jsonpatch.Operation) admission.Response {
+	// The metric waits, where callers are not authenticated, for the
+	// object as this patch leaves it.
+	stamped := obj.DeepCopyObject().(client.Object)
+	if annotations, _ := workload.TemplateAnnotations(stamped); hash == "" {
+		delete(annotations, v1alpha1.ConfigHashAnnotation)
+	} else {
+		workload.SetTemplateAnnotation(stamped, v1alpha1.ConfigHashAnnotation, hash)
+	}
+	h.Effects.Record(req, stamped, func(client.Object) { hashesStamped.WithLabelValues(kind.Kind).Inc() })
 	return admission.Patched("", op)
 }
 

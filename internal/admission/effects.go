@@ -1,16 +1,24 @@
 package admission
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"reflect"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/configward/configward/internal/inventory"
 )
 
 // Effects decides when what a decision leaves behind — Events, metrics — is
@@ -38,8 +46,12 @@ type pendingEffect struct {
 	uid    types.UID // empty matches any: a create seen before the API server assigned one
 	oldRV  string    // the object must have moved past it; empty for creates
 	delete bool
-	until  time.Time
-	do     func()
+	// content is the fingerprint (see contentOf) the version the write
+	// stored must have. Without it, a fabricated update would be
+	// confirmed by the next real write to the same object.
+	content string
+	until   time.Time
+	do      func()
 }
 
 // effectTTL is how long an effect waits for the cache. The cache sees a
@@ -74,7 +86,7 @@ func (e *Effects) Record(req admission.Request, obj client.Object, do func(ref c
 	if obj.GetName() == "" {
 		return // nothing the cache could ever confirm
 	}
-	p := pendingEffect{uid: obj.GetUID(), until: e.now().Add(effectTTL), do: func() { do(ref) }}
+	p := pendingEffect{uid: obj.GetUID(), content: contentOf(obj), until: e.now().Add(effectTTL), do: func() { do(ref) }}
 	switch req.Operation {
 	case "UPDATE":
 		p.oldRV = obj.GetResourceVersion()
@@ -93,6 +105,43 @@ func (e *Effects) Refusal(req admission.Request, do func()) {
 	if e == nil || e.trusted {
 		do()
 	}
+}
+
+// contentOf fingerprints what the cache keeps of obj (see the inventory's
+// transforms), leaving out what the API server sets when it stores a
+// write: identity, versions, timestamps. The same function runs on the
+// object a review describes and on the version the cache shows.
+func contentOf(obj client.Object) string {
+	var kept any = obj.DeepCopyObject()
+	switch obj.(type) {
+	case *corev1.ConfigMap:
+		kept, _ = inventory.TransformConfigMap(kept)
+	case *corev1.Secret:
+		kept, _ = inventory.TransformSecret(kept)
+	case *corev1.Pod:
+		kept, _ = inventory.TransformPod(kept)
+	case *corev1.Namespace:
+		// cached as it is
+	default:
+		kept, _ = inventory.TransformWorkload(kept)
+	}
+	o, ok := kept.(client.Object)
+	if !ok {
+		return ""
+	}
+	o.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+	o.SetUID("")
+	o.SetNamespace("")
+	o.SetResourceVersion("")
+	o.SetGeneration(0)
+	o.SetCreationTimestamp(metav1.Time{})
+	o.SetManagedFields(nil)
+	b, err := json.Marshal(o)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // identityOf returns an empty object of obj's type with obj's identity.
@@ -175,14 +224,26 @@ func (e *Effects) observe(kind string, o any, deleted bool) {
 	ps := e.pending[k]
 	kept := ps[:0]
 	now := e.now()
+	content := ""
 	for _, p := range ps {
 		switch {
 		case !now.Before(p.until):
 			// expired
-		case p.delete == deleted && (p.uid == "" || p.uid == obj.GetUID()) && (p.oldRV == "" || p.oldRV != obj.GetResourceVersion()):
+		case p.delete != deleted || (p.uid != "" && p.uid != obj.GetUID()) || (p.oldRV != "" && p.oldRV == obj.GetResourceVersion()):
+			kept = append(kept, p) // not this write's version yet
+		case p.delete:
 			due = append(due, p.do)
 		default:
-			kept = append(kept, p)
+			// The first version after the one the review started from is
+			// the one its write stored (a write that lost a race is
+			// admitted again). Another content means the review described
+			// a write that never happened.
+			if content == "" {
+				content = contentOf(obj)
+			}
+			if content == p.content {
+				due = append(due, p.do)
+			}
 		}
 	}
 	e.count -= len(ps) - len(kept)

@@ -14,6 +14,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
+func withData(cm *corev1.ConfigMap, value string) *corev1.ConfigMap {
+	cm.Data = map[string]string{"level": value}
+	return cm
+}
+
+// Effects wait for the version a write stored: the first one after the
+// version the review started from, with the content the review described.
 func TestEffectsWaitForWhatTheCacheShows(t *testing.T) {
 	cm := func(uid, rv string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "flags", UID: k8stypes.UID("u" + uid), ResourceVersion: rv}}
@@ -35,6 +42,9 @@ func TestEffectsWaitForWhatTheCacheShows(t *testing.T) {
 		{"a create of another object of that name", request(admissionv1.Create), cm("1", ""), []*corev1.ConfigMap{cm("2", "10")}, false, 0},
 		{"an update the cache then shows", request(admissionv1.Update), cm("1", "10"), []*corev1.ConfigMap{cm("1", "11")}, false, 1},
 		{"a fabricated update: the object stays at its version", request(admissionv1.Update), cm("1", "10"), []*corev1.ConfigMap{cm("1", "10")}, false, 0},
+		{"a fabricated update, then a real write with other content", request(admissionv1.Update), withData(cm("1", "10"), "forged"), []*corev1.ConfigMap{cm("1", "11"), withData(cm("1", "12"), "forged")}, false, 0},
+		{"a fabricated create, then a real one with other content", request(admissionv1.Create), withData(cm("1", ""), "forged"), []*corev1.ConfigMap{cm("1", "10")}, false, 0},
+		{"an update the cache shows with its content", request(admissionv1.Update), withData(cm("1", "10"), "real"), []*corev1.ConfigMap{withData(cm("1", "11"), "real")}, false, 1},
 		{"a delete the cache then shows", request(admissionv1.Delete), cm("1", "10"), []*corev1.ConfigMap{cm("1", "10")}, true, 1},
 		{"a fabricated delete: the object is still there", request(admissionv1.Delete), cm("1", "10"), []*corev1.ConfigMap{cm("1", "11")}, false, 0},
 	} {
