@@ -181,3 +181,53 @@ func TestChartValuesTable(t *testing.T) {
 		}
 	}
 }
+
+// The annotations and labels users write or read: every key configward
+// defines is in the README, and every configward.dev/ key the README names
+// exists (in names.go, or as the chart's ignore label).
+func TestAnnotationsAndLabels(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// internal/api/v1alpha1/names.go holds every key users write or read.
+	names, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "internal", "api", "v1alpha1", "names.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defined []string
+	for _, m := range regexp.MustCompile(`=\s+"(configward\.dev/[a-z][a-z.-]*)"`).FindAllStringSubmatch(string(names), -1) {
+		defined = append(defined, m[1])
+	}
+	if len(defined) < 8 {
+		t.Fatalf("found only %d annotation and label keys in the code; the pattern no longer matches how they are declared", len(defined))
+	}
+	chart, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "charts", "configward", "templates", "_helpers.tpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`configward\.dev/[a-z][a-z-]*`).FindAllString(string(chart), -1) {
+		defined = append(defined, m)
+	}
+	for _, key := range defined {
+		if !strings.Contains(string(readme), key) {
+			t.Errorf("%q exists in the code but the README never names it", key)
+		}
+	}
+	for _, named := range regexp.MustCompile(`configward\.dev/[a-z][a-z.-]*[a-z]`).FindAllString(string(readme), -1) {
+		if strings.HasPrefix(named, "configward.dev/v1") {
+			continue // the API group
+		}
+		known := false
+		for _, key := range defined {
+			// configward.dev/exempt.secret-in-env is an instance of configward.dev/exempt.
+			// (and configward.dev/exempt.<rule-id> reads as configward.dev/exempt).
+			if named == key || (strings.HasSuffix(key, ".") && (strings.HasPrefix(named, key) || named+"." == key)) {
+				known = true
+			}
+		}
+		if !known {
+			t.Errorf("the README names %q, which configward does not define", named)
+		}
+	}
+}
