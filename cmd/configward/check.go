@@ -1,10 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"slices"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -15,13 +15,21 @@ import (
 	"github.com/configward/configward/internal/rules"
 )
 
-// exitError carries the process exit code out of a command.
+// exitError carries the process exit code out of a command. check uses 1
+// for "denied" alone, so everything else it fails on is 2 (see exitCode).
 type exitError struct {
 	code int
 	err  error
 }
 
 func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
+// usageError is a command line cobra or a command could not use: exit code
+// 2, which a CI script can tell from check's 1 (denied).
+func usageError(cmd *cobra.Command, err error) error {
+	return exitError{2, fmt.Errorf("%w (see %s --help)", err, cmd.CommandPath())}
+}
 
 func newCheckCommand() *cobra.Command {
 	var (
@@ -38,24 +46,35 @@ func newCheckCommand() *cobra.Command {
 manifests, before they reach a cluster.
 
 PATH is a file, a directory (every .yaml, .yml and .json below it) or - for
-standard input, so "helm template ... | configward check -f -" works.
+standard input, so "helm template ... | configward check -f -" works. A List
+(kind: List, ConfigMapList, ...) is checked item by item, as kubectl apply
+applies it.
 References between the given objects are resolved (a Deployment and its
 ConfigMaps in one set); a reference to an object that is not among them is
 reported as unknown, unless --complete says the set is whole.
 
-Each line is FILE:LINE: ACTION [RULE] MESSAGE. ACTION is what admission
-would do (Deny, Warn, Audit), Unknown for a reference to an object outside
-the given manifests, or Note for an exemption annotation that does not
-count (the webhook returns it as a warning).
+Each line is FILE:LINE:COLUMN: ACTION [RULE] MESSAGE, pointing at the field
+the finding is about. ACTION is what admission would do (Deny, Warn, Audit),
+Unknown for a reference to an object outside the given manifests, or Note
+for an exemption annotation that does not count (the webhook returns it as a
+warning). -o json, sarif (for code scanning), junit (for CI test reports) and
+github (GitHub Actions annotations) print the same findings for machines.
 
-Exit codes: 0 nothing denied, 1 something denied, 2 unusable input.`,
-		Args: cobra.NoArgs,
+Exit codes: 0 nothing denied, 1 something denied, 2 a usage error or
+unusable input (a bad flag, an unreadable file, YAML that does not parse).`,
+		// An argument is most likely a manifest without its -f.
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError(cmd, fmt.Errorf("unexpected argument %q: pass manifests with -f", args[0]))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 {
 				return exitError{2, errors.New("no manifests: pass -f PATH (a file, a directory or - for stdin)")}
 			}
-			if output != "text" && output != "json" {
-				return exitError{2, fmt.Errorf("-o must be text or json, not %q", output)}
+			if !slices.Contains(check.Formats, output) {
+				return exitError{2, fmt.Errorf("-o must be one of %s, not %q", strings.Join(check.Formats, ", "), output)}
 			}
 			objs, err := check.Load(files, cmd.InOrStdin())
 			if err != nil {
@@ -63,7 +82,7 @@ Exit codes: 0 nothing denied, 1 something denied, 2 unusable input.`,
 			}
 			store, err := policystore.New(cmd.Context(), logr.Discard())
 			if err != nil {
-				return err
+				return exitError{2, err}
 			}
 			if len(policies) > 0 {
 				if err := loadPolicies(cmd, store, policies); err != nil {
@@ -74,14 +93,14 @@ Exit codes: 0 nothing denied, 1 something denied, 2 unusable input.`,
 			if err != nil {
 				return exitError{2, err}
 			}
+			if err := check.Write(cmd.OutOrStdout(), output, check.Report{Objects: objs, Results: results, Version: version}); err != nil {
+				return exitError{2, err}
+			}
 			denied := 0
 			for _, r := range results {
 				if r.Action == rules.Deny {
 					denied++
 				}
-			}
-			if err := report(cmd.OutOrStdout(), output, results, len(objs)); err != nil {
-				return err
 			}
 			if denied > 0 {
 				return exitError{1, fmt.Errorf("%d denied", denied)}
@@ -90,7 +109,7 @@ Exit codes: 0 nothing denied, 1 something denied, 2 unusable input.`,
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "Manifests to check: a file, a directory, or - for stdin. Repeatable.")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text (one finding per line, file:line first) or json.")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text (FILE:LINE:COLUMN: per finding), json, sarif, junit or github (workflow commands).")
 	cmd.Flags().BoolVar(&complete, "complete", false, "The manifests are every object of their namespaces: report references to objects not among them as missing, not unknown.")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "Namespace assumed for objects that do not set one.")
 	cmd.Flags().StringArrayVar(&policies, "policy", nil, "ConfigPolicy manifests (a file, a directory, or -) to take rule actions, exemptions and custom rules from, as the cluster would. Repeatable.")
@@ -114,29 +133,5 @@ func loadPolicies(cmd *cobra.Command, store *policystore.Store, files []string) 
 			return fmt.Errorf("--policy: %s:%d: ConfigPolicy %s: %w", o.File, o.Line, cp.Name, err)
 		}
 	}
-	return nil
-}
-
-func report(w io.Writer, format string, results []check.Result, objects int) error {
-	if format == "json" {
-		counts := map[rules.Action]int{}
-		for _, r := range results {
-			counts[r.Action]++
-		}
-		if results == nil {
-			results = []check.Result{}
-		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{
-			"objects": objects, "results": results,
-			"denied": counts[rules.Deny], "warned": counts[rules.Warn], "audited": counts[rules.Audit], "unknown": counts[check.Unknown],
-			"notes": counts[check.Note],
-		})
-	}
-	for _, r := range results {
-		fmt.Fprintf(w, "%s:%d: %s [%s] %s\n", r.File, r.Line, r.Action, r.Rule, r.Message)
-	}
-	fmt.Fprintf(w, "%d objects checked, %d findings\n", objects, len(results))
 	return nil
 }

@@ -3,14 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
 
-// runCLI runs configward with args the way main does and returns stdout and
-// the exit code.
+// runCLI runs configward with args the way main does and returns stdout
+// and stderr together, and the exit code.
 func runCLI(t *testing.T, stdin string, args ...string) (string, int) {
 	t.Helper()
 	cmd := newRootCommand()
@@ -19,18 +19,8 @@ func runCLI(t *testing.T, stdin string, args ...string) (string, int) {
 	cmd.SetErr(&out)
 	cmd.SetIn(strings.NewReader(stdin))
 	cmd.SetArgs(args)
-	err := cmd.Execute()
-	var exit exitError
-	switch {
-	case err == nil:
-		return out.String(), 0
-	case errors.As(err, &exit):
-		if exit.code == 2 { // unusable input: main prints the error
-			return out.String() + exit.Error(), exit.code
-		}
-		return out.String(), exit.code
-	}
-	return out.String() + err.Error(), 1
+	code := exitCode(cmd.Execute(), &out)
+	return out.String(), code
 }
 
 const shop = "../../internal/check/testdata/shop"
@@ -41,12 +31,15 @@ func TestCheckFindsWhatAdmissionWouldRefuse(t *testing.T) {
 		t.Fatalf("exit %d, want 1 (something denied)\n%s", code, out)
 	}
 	for _, want := range []string{
-		shop + `/config.yaml:11: Deny [config-schema] ConfigMap shop/settings breaks ConfigSchema "settings" (1 violation)`,
+		// Each finding points at its field: data, the volumeMounts item,
+		// the secretKeyRef key; the note, which names no field, at the
+		// object's start.
+		shop + `/config.yaml:16:1: Deny [config-schema] ConfigMap shop/settings breaks ConfigSchema "settings" (1 violation)`,
 		`key "app.yaml" line 2 column 9 at /server/port: expected integer, found string "eighty"`,
-		shop + `/deploy.yaml:1: Deny [subpath-config] Deployment shop/checkout container "api" mounts ConfigMap "flags" with subPath "flags.yaml"`,
-		shop + `/deploy.yaml:1: Warn [secret-in-env] Deployment shop/checkout container "api" gets Secret "db" as env`,
-		shop + `/deploy.yaml:1: Unknown [missing-config-ref] Deployment shop/checkout references Secret "db"`,
-		shop + `/deploy.yaml:1: Note [secret-in-env] configward.dev/exempt.secret-in-env does not count here`,
+		shop + `/deploy.yaml:17:24: Deny [subpath-config] Deployment shop/checkout container "api" mounts ConfigMap "flags" with subPath "flags.yaml"`,
+		shop + `/deploy.yaml:20:23: Warn [secret-in-env] Deployment shop/checkout container "api" gets Secret "db" as env`,
+		shop + `/deploy.yaml:20:23: Unknown [missing-config-ref] Deployment shop/checkout references Secret "db"`,
+		shop + `/deploy.yaml:1:1: Note [secret-in-env] configward.dev/exempt.secret-in-env does not count here`,
 		"4 objects checked, 5 findings",
 	} {
 		if !strings.Contains(out, want) {
@@ -80,7 +73,7 @@ func TestCheckJSON(t *testing.T) {
 	if doc.Objects != 4 || doc.Denied != 2 || doc.Warned != 1 || doc.Unknown != 1 || doc.Notes != 1 || len(doc.Results) != 5 {
 		t.Fatalf("counts: %+v", doc)
 	}
-	for _, field := range []string{"file", "line", "kind", "namespace", "name", "rule", "action", "message"} {
+	for _, field := range []string{"file", "line", "column", "kind", "namespace", "name", "rule", "action", "message"} {
 		if _, ok := doc.Results[0][field]; !ok {
 			t.Errorf("result lacks %q: %v", field, doc.Results[0])
 		}
@@ -95,7 +88,7 @@ func TestCheckStdinAndExitCodes(t *testing.T) {
 	// Without its ConfigMap, the reload mode of "flags" is unknown: the
 	// subPath is not denied, the Secret still warns, nothing fails.
 	out, code := runCLI(t, string(deploy), "check", "-f", "-")
-	if code != 0 || !strings.Contains(out, "<stdin>:1: Warn [secret-in-env]") || !strings.Contains(out, `<stdin>:1: Unknown [missing-config-ref] Deployment shop/checkout references ConfigMap "flags"`) {
+	if code != 0 || !strings.Contains(out, "<stdin>:20:23: Warn [secret-in-env]") || !strings.Contains(out, `<stdin>:21:31: Unknown [missing-config-ref] Deployment shop/checkout references ConfigMap "flags"`) {
 		t.Fatalf("exit %d, want 0 with a warning and unknown references\n%s", code, out)
 	}
 	clean := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fine}\ndata: {a: b}\n"
@@ -128,13 +121,13 @@ func TestCheckOnTheSamples(t *testing.T) {
 		t.Fatalf("exit %d, want 1\n%s", code, out)
 	}
 	for _, want := range []string{
-		samples + "/03-deny-subpath-config.yaml:8: Deny [subpath-config] Deployment demo/checkout-subpath",
-		samples + "/04-deny-hot-config-in-env.yaml:7: Deny [hot-config-in-env] Deployment demo/checkout-flags-env",
-		samples + "/05-warn-secret-in-env.yaml:7: Warn [secret-in-env] Deployment demo/checkout-worker",
-		samples + `/06-deny-config-schema.yaml:7: Deny [config-schema] ConfigMap demo/checkout-config breaks ConfigSchema "checkout"`,
+		samples + "/03-deny-subpath-config.yaml:24:11: Deny [subpath-config] Deployment demo/checkout-subpath",
+		samples + "/04-deny-hot-config-in-env.yaml:23:11: Deny [hot-config-in-env] Deployment demo/checkout-flags-env",
+		samples + "/05-warn-secret-in-env.yaml:25:13: Warn [secret-in-env] Deployment demo/checkout-worker",
+		samples + `/06-deny-config-schema.yaml:12:1: Deny [config-schema] ConfigMap demo/checkout-config breaks ConfigSchema "checkout"`,
 		`key "app.yaml" line 3 column 9 at /server/port: expected integer, found string "eighty"`,
-		samples + `/07-deny-missing-schema.yaml:7: Deny [config-schema] ConfigMap demo/payments-config names ConfigSchema "payments"`,
-		"13 objects checked, 5 findings",
+		samples + `/07-deny-missing-schema.yaml:14:1: Deny [config-schema] ConfigMap demo/payments-config names ConfigSchema "payments"`,
+		"14 objects checked, 5 findings",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q\n%s", want, out)
@@ -170,5 +163,72 @@ spec:
 	out, code = runCLI(t, "", "check", "-f", shop, "--policy", broken)
 	if code != 2 || !strings.Contains(out, `--policy: `+broken+`:1: ConfigPolicy broken: spec.rules[nope]: Invalid value: unknown rule id "nope"`) {
 		t.Fatalf("exit %d, want 2 with the policy error\n%s", code, out)
+	}
+}
+
+// TestMain lets a test run the real main, os.Exit and all, in a child
+// process: the test binary re-run with CONFIGWARD_TEST_MAIN=1 is configward.
+func TestMain(m *testing.M) {
+	if os.Getenv("CONFIGWARD_TEST_MAIN") == "1" {
+		main()
+		// main exits with its code; should it ever return, exit here
+		// rather than run the tests again in this child (and so on).
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestExitCodesOfTheProcess runs configward as a CI step does and checks
+// what the step sees: 0 nothing denied, 1 denied, 2 anything the command
+// could not use, with the reason on stderr and nothing on stdout (so a
+// report piped to a file is never half a report).
+func TestExitCodesOfTheProcess(t *testing.T) {
+	clean := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fine}\ndata: {a: b}\n"
+	for _, tc := range []struct {
+		name   string
+		stdin  string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"nothing denied", clean, []string{"check", "-f", "-"}, 0, ""},
+		{"denied", "", []string{"check", "-f", shop, "-o", "sarif"}, 1, ""},
+		{"unknown flag", "", []string{"check", "-f", shop, "--fromat", "json"}, 2, "unknown flag: --fromat"},
+		{"bad flag value", "", []string{"check", "-f", shop, "--complete=maybe"}, 2, `invalid argument "maybe" for "--complete"`},
+		{"unknown output format", "", []string{"check", "-f", shop, "-o", "xml"}, 2, `-o must be one of text, json, sarif, junit, github, not "xml"`},
+		{"unknown command", "", []string{"chek"}, 2, `unknown command "chek" for "configward": did you mean check?`},
+		{"unknown command with flags", "", []string{"chek", "-f", shop}, 2, `unknown command "chek" for "configward": did you mean check?`},
+		{"a manifest without -f", "", []string{"check", shop}, 2, "pass manifests with -f"},
+		{"no manifests", "", []string{"check"}, 2, "no manifests"},
+		{"unreadable file", "", []string{"check", "-f", "/does/not/exist.yaml"}, 2, "/does/not/exist.yaml"},
+		{"unparseable YAML", "kind: [", []string{"check", "-f", "-"}, 2, "<stdin>:1: not valid YAML or JSON"},
+		{"a List item that is not an object", "apiVersion: v1\nkind: List\nitems:\n- 42\n", []string{"check", "-f", "-"}, 2, "<stdin>:4: items[0] of List is not an object"},
+	} {
+		cmd := exec.Command(os.Args[0], tc.args...)
+		cmd.Env = append(os.Environ(), "CONFIGWARD_TEST_MAIN=1")
+		cmd.Stdin = strings.NewReader(tc.stdin)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if exit, ok := err.(*exec.ExitError); ok {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tc.code || !strings.Contains(stderr.String(), tc.stderr) {
+			t.Errorf("%s: exit %d, want %d; stderr %q, want it to hold %q", tc.name, code, tc.code, stderr.String(), tc.stderr)
+		}
+		if code == 2 && stdout.Len() > 0 {
+			t.Errorf("%s: a usage error printed to stdout: %q", tc.name, stdout.String())
+		}
+	}
+}
+
+func TestCheckListsItemByItem(t *testing.T) {
+	const lists = "../../internal/check/testdata/lists"
+	out, code := runCLI(t, "", "check", "-f", lists)
+	if code != 1 || !strings.Contains(out, lists+"/lists.yaml:22:26: Deny [subpath-config] Deployment shop/checkout") || !strings.Contains(out, "5 objects checked, 1 findings") {
+		t.Fatalf("exit %d, want 1 with the List's Deployment denied at its mount\n%s", code, out)
 	}
 }

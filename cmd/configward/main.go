@@ -5,19 +5,29 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 )
 
 func main() {
-	if err := newRootCommand().Execute(); err != nil {
-		var exit exitError
-		if errors.As(err, &exit) {
-			if exit.code == 2 {
-				fmt.Fprintln(os.Stderr, "configward:", exit.err)
-			}
-			os.Exit(exit.code)
-		}
-		fmt.Fprintln(os.Stderr, "configward:", err)
-		os.Exit(1)
+	os.Exit(exitCode(newRootCommand().Execute(), os.Stderr))
+}
+
+// exitCode is the process exit code for what a command returned, saying
+// why on stderr: an exitError's own code (check: 1 denied, 2 usage error
+// or unusable input), and 1 for any other failure (of the webhook or the
+// controller). A denial is not repeated here: check printed its findings.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
 	}
+	var exit exitError
+	if errors.As(err, &exit) {
+		if exit.code != 1 {
+			fmt.Fprintln(stderr, "configward:", exit.err)
+		}
+		return exit.code
+	}
+	fmt.Fprintln(stderr, "configward:", err)
+	return 1
 }

@@ -42,8 +42,11 @@ type Options struct {
 
 // Result is one finding on one manifest.
 type Result struct {
-	File      string       `json:"file"`
+	File string `json:"file"`
+	// Line and Column are where the finding's field (Path) is written, or
+	// its nearest written ancestor, or the object's start.
 	Line      int          `json:"line"`
+	Column    int          `json:"column"`
 	Kind      string       `json:"kind"`
 	Namespace string       `json:"namespace"`
 	Name      string       `json:"name"`
@@ -51,6 +54,9 @@ type Result struct {
 	Action    rules.Action `json:"action"`
 	Path      string       `json:"path,omitempty"`
 	Message   string       `json:"message"`
+	// objectLine and objectColumn are where the object starts, which
+	// tells the object of a result (JUnit groups results by object).
+	objectLine, objectColumn int
 }
 
 // Run checks the objects with the same rules, ConfigPolicies and schemas as
@@ -80,7 +86,7 @@ func Run(ctx context.Context, policies *policystore.Active, objs []Object, opts 
 		out = append(out, rs...)
 	}
 	slices.SortStableFunc(out, func(a, b Result) int {
-		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Rule, b.Rule),
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column), cmp.Compare(a.Rule, b.Rule),
 			cmp.Compare(a.Path, b.Path), cmp.Compare(a.Message, b.Message))
 	})
 	return out, nil
@@ -227,10 +233,12 @@ func results(o Object, out rules.Outcome) []Result {
 }
 
 func result(o Object, f rules.Finding, a rules.Action) Result {
+	line, column := o.position(f.Path)
 	return Result{
-		File: o.File, Line: o.Line, Kind: o.Obj.GetObjectKind().GroupVersionKind().Kind,
+		File: o.File, Line: line, Column: column, Kind: o.Obj.GetObjectKind().GroupVersionKind().Kind,
 		Namespace: o.Obj.GetNamespace(), Name: o.Obj.GetName(),
 		Rule: f.Rule, Action: a, Path: f.Path, Message: f.Message,
+		objectLine: o.Line, objectColumn: o.Column,
 	}
 }
 

@@ -5,6 +5,7 @@ package check
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/configward/configward/internal/scheme"
+	yamlnode "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,8 +25,14 @@ import (
 // Object is one manifest and where it was found.
 type Object struct {
 	File string
-	Line int // line of the document's first line
-	Obj  client.Object
+	// Line and Column are where the object starts: its document's first
+	// line, or its entry in a List's items.
+	Line, Column int
+	Obj          client.Object
+	// node is the object's YAML, kept so a finding can point at its field;
+	// nil where only sigs.k8s.io/yaml could read the text (findings then
+	// point at the object's start).
+	node *yamlnode.Node
 }
 
 // InputError is unusable input: exit code 2.
@@ -104,6 +112,8 @@ func decodeFile(name string, raw []byte, decoder runtime.Decoder) ([]Object, err
 		if len(bytes.TrimSpace(stripComments(doc.text))) == 0 {
 			continue
 		}
+		// sigs.k8s.io/yaml reads the document as kubectl does; the YAML
+		// node tree is only for positions.
 		js, err := yaml.YAMLToJSON(doc.text)
 		if err != nil {
 			return nil, InputError{fmt.Errorf("%s:%d: not valid YAML or JSON: %w", name, doc.line, err)}
@@ -111,25 +121,105 @@ func decodeFile(name string, raw []byte, decoder runtime.Decoder) ([]Object, err
 		if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
 			continue
 		}
-		obj, gvk, err := decoder.Decode(js, nil, nil)
+		at := Object{File: name, Line: doc.line, Column: 1, node: parseNode(doc.text, doc.first-1)}
+		if at.node != nil {
+			at.Line, at.Column = at.node.Line, at.node.Column
+		}
+		objs, err := decodeManifest(js, at, decoder)
 		if err != nil {
-			if runtime.IsNotRegisteredError(err) {
-				continue // a kind configward has no rules for
-			}
-			return nil, InputError{fmt.Errorf("%s:%d: not a Kubernetes object configward can read: %w", name, doc.line, err)}
+			return nil, err
 		}
-		co, ok := obj.(client.Object)
-		if !ok {
-			return nil, InputError{fmt.Errorf("%s:%d: %s is not an object", name, doc.line, gvk)}
-		}
-		out = append(out, Object{File: name, Line: doc.line, Obj: co})
+		out = append(out, objs...)
 	}
 	return out, nil
 }
 
+// listHeader is what tells a List from an object.
+type listHeader struct {
+	APIVersion string          `json:"apiVersion"`
+	Kind       string          `json:"kind"`
+	Items      json.RawMessage `json:"items"` // "null" for items: null, nil when absent
+}
+
+// decodeManifest decodes one manifest, whose File, Line, Column and node are
+// in at. A List (a kind ending in List with items, such as v1/List or
+// ConfigMapList) is replaced by its items, as kubectl apply does, recursively;
+// each item keeps its own position.
+func decodeManifest(js []byte, at Object, decoder runtime.Decoder) ([]Object, error) {
+	var list listHeader
+	if json.Unmarshal(js, &list) == nil && strings.HasSuffix(list.Kind, "List") && list.Items != nil {
+		var items []json.RawMessage
+		if err := json.Unmarshal(list.Items, &items); err != nil {
+			return nil, InputError{fmt.Errorf("%s:%d: %s: items is not a list", at.File, at.Line, list.Kind)}
+		}
+		itemNodes := sequence(child(at.node, "items"))
+		// Positions only where both parsers saw the same items; otherwise
+		// each item is reported at the List's start.
+		if len(itemNodes) != len(items) {
+			itemNodes = nil
+		}
+		var out []Object
+		for i, item := range items {
+			itemAt := Object{File: at.File, Line: at.Line, Column: at.Column}
+			if itemNodes != nil {
+				itemAt.node = itemNodes[i]
+				itemAt.Line, itemAt.Column = itemAt.node.Line, itemAt.node.Column
+			}
+			itemJS, ok := withListKind(item, list)
+			if !ok {
+				return nil, InputError{fmt.Errorf("%s:%d: items[%d] of %s is not an object", at.File, itemAt.Line, i, list.Kind)}
+			}
+			objs, err := decodeManifest(itemJS, itemAt, decoder)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, objs...)
+		}
+		return out, nil
+	}
+	obj, gvk, err := decoder.Decode(js, nil, nil)
+	if err != nil {
+		switch {
+		case runtime.IsNotRegisteredError(err):
+			return nil, nil // a kind configward has no rules for
+		case runtime.IsMissingKind(err), runtime.IsMissingVersion(err):
+			// The decoder's message quotes the whole document, which may
+			// be a Secret: say what is missing instead.
+			return nil, InputError{fmt.Errorf("%s:%d: not a Kubernetes object: it has no kind or no apiVersion", at.File, at.Line)}
+		}
+		return nil, InputError{fmt.Errorf("%s:%d: not a Kubernetes object configward can read: %w", at.File, at.Line, err)}
+	}
+	co, ok := obj.(client.Object)
+	if !ok {
+		return nil, InputError{fmt.Errorf("%s:%d: %s is not an object", at.File, at.Line, gvk)}
+	}
+	at.Obj = co
+	return []Object{at}, nil
+}
+
+// withListKind returns a List's item, with the List's apiVersion and its kind
+// without "List" when the item names neither: the API server leaves them out
+// of a typed list's items (a ConfigMapList's), and kubectl fills them in the
+// same way. ok is false when the item is not an object.
+func withListKind(item json.RawMessage, list listHeader) (js []byte, ok bool) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(item, &fields) != nil || fields == nil {
+		return nil, false
+	}
+	unset := func(f string) bool { v := string(fields[f]); return v == "" || v == `""` || v == "null" }
+	if !unset("kind") || !unset("apiVersion") {
+		return item, true
+	}
+	fields["kind"], _ = json.Marshal(strings.TrimSuffix(list.Kind, "List"))
+	fields["apiVersion"], _ = json.Marshal(list.APIVersion)
+	js, err := json.Marshal(fields)
+	return js, err == nil
+}
+
 type document struct {
-	text []byte
-	line int
+	text  []byte
+	first int // line of text's first line in the file
+	line  int // line of its first line that is neither blank nor a comment
 }
 
 func splitDocuments(raw []byte) []document {
@@ -142,7 +232,7 @@ func splitDocuments(raw []byte) []document {
 		n++
 		line := sc.Bytes()
 		if bytes.HasPrefix(line, []byte("---")) && len(bytes.TrimSpace(line[3:])) == 0 {
-			docs = append(docs, document{append([]byte(nil), cur.Bytes()...), start})
+			docs = append(docs, document{append([]byte(nil), cur.Bytes()...), start, start})
 			cur.Reset()
 			start = n + 1
 			continue
@@ -150,7 +240,7 @@ func splitDocuments(raw []byte) []document {
 		cur.Write(line)
 		cur.WriteByte('\n')
 	}
-	docs = append(docs, document{cur.Bytes(), start})
+	docs = append(docs, document{cur.Bytes(), start, start})
 	// Report the line of the first non-blank, non-comment line.
 	for i := range docs {
 		for _, l := range strings.Split(string(docs[i].text), "\n") {
