@@ -1,4 +1,10 @@
 # syntax=docker/dockerfile:1
+# The supported way to build configward's image is `make image`: it needs no
+# Docker engine, builds linux/amd64 and linux/arm64 from scratch with
+# reproducible timestamps and OCI labels, and writes bin/configward-image.tar
+# (see the Makefile). This Dockerfile stays for people who build with Docker:
+#   docker build --build-arg VERSION=$(git describe --tags --always) \
+#     --build-arg COMMIT=$(git rev-parse HEAD) -t configward .
 # Multi-stage: build a static binary, ship it on distroless as non-root.
 FROM golang:1.26 AS build
 WORKDIR /src
