@@ -39,13 +39,54 @@ STATICCHECK  := $(CODEGEN_DIR)/staticcheck
 
 export KUBEBUILDER_ASSETS ?= $(ASSETS)
 
+# The container image, built without a Docker engine: configward is
+# cross-compiled for each platform and test/tools/image assembles the image
+# from scratch, as an OCI image layout (IMAGE_LAYOUT, which `crane push` takes)
+# and the same layout as one tarball (IMAGE_TAR, which `docker load`,
+# `kind load image-archive` and `skopeo copy oci-archive:` take). The tag
+# defaults to the chart's appVersion, so the chart's default image is what
+# `make image` builds. Timestamps are the commit's: rebuilding a commit gives
+# the same digests.
+IMAGE_REPO      ?= ghcr.io/configward/configward
+IMAGE_TAG       ?= $(shell awk '$$1 == "appVersion:" {gsub(/["\047]/, "", $$2); print $$2}' charts/configward/Chart.yaml)
+IMAGE           := $(IMAGE_REPO):$(IMAGE_TAG)
+IMAGE_TAR       ?= $(BIN)/configward-image.tar
+IMAGE_LAYOUT    ?= $(BIN)/configward-image
+IMAGE_PLATFORMS := linux/amd64 linux/arm64
+IMAGE_BINARIES  := $(BIN)/image
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# VERSION and COMMIT are read once, when make starts, so that the binaries,
+# the image's labels and the test agree even when HEAD moves or the tree
+# turns dirty during the build. Otherwise the same flags as LDFLAGS.
+IMAGE_VERSION   := $(VERSION)
+IMAGE_COMMIT    := $(COMMIT)
+IMAGE_LDFLAGS   := -s -w -X main.version=$(IMAGE_VERSION) -X main.commit=$(IMAGE_COMMIT)
+
 .PHONY: build
 build: ## Build bin/configward.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/configward ./cmd/configward
 
 .PHONY: test
-test: controlplane helm generate manifests ## Run every test: unit, Rego, the envtest suites and the Helm chart.
+test: controlplane helm generate manifests test-image ## Run every test: unit, Rego, the envtest suites, the Helm chart and the container image.
 	CONFIGWARD_HELM=$(HELM) $(GO) test ./... -count=1 -timeout 30m
+
+.PHONY: image-binaries
+image-binaries: ## Cross-compile static configward binaries for IMAGE_PLATFORMS into bin/image/OS/ARCH/.
+	for p in $(IMAGE_PLATFORMS); do \
+		CGO_ENABLED=0 GOOS=$${p%%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags "$(IMAGE_LDFLAGS)" \
+			-o $(IMAGE_BINARIES)/$$p/configward ./cmd/configward; \
+	done
+
+.PHONY: image
+image: image-binaries ## Build the linux/amd64+arm64 image ghcr.io/configward/configward:<chart appVersion> without Docker: bin/configward-image.tar (an OCI layout tarball) and bin/configward-image/ (the layout).
+	cd $(TOOLS)/image && $(GO) run . -image $(IMAGE) -version $(IMAGE_VERSION) -revision "$(IMAGE_COMMIT)" \
+		-created $(SOURCE_DATE_EPOCH) -out $(abspath $(IMAGE_TAR)) -layout $(abspath $(IMAGE_LAYOUT)) \
+		$(foreach p,$(IMAGE_PLATFORMS),-bin $(p)=$(IMAGE_BINARIES)/$(p)/configward)
+
+.PHONY: test-image
+test-image: image-binaries ## Assemble the image from the cross-compiled binaries and check it: platforms, user, entrypoint, labels, /configward executable and running.
+	cd $(TOOLS)/image && CONFIGWARD_IMAGE_BINARIES=$(IMAGE_BINARIES) CONFIGWARD_IMAGE_VERSION=$(IMAGE_VERSION) \
+		CONFIGWARD_IMAGE_REVISION=$(IMAGE_COMMIT) $(GO) test ./... -count=1
 
 .PHONY: controlplane
 controlplane: $(KUBEBUILDER_ASSETS)/.complete $(KUBEBUILDER_ASSETS)/kwok ## Build kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kubectl and kwok (cached).
@@ -92,12 +133,15 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 	$(CONTROLLER_GEN) object paths=./internal/...
 
 .PHONY: manifests
+# The chart renders its CRDs from files/crds (templates/crds.yaml), not from
+# crds/, so that `helm upgrade` updates them.
 manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook manifests into config/, and copy the CRDs into the chart.
 	$(CONTROLLER_GEN) crd rbac:roleName=configward webhook paths=./internal/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
-	rm -f charts/configward/crds/*.yaml
-	cp config/crd/bases/*.yaml charts/configward/crds/
+	mkdir -p charts/configward/files/crds
+	rm -f charts/configward/files/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/configward/files/crds/
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when committed generated code or manifests are stale.
@@ -120,7 +164,8 @@ lint: vet $(STATICCHECK) ## gofmt check, go vet and staticcheck.
 
 .PHONY: clean
 clean: ## Remove built binaries (keeps the cached control plane).
-	rm -f $(BIN)/configward $(BIN)/configward-demo
+	rm -f $(BIN)/configward $(BIN)/configward-demo $(IMAGE_TAR)
+	rm -rf $(IMAGE_LAYOUT) $(IMAGE_BINARIES)
 
 .PHONY: help
 help:

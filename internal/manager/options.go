@@ -44,6 +44,10 @@ type Common struct {
 	// heap (after a collection): how to check that no Secret value lives in
 	// the process.
 	HeapDumpFile string
+	// MemoryLimitRatio is the share of the container's memory limit the Go
+	// runtime's soft memory limit is set to at start (SetupLogging), unless
+	// GOMEMLIMIT is set; 0 leaves the runtime's default.
+	MemoryLimitRatio float64
 }
 
 // AddFlags registers the shared flags.
@@ -66,6 +70,8 @@ func (c *Common) AddFlags(fs *pflag.FlagSet) {
 		"Namespace of the Secret holding the installation's config-hash key: configward's own (the chart sets it). Defaults to $POD_NAMESPACE, else configward.")
 	fs.StringVar(&c.HashKeySecret, "hash-key-secret", "configward-hash-key",
 		"Name of the Secret holding the config-hash key. configward creates it when missing; deleting it rotates the key, which re-stamps (and so rolls) every workload once, paced.")
+	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", DefaultMemoryLimitRatio,
+		"Set the Go runtime's soft memory limit to this share of the container's memory limit (read from the cgroup at start), so garbage collection tightens before the kernel's OOM killer acts. Ignored when GOMEMLIMIT is set; 0 turns it off.")
 	c.ChangeControl.AddFlags(fs)
 }
 
@@ -85,6 +91,9 @@ func (c *Common) Validate() error {
 	if c.ShutdownDelay < 0 {
 		return fmt.Errorf("--shutdown-delay must not be negative")
 	}
+	if c.MemoryLimitRatio < 0 || c.MemoryLimitRatio > 1 {
+		return fmt.Errorf("--memory-limit-ratio must be between 0 (off) and 1, not %g", c.MemoryLimitRatio)
+	}
 	if c.HashKeyNamespace == "" || c.HashKeySecret == "" {
 		return fmt.Errorf("--hash-key-namespace and --hash-key-secret must name the Secret of the config-hash key")
 	}
@@ -95,6 +104,11 @@ func (c *Common) Validate() error {
 // SetupLogging installs the process-wide logger for controller-runtime and
 // client-go. Log lines carry identities (user, object name, request UID) and
 // never object bodies: Secret values must not reach a log pipeline.
+//
+// It is the binary's first step once the flags are parsed (tests running
+// the processes in-process set their own logger and skip it), so it also
+// applies the rest of the process-wide set-up, logged: the Go runtime's soft
+// memory limit (ApplyMemoryLimit).
 func (c *Common) SetupLogging() {
 	opts := zap.Options{
 		Level: zapcore.Level(-c.LogLevel),
@@ -118,6 +132,7 @@ func (c *Common) SetupLogging() {
 	logger := zap.New(zap.UseFlagOptions(&opts))
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger.WithName("client-go"))
+	c.ApplyMemoryLimit(logger.WithName("memory"))
 }
 
 // Webhook are the settings of `configward webhook`.

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,11 +24,16 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/manager"
 	"github.com/configward/configward/test/framework"
 )
@@ -65,6 +73,30 @@ spec:
 }
 
 const refusal = `admission webhook "validate.configward.dev" denied the request: [subpath-config]`
+
+// configwardCRDs are the CRDs the chart installs.
+var configwardCRDs = []string{"configschemas.configward.dev", "configpolicies.configward.dev"}
+
+// adoptCRDs runs the commands of the chart README ("Upgrading", from chart 0.1.0)
+// that hand CRDs an earlier chart version installed from crds/ to the
+// release.
+func adoptCRDs(env *framework.Env) {
+	for _, crd := range configwardCRDs {
+		res := env.Kubectl("", "label", "crd", crd, "app.kubernetes.io/managed-by=Helm")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		res = env.Kubectl("", "annotate", "crd", crd, "meta.helm.sh/release-name="+release, "meta.helm.sh/release-namespace="+namespace)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+	}
+}
+
+// chartVariant copies the chart into a temporary directory for change to
+// make to it (the next or the previous chart version).
+func chartVariant(change func(dir string)) string {
+	dir := filepath.Join(GinkgoT().TempDir(), "configward")
+	Expect(os.CopyFS(dir, os.DirFS(chartDir))).To(Succeed())
+	change(dir)
+	return dir
+}
 
 var _ = Describe("helm install next to cert-manager", Ordered, func() {
 	var (
@@ -161,9 +193,16 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(env.Stop)
 		Expect(cmscheme.AddToScheme(env.Client.Scheme())).To(Succeed())
+		Expect(apiextensionsv1.AddToScheme(env.Client.Scheme())).To(Succeed())
 		c = env.Client
 		ctx, cancel = context.WithCancel(context.Background())
 		DeferCleanup(cancel)
+		// A cluster configward was never installed in: the chart creates
+		// the CRDs (framework.Start installs config/crd's for every suite).
+		for _, name := range configwardCRDs {
+			Expect(c.Delete(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+		}
+		Eventually(liveCRDs, 30*time.Second, 250*time.Millisecond).WithArguments(ctx, c).Should(BeEmpty())
 		Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cert-manager"}})).To(Succeed())
 		// cert-manager acts as its own service account, the identity change
 		// control lets write the Secrets cert-manager manages.
@@ -183,6 +222,28 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 	It("installs with the documented command; cert-manager issues the certificate and injects the CA", func() {
 		res := env.Helm(append([]string{"install", release, chartDir, "--create-namespace"}, installArgs()...)...)
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+
+		By("the CRDs, owned by the release and kept on uninstall, and the chart's PriorityClass")
+		Eventually(liveCRDs, 30*time.Second, 250*time.Millisecond).WithArguments(ctx, c).Should(HaveLen(len(configwardCRDs)))
+		for _, crd := range liveCRDs(ctx, c) {
+			Expect(crd.Annotations).To(HaveKeyWithValue("helm.sh/resource-policy", "keep"), crd.Name)
+			Expect(crd.Annotations).To(HaveKeyWithValue("meta.helm.sh/release-name", release), crd.Name)
+			Expect(crd.Labels).To(HaveKeyWithValue("app.kubernetes.io/managed-by", "Helm"), crd.Name)
+		}
+		Eventually(func() []string {
+			var established []string
+			for _, crd := range liveCRDs(ctx, c) {
+				for _, cond := range crd.Status.Conditions {
+					if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+						established = append(established, crd.Name)
+					}
+				}
+			}
+			return established
+		}, 30*time.Second, 250*time.Millisecond).Should(ConsistOf(configwardCRDs))
+		var pc schedulingv1.PriorityClass
+		Expect(c.Get(ctx, client.ObjectKey{Name: release + "-critical"}, &pc)).To(Succeed())
+		Expect(pc.Value).To(BeEquivalentTo(1000000000))
 
 		syncServingCertificate()
 		startWebhook()
@@ -247,6 +308,32 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		}
 		res := env.Kubectl(refusedDeployment("shop"), "--as=alice", "apply", "--dry-run=server", "-f", "-")
 		Expect(res.Stderr).To(ContainSubstring(refusal), "an ordinary user must still be judged")
+	})
+
+	It("shows zero counts in kubectl get configschemas, not blank columns", func() {
+		Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "schemas"}})).To(Succeed())
+		res := env.Kubectl(`apiVersion: configward.dev/v1alpha1
+kind: ConfigSchema
+metadata: {name: unused, namespace: schemas}
+spec:
+  configMapNames: [not-there-yet]
+  keys:
+  - name: app.yaml
+    format: yaml
+    schema: {type: object}
+`, "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(func() string {
+			return env.Kubectl("", "get", "configschema", "unused", "-n", "schemas", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`).Stdout
+		}, 30*time.Second, 250*time.Millisecond).Should(Equal("True"), "the controller did not reconcile the ConfigSchema")
+		res = env.Kubectl("", "get", "configschemas", "-n", "schemas")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+		Expect(lines).To(HaveLen(2), res.Stdout)
+		Expect(strings.Fields(lines[0])).To(Equal([]string{"NAME", "READY", "GOVERNED", "VIOLATIONS", "AGE"}))
+		row := strings.Fields(lines[1])
+		Expect(row).To(HaveLen(5), "a blank column:\n%s", res.Stdout)
+		Expect(row[:4]).To(Equal([]string{"unused", "True", "0", "0"}), res.Stdout)
 	})
 
 	It("keeps serving through a renewal: the webhook loads the new certificate, the CA bundle stays, the API server keeps calling", func() {
@@ -386,9 +473,57 @@ spec:
 		}, 30*time.Second, 250*time.Millisecond).Should(Equal(0), "with webhooks.ignoreLabel.enabled the label keeps the webhooks away")
 	})
 
-	It("uninstalls without leaving a webhook configuration behind to block the cluster", func() {
+	It("upgrades the CRDs with the chart, and keeps the objects they hold", func() {
+		// The next chart version: this one with one more printer column on
+		// the ConfigSchema CRD.
+		next := chartVariant(func(dir string) {
+			file := filepath.Join(dir, "files", "crds", "configward.dev_configschemas.yaml")
+			raw, err := os.ReadFile(file)
+			Expect(err).NotTo(HaveOccurred())
+			changed := strings.Replace(string(raw), "  - additionalPrinterColumns:\n",
+				"  - additionalPrinterColumns:\n    - jsonPath: .status.observedGeneration\n      name: Observed\n      type: integer\n", 1)
+			Expect(changed).NotTo(Equal(string(raw)))
+			Expect(os.WriteFile(file, []byte(changed), 0o644)).To(Succeed())
+		})
+		res := env.Helm(append([]string{"upgrade", release, next, "--reuse-values"}, installArgs()...)...)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+
+		columns := func() []string {
+			var crd apiextensionsv1.CustomResourceDefinition
+			Expect(c.Get(ctx, client.ObjectKey{Name: "configschemas.configward.dev"}, &crd)).To(Succeed())
+			var names []string
+			for _, col := range crd.Spec.Versions[0].AdditionalPrinterColumns {
+				names = append(names, col.Name)
+			}
+			return names
+		}
+		Expect(columns()).To(Equal([]string{"Observed", "Ready", "Governed", "Violations", "Age"}), "helm upgrade did not update the CRD")
+		Eventually(func() string {
+			return env.Kubectl("", "get", "configschemas", "-n", "schemas").Stdout
+		}, 30*time.Second, 250*time.Millisecond).Should(MatchRegexp(`^NAME\s+OBSERVED\s+READY`), "the API server does not serve the new column")
+
+		By("every ConfigSchema and ConfigPolicy is still there, and the upgrade kept the values")
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: "schemas", Name: "unused"}, &v1alpha1.ConfigSchema{})).To(Succeed())
+		Expect(c.Get(ctx, client.ObjectKey{Name: "governed"}, &v1alpha1.ConfigPolicy{})).To(Succeed())
+		var d appsv1.Deployment
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: release + "-webhook"}, &d)).To(Succeed())
+		Expect(*d.Spec.Replicas).To(BeEquivalentTo(3))
+
+		By("back to this chart version: the column goes again")
+		res = env.Helm(append([]string{"upgrade", release, chartDir, "--reuse-values"}, installArgs()...)...)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(columns()).To(Equal([]string{"Ready", "Governed", "Violations", "Age"}))
+	})
+
+	It("uninstalls without leaving a webhook configuration behind to block the cluster, and keeps the CRDs and what they hold", func() {
 		res := env.Helm("uninstall", release, "-n", namespace, "--wait")
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(res.Stdout).To(ContainSubstring("These resources were kept due to the resource policy"))
+		Expect(liveCRDs(ctx, c)).To(HaveLen(len(configwardCRDs)), "helm.sh/resource-policy: keep")
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: "schemas", Name: "unused"}, &v1alpha1.ConfigSchema{})).To(Succeed())
+		Expect(c.Get(ctx, client.ObjectKey{Name: "governed"}, &v1alpha1.ConfigPolicy{})).To(Succeed())
+		Expect(c.Get(ctx, client.ObjectKey{Name: release + "-critical"}, &schedulingv1.PriorityClass{})).To(
+			Satisfy(apierrors.IsNotFound), "the chart's PriorityClass goes with the release")
 		var m admissionregistrationv1.MutatingWebhookConfigurationList
 		var v admissionregistrationv1.ValidatingWebhookConfigurationList
 		Expect(c.List(ctx, &m)).To(Succeed())
@@ -398,7 +533,78 @@ spec:
 		res = env.Kubectl(refusedDeployment("shop"), "apply", "-f", "-")
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
 	})
+
+	It("takes over the CRDs an uninstalled release kept, and those an earlier chart version installed from crds/ with the commands of the chart README", func() {
+		By("installing again under the same name and namespace takes over the kept CRDs")
+		res := env.Helm(append([]string{"install", release, chartDir}, installArgs()...)...)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		res = env.Helm("uninstall", release, "-n", namespace, "--wait")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+
+		By("a release of chart 0.1.0, which had the CRDs in crds/: Helm created them without its ownership metadata")
+		for _, crd := range configwardCRDs {
+			res := env.Kubectl("", "label", "crd", crd, "app.kubernetes.io/managed-by-")
+			Expect(res.ExitCode).To(Equal(0), res.Stderr)
+			res = env.Kubectl("", "annotate", "crd", crd, "meta.helm.sh/release-name-", "meta.helm.sh/release-namespace-", "helm.sh/resource-policy-")
+			Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		}
+		// 0.1.0's layout, and its values: none of those this version added.
+		previous := chartVariant(func(dir string) {
+			Expect(os.Rename(filepath.Join(dir, "files", "crds"), filepath.Join(dir, "crds"))).To(Succeed())
+			Expect(os.Remove(filepath.Join(dir, "templates", "crds.yaml"))).To(Succeed())
+			Expect(os.Remove(filepath.Join(dir, "templates", "priorityclass.yaml"))).To(Succeed())
+			raw, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
+			Expect(err).NotTo(HaveOccurred())
+			var values map[string]any
+			Expect(sigsyaml.Unmarshal(raw, &values)).To(Succeed())
+			delete(values, "crds")
+			delete(values, "priorityClass")
+			for _, component := range []string{"webhook", "controller"} {
+				delete(values[component].(map[string]any), "extraArgs")
+				delete(values[component].(map[string]any), "extraEnv")
+			}
+			raw, err = sigsyaml.Marshal(values)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(os.WriteFile(filepath.Join(dir, "values.yaml"), raw, 0o644)).To(Succeed())
+		})
+		res = env.Helm(append([]string{"install", release, previous}, installArgs()...)...)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+
+		By("upgrading to this version: Helm refuses CRDs it does not own")
+		// --reuse-values, as the README's commands: the templates then see
+		// the previous chart's values, without the keys this version added.
+		upgrade := append([]string{"upgrade", release, chartDir, "--reuse-values"}, installArgs()...)
+		res = env.Helm(upgrade...)
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Stderr).To(ContainSubstring("exists and cannot be imported into the current release: invalid ownership metadata"))
+
+		By("after the README's commands, it takes them over")
+		adoptCRDs(env)
+		res = env.Helm(upgrade...)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(c.Get(ctx, client.ObjectKey{Name: release + "-critical"}, &schedulingv1.PriorityClass{})).To(Succeed())
+		for _, crd := range liveCRDs(ctx, c) {
+			Expect(crd.Annotations).To(HaveKeyWithValue("helm.sh/resource-policy", "keep"), crd.Name)
+		}
+		Expect(c.Get(ctx, client.ObjectKey{Name: "governed"}, &v1alpha1.ConfigPolicy{})).To(Succeed())
+		res = env.Helm("uninstall", release, "-n", namespace, "--wait")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(liveCRDs(ctx, c)).To(HaveLen(len(configwardCRDs)))
+	})
 })
+
+// liveCRDs lists configward's CRDs in the cluster.
+func liveCRDs(ctx context.Context, c client.Client) []apiextensionsv1.CustomResourceDefinition {
+	var l apiextensionsv1.CustomResourceDefinitionList
+	Expect(c.List(ctx, &l)).To(Succeed())
+	var out []apiextensionsv1.CustomResourceDefinition
+	for _, crd := range l.Items {
+		if slices.Contains(configwardCRDs, crd.Name) {
+			out = append(out, crd)
+		}
+	}
+	return out
+}
 
 // chartArgs renders the chart with the install's values and returns the
 // arguments of a Deployment's container, without its subcommand.

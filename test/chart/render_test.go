@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,14 +15,21 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/spf13/pflag"
+
 	"github.com/configward/configward/internal/changecontrol"
+	"github.com/configward/configward/internal/manager"
 	"github.com/configward/configward/test/framework"
 )
 
@@ -137,6 +145,19 @@ func generatedWebhookFacts() map[string]webhook {
 }
 
 var _ = Describe("the chart, rendered", func() {
+	It("renders its CRDs as templates, kept on uninstall, so that helm upgrade updates them", func() {
+		_, err := os.Stat(filepath.Join(chartDir, "crds"))
+		Expect(errors.Is(err, fs.ErrNotExist)).To(BeTrue(), "Helm installs crds/ once and never upgrades it: the CRDs live in files/crds, rendered by templates/crds.yaml")
+		Expect(kinds(render())).To(ContainElements("CustomResourceDefinition/configpolicies.configward.dev", "CustomResourceDefinition/configschemas.configward.dev"))
+
+		Expect(kinds(render("--set", "crds.install=false"))).NotTo(ContainElement(HavePrefix("CustomResourceDefinition/")))
+		for _, crd := range render("--set", "crds.keep=false") {
+			if crd.GetKind() == "CustomResourceDefinition" {
+				Expect(crd.GetAnnotations()).NotTo(HaveKey("helm.sh/resource-policy"), crd.GetName())
+			}
+		}
+	})
+
 	It("passes helm lint with default and non-default values", func() {
 		for _, args := range [][]string{
 			nil,
@@ -154,10 +175,12 @@ var _ = Describe("the chart, rendered", func() {
 			"Certificate/configward-ca", "Certificate/configward-webhook",
 			"ClusterRole/configward-controller", "ClusterRole/configward-webhook",
 			"ClusterRoleBinding/configward-controller", "ClusterRoleBinding/configward-webhook",
+			"CustomResourceDefinition/configpolicies.configward.dev", "CustomResourceDefinition/configschemas.configward.dev",
 			"Deployment/configward-controller", "Deployment/configward-webhook",
 			"Issuer/configward-ca", "Issuer/configward-selfsigned",
 			"MutatingWebhookConfiguration/configward",
 			"PodDisruptionBudget/configward-webhook",
+			"PriorityClass/configward-critical",
 			"Role/configward-hash-key", "Role/configward-leader-election", "RoleBinding/configward-hash-key", "RoleBinding/configward-leader-election",
 			"Service/configward-controller-metrics", "Service/configward-webhook",
 			"ServiceAccount/configward-controller", "ServiceAccount/configward-webhook",
@@ -172,8 +195,13 @@ var _ = Describe("the chart, rendered", func() {
 		Expect(web.Spec.Template.Spec.Containers[0].Args).To(ContainElements("webhook", "--shutdown-delay=5s",
 			"--configward-service-accounts=configward/configward-webhook,configward/configward-controller"))
 		Expect(ctl.Spec.Template.Spec.Containers[0].Args).To(ContainElements("controller", "--leader-elect=true", "--leader-election-namespace=configward"))
+		pdb := typed[policyv1.PodDisruptionBudget](objs, "PodDisruptionBudget", "configward-webhook")
+		Expect(pdb.Spec.MinAvailable.IntValue()).To(Equal(1))
 		for _, d := range []*appsv1.Deployment{web, ctl} {
 			pod := d.Spec.Template.Spec
+			Expect(pod.PriorityClassName).To(Equal("configward-critical"), d.Name)
+			Expect(pod.Containers[0].Args).To(ContainElement("--cert-manager-service-accounts=cert-manager/cert-manager"), d.Name)
+			Expect(pod.Containers[0].Env).To(BeEmpty(), d.Name)
 			Expect(*pod.SecurityContext.RunAsNonRoot).To(BeTrue(), d.Name)
 			Expect(string(pod.SecurityContext.SeccompProfile.Type)).To(Equal("RuntimeDefault"), d.Name)
 			c := pod.Containers[0]
@@ -293,6 +321,7 @@ var _ = Describe("the chart, rendered", func() {
 		web := typed[appsv1.Deployment](objs, "Deployment", "configward-webhook")
 		Expect(*web.Spec.Replicas).To(BeEquivalentTo(3))
 		Expect(web.Spec.Template.Spec.PriorityClassName).To(Equal("system-cluster-critical"))
+		Expect(kinds(objs)).NotTo(ContainElement(HavePrefix("PriorityClass/")), "with the user's class the chart makes none")
 		for _, name := range []string{"configward-webhook", "configward-controller"} {
 			Expect(typed[appsv1.Deployment](objs, "Deployment", name).Spec.Template.Spec.Containers[0].Args).To(
 				ContainElements("--pipeline-service-accounts=ci/deployer", "--change-control-namespace-selector=team=payments"), name)
@@ -322,6 +351,118 @@ var _ = Describe("the chart, rendered", func() {
 		Expect(res.Stderr).To(ContainSubstring("webhook.networkPolicy.enabled needs webhook.networkPolicy.apiServerCIDRs"))
 	})
 
+	It("refuses one webhook replica under a PodDisruptionBudget, which would block every node drain", func() {
+		for _, args := range [][]string{
+			{"--set", "webhook.replicas=1"},
+			{"--set", "webhook.replicas=1", "--set", "webhook.podDisruptionBudget.minAvailable=50%"},
+		} {
+			res := helm(append([]string{"template", "configward", chartDir, "--kube-version", "1.37.2"}, args...)...)
+			Expect(res.ExitCode).NotTo(Equal(0), "%v", args)
+			Expect(res.Stderr).To(ContainSubstring("at '/webhook/replicas'"), "%v", args)
+			Expect(res.Stderr).To(ContainSubstring("a single replica under a budget of minAvailable above 0 can never be evicted, so it blocks every node drain. "+
+				"Set webhook.replicas to 2 or more, or webhook.podDisruptionBudget.enabled=false"), "%v", args)
+		}
+		// One replica is allowed when nothing blocks its eviction.
+		objs := render("--set", "webhook.replicas=1", "--set", "webhook.podDisruptionBudget.enabled=false")
+		Expect(*typed[appsv1.Deployment](objs, "Deployment", "configward-webhook").Spec.Replicas).To(BeEquivalentTo(1))
+		Expect(kinds(objs)).NotTo(ContainElement(HavePrefix("PodDisruptionBudget/")))
+		render("--set", "webhook.replicas=1", "--set", "webhook.podDisruptionBudget.minAvailable=0")
+	})
+
+	It("runs both pods under the chart's own PriorityClass, the user's class, or none", func() {
+		objs := render()
+		pc := typed[schedulingv1.PriorityClass](objs, "PriorityClass", "configward-critical")
+		Expect(pc.Value).To(BeEquivalentTo(1000000000), "the highest value a non-system class may have")
+		Expect(pc.GlobalDefault).To(BeFalse())
+		Expect(*pc.PreemptionPolicy).To(Equal(corev1.PreemptLowerPriority))
+
+		for _, tc := range []struct {
+			args      []string
+			wantClass string
+			wantOwn   bool
+		}{
+			{[]string{"--set", "priorityClassName=system-cluster-critical"}, "system-cluster-critical", false},
+			{[]string{"--set", "priorityClass.create=false"}, "", false},
+			{[]string{"--set", "priorityClass.value=1000"}, "configward-critical", true},
+		} {
+			objs := render(tc.args...)
+			for _, name := range []string{"configward-webhook", "configward-controller"} {
+				Expect(typed[appsv1.Deployment](objs, "Deployment", name).Spec.Template.Spec.PriorityClassName).To(Equal(tc.wantClass), "%v %s", tc.args, name)
+			}
+			if tc.wantOwn {
+				Expect(typed[schedulingv1.PriorityClass](objs, "PriorityClass", "configward-critical").Value).To(BeEquivalentTo(1000))
+			} else {
+				Expect(kinds(objs)).NotTo(ContainElement(HavePrefix("PriorityClass/")), "%v", tc.args)
+			}
+		}
+		res := helm("template", "configward", chartDir, "--kube-version", "1.37.2", "--set", "priorityClass.value=2000000000")
+		Expect(res.ExitCode).NotTo(Equal(0), "values above 1000000000 are reserved for system classes")
+	})
+
+	It("adds extraArgs and extraEnv to each container, after the chart's own arguments", func() {
+		objs := render("--set", "webhook.extraArgs={--memory-limit-ratio=0.8,--enable-http2}",
+			"--set-json", `webhook.extraEnv=[{"name":"GOMEMLIMIT","value":"400MiB"}]`,
+			"--set", "controller.extraArgs={--rollout-rate=5}",
+			"--set-json", `controller.extraEnv=[{"name":"POD_NAME","valueFrom":{"fieldRef":{"fieldPath":"metadata.name"}}}]`)
+		web := typed[appsv1.Deployment](objs, "Deployment", "configward-webhook").Spec.Template.Spec.Containers[0]
+		ctl := typed[appsv1.Deployment](objs, "Deployment", "configward-controller").Spec.Template.Spec.Containers[0]
+		Expect(web.Args[len(web.Args)-2:]).To(Equal([]string{"--memory-limit-ratio=0.8", "--enable-http2"}))
+		Expect(web.Env).To(Equal([]corev1.EnvVar{{Name: "GOMEMLIMIT", Value: "400MiB"}}))
+		Expect(ctl.Args[len(ctl.Args)-1]).To(Equal("--rollout-rate=5"), "last, so it wins over the chart's --rollout-rate")
+		Expect(ctl.Env).To(Equal([]corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}))
+		Expect(web.Args).NotTo(ContainElement("--rollout-rate=5"))
+		Expect(ctl.Args).NotTo(ContainElement("--enable-http2"))
+
+		// The binary takes them: the chart's flags and the extra ones parse.
+		var o manager.Controller
+		fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		Expect(fs.Parse(ctl.Args[1:])).To(Succeed())
+		Expect(o.RolloutRate).To(BeEquivalentTo(5))
+
+		res := helm("template", "configward", chartDir, "--kube-version", "1.37.2", "--set-json", `webhook.extraEnv=[{"value":"x"}]`)
+		Expect(res.ExitCode).NotTo(Equal(0), "an env var without a name")
+		Expect(res.Stderr).To(ContainSubstring("missing property 'name'"))
+	})
+
+	It("exempts no cert-manager identity in either process when certManager.serviceAccounts is empty", func() {
+		certManagerIdentities := func(objs []*unstructured.Unstructured, deployment string) []string {
+			args := typed[appsv1.Deployment](objs, "Deployment", deployment).Spec.Template.Spec.Containers[0].Args[1:]
+			var cc *manager.ChangeControl
+			fs := pflag.NewFlagSet(deployment, pflag.ContinueOnError)
+			if deployment == "configward-webhook" {
+				var o manager.Webhook
+				o.AddFlags(fs)
+				cc = &o.ChangeControl
+			} else {
+				var o manager.Controller
+				o.AddFlags(fs)
+				cc = &o.ChangeControl
+			}
+			Expect(fs.Parse(args)).To(Succeed())
+			settings, err := cc.Settings()
+			Expect(err).NotTo(HaveOccurred())
+			return settings(nil).CertManager.ServiceAccounts
+		}
+		for _, name := range []string{"configward-webhook", "configward-controller"} {
+			Expect(certManagerIdentities(render(), name)).To(Equal([]string{"system:serviceaccount:cert-manager:cert-manager"}), name)
+
+			objs := render("--set-json", "certManager.serviceAccounts=[]")
+			Expect(typed[appsv1.Deployment](objs, "Deployment", name).Spec.Template.Spec.Containers[0].Args).To(
+				ContainElement("--cert-manager-service-accounts="), "%s: said explicitly, or the binary's default applies", name)
+			Expect(certManagerIdentities(objs, name)).To(BeEmpty(), name)
+
+			objs = render("--set", "certManager.serviceAccounts={certs/issuer}")
+			Expect(certManagerIdentities(objs, name)).To(Equal([]string{"system:serviceaccount:certs:issuer"}), name)
+		}
+	})
+
+	It("accepts global values, which Helm passes to every subchart", func() {
+		render("--set", "global.foo=bar", "--set", "global.imageRegistry=registry.example")
+		res := helm("lint", chartDir, "--strict", "--kube-version", "1.37.2", "--set", "global.foo=bar")
+		Expect(res.ExitCode).To(Equal(0), res.Stdout+res.Stderr)
+	})
+
 	It("refuses wrong values at install time, from values.schema.json", func() {
 		for _, tc := range []struct{ set, want string }{
 			{"webhooks.configHash.failurePolicy=Never", "value must be one of 'Fail', 'Ignore'"},
@@ -338,17 +479,31 @@ var _ = Describe("the chart, rendered", func() {
 	It("stays in step with config/: the same CRDs, webhook rules and RBAC", func() {
 		generated, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "config", "crd", "bases", "*.yaml"))
 		Expect(err).NotTo(HaveOccurred())
-		inChart, err := filepath.Glob(filepath.Join(chartDir, "crds", "*.yaml"))
+		inChart, err := filepath.Glob(filepath.Join(chartDir, "files", "crds", "*.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(len(inChart)).To(Equal(len(generated)), "run make manifests")
 		for _, g := range generated {
 			want, _ := os.ReadFile(g)
-			got, err := os.ReadFile(filepath.Join(chartDir, "crds", filepath.Base(g)))
+			got, err := os.ReadFile(filepath.Join(chartDir, "files", "crds", filepath.Base(g)))
 			Expect(err).NotTo(HaveOccurred(), "run make manifests")
 			Expect(bytes.Equal(got, want)).To(BeTrue(), "%s differs from config/crd: run make manifests", filepath.Base(g))
 		}
 
 		objs := render()
+		// What Helm installs and upgrades is the template: the generated
+		// CRD plus the chart's labels and the keep policy.
+		for _, g := range generated {
+			raw, err := os.ReadFile(g)
+			Expect(err).NotTo(HaveOccurred())
+			want := typed[apiextensionsv1.CustomResourceDefinition](splitYAML(string(raw)), "CustomResourceDefinition", "")
+			got := typed[apiextensionsv1.CustomResourceDefinition](objs, "CustomResourceDefinition", want.Name)
+			Expect(got.Spec).To(Equal(want.Spec), "%s: the chart's template changed the generated CRD", want.Name)
+			Expect(got.Annotations).To(Equal(map[string]string{
+				"controller-gen.kubebuilder.io/version": want.Annotations["controller-gen.kubebuilder.io/version"],
+				"helm.sh/resource-policy":               "keep",
+			}), want.Name)
+			Expect(got.Labels).To(HaveKeyWithValue("app.kubernetes.io/managed-by", "Helm"), want.Name)
+		}
 		Expect(foldCopies(webhookFacts(
 			typed[admissionregistrationv1.MutatingWebhookConfiguration](objs, "MutatingWebhookConfiguration", "configward"),
 			typed[admissionregistrationv1.ValidatingWebhookConfiguration](objs, "ValidatingWebhookConfiguration", "configward"),

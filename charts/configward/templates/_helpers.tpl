@@ -26,6 +26,19 @@ app.kubernetes.io/component: {{ .component }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
+{{/*
+priorityClassName of both pods: the user's class, else the chart's own
+(priorityClass.create), else none. dig: a release upgraded with
+--reuse-values from a chart without priorityClass has no such key.
+*/}}
+{{- define "configward.priorityClassName" -}}
+{{- if .Values.priorityClassName -}}
+{{ .Values.priorityClassName }}
+{{- else if dig "priorityClass" "create" true .Values.AsMap -}}
+{{ include "configward.fullname" . }}-critical
+{{- end -}}
+{{- end -}}
+
 {{- define "configward.webhookServiceAccount" -}}{{ include "configward.fullname" . }}-webhook{{- end -}}
 {{- define "configward.controllerServiceAccount" -}}{{ include "configward.fullname" . }}-controller{{- end -}}
 {{- define "configward.tlsSecret" -}}{{ include "configward.fullname" . }}-webhook-tls{{- end -}}
@@ -75,8 +88,8 @@ The ignore-label argument both processes take when the label is honoured.
 
 {{/*
 Arguments the same for the webhook and the controller: change control (the
-webhook judges, the controller labels the namespaces under change control)
-and where the config-hash key lives.
+webhook judges, the controller labels the namespaces under change control;
+cert-manager's identities included) and where the config-hash key lives.
 */}}
 {{- define "configward.changeControlArgs" -}}
 {{- $cc := .Values.changeControl -}}
@@ -92,6 +105,8 @@ and where the config-hash key lives.
 {{- with $cc.namespaceSelector }}
 - --change-control-namespace-selector={{ . }}
 {{- end }}
+{{- /* Always given, so an empty certManager.serviceAccounts means no one rather than the binary's default. */}}
+- --cert-manager-service-accounts={{ join "," .Values.certManager.serviceAccounts }}
 {{- include "configward.ignoreLabelArg" . }}
 - --hash-key-namespace={{ .Release.Namespace }}
 - --hash-key-secret={{ .Values.hashKey.secretName }}

@@ -92,13 +92,20 @@ type ConfigSchemaStatus struct {
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
+	// The two counts default to 0 in the CRD: the controller's status patch
+	// leaves out a count that stays at 0 (nothing changed), so without the
+	// default a schema governing nothing, or nothing broken, would show
+	// blank GOVERNED and VIOLATIONS columns in kubectl get configschemas.
+
 	// GovernedConfigMaps counts the ConfigMaps this schema governs.
 	// +optional
+	// +kubebuilder:default=0
 	GovernedConfigMaps int32 `json:"governedConfigMaps"`
 
 	// ViolatingConfigMaps counts governed ConfigMaps that break the schema
 	// (they were stored before it, or while it was not enforced).
 	// +optional
+	// +kubebuilder:default=0
 	ViolatingConfigMaps int32 `json:"violatingConfigMaps"`
 
 	// Violations lists the first few violating ConfigMaps and their first error.
