@@ -23,7 +23,12 @@ type logged struct {
 
 func (l logged) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
-	resp := l.next.Handle(ctx, req)
+	var resp admission.Response
+	if problem := incomplete(req); problem != "" {
+		resp = malformed(req, problem)
+	} else {
+		resp = l.next.Handle(ctx, req)
+	}
 	log := ctrl.Log.WithName("admission").WithValues(
 		"webhook", l.name, "uid", req.UID, "operation", req.Operation,
 		"kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name,
@@ -40,4 +45,21 @@ func (l logged) Handle(ctx context.Context, req admission.Request) admission.Res
 		log.V(1).Info("admission decision")
 	}
 	return resp
+}
+
+// incomplete says what a review lacks that every review the API server
+// sends has. Such a review is refused by every webhook alike: a handler
+// must never allow it because it found nothing it has rules for.
+func incomplete(req admission.Request) string {
+	switch {
+	case req.UID == "":
+		return "the request has no uid"
+	case req.Kind.Kind == "" || req.Kind.Version == "":
+		return "the kind is not set"
+	case req.Resource.Resource == "" || req.Resource.Version == "":
+		return "the resource is not set"
+	case req.Operation == "":
+		return "the operation is not set"
+	}
+	return ""
 }

@@ -262,6 +262,27 @@ var _ = Describe("malformed admission requests sent straight to the webhook", fu
 		}
 	})
 
+	It("refuses, on every webhook alike, a review without the uid, kind, resource or operation every real one has", func() {
+		paths := []string{admission.ConfigHashPath, admission.ValidateWorkloadsPath, admission.ValidateConfigMapsPath,
+			admission.ValidateConfigSchemasPath, admission.ValidateConfigPoliciesPath, admission.ValidateConfigChangesPath,
+			admission.RecordNamespaceChangesPath}
+		for _, path := range paths {
+			for body, want := range map[string]string{
+				`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"uid-1"}}`:                                                                            "the kind is not set",
+				`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"uid-1","kind":{"version":"v1","kind":"Secret"},"operation":"CREATE"}}`:               "the resource is not set",
+				`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"kind":{"version":"v1","kind":"Secret"},"resource":{"version":"v1","resource":"secrets"}}}`: "the request has no uid",
+			} {
+				code, out := post(path, []byte(body))
+				Expect(code).To(Equal(http.StatusOK), path)
+				Expect(out.Response.Allowed).To(BeFalse(), "%s allowed %s", path, body)
+				Expect(out.Response.Result.Message).To(ContainSubstring(want), path)
+			}
+			code, out := post(path, nil)
+			Expect(code).To(Equal(http.StatusOK), path)
+			Expect(out.Response.Allowed).To(BeFalse(), "%s allowed an empty body", path)
+		}
+	})
+
 	It("lets through, with a reason, a kind it has no rules for", func() {
 		_, out := post(path, review(func(r *admissionv1.AdmissionRequest) {
 			r.Kind = metav1.GroupVersionKind{Version: "v1", Kind: "Service"}
