@@ -99,6 +99,8 @@ type Process struct {
 	Manager  ctrlmanager.Manager
 	draining atomic.Bool
 	delay    time.Duration
+	// onDrain runs when draining starts.
+	onDrain func()
 }
 
 // WebhookProcess is `configward webhook`: a manager with the hardened
@@ -197,7 +199,7 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	}))
 	// The manager only runs its webhook server once someone asks for it.
 	mgr.GetWebhookServer()
-	p := &WebhookProcess{Process: Process{Manager: mgr, delay: o.ShutdownDelay}, Server: srv}
+	p := &WebhookProcess{Process: Process{Manager: mgr, delay: o.ShutdownDelay, onDrain: srv.Drain}, Server: srv}
 	if err := p.addProbes(
 		namedCheck{"webhook-server", srv.StartedChecker()},
 		namedCheck{"serving-certificate", srv.CertificateChecker()},
@@ -360,6 +362,9 @@ func (p *Process) Run(ctx context.Context) error {
 	}
 	log := ctrl.Log.WithName("shutdown")
 	p.draining.Store(true)
+	if p.onDrain != nil {
+		p.onDrain()
+	}
 	log.Info("not ready any more; draining before stopping", "delay", p.delay)
 	select {
 	case err := <-done:

@@ -116,6 +116,7 @@ type Server struct {
 	watcher *certwatcher.CertWatcher
 
 	started    atomic.Bool
+	draining   atomic.Bool
 	generation atomic.Int64 // number of certificate reloads after the first load
 	handshakes handshakeLog
 	bound      *inFlight
@@ -340,12 +341,20 @@ func (s *Server) stampConnection(ctx context.Context, _ net.Conn) context.Contex
 
 func (s *Server) retireStaleConnections(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if gen, ok := r.Context().Value(connGenerationKey{}).(int64); ok && gen < s.generation.Load() {
+		if gen, ok := r.Context().Value(connGenerationKey{}).(int64); ok && gen < s.generation.Load() || s.draining.Load() {
 			w.Header().Set("Connection", "close")
 		}
 		next.ServeHTTP(w, r)
 	})
 }
+
+// Drain retires every connection after its next request ("Connection:
+// close"), from now until the server stops. Called when the process starts
+// to shut down: while its endpoint leaves the Service, the API server's
+// keep-alive connections to this replica end one by one after an answered
+// request, instead of all at once when the listener closes, where a
+// request written onto a connection as it closes fails.
+func (s *Server) Drain() { s.draining.Store(true) }
 
 // AuthenticatesCallers reports whether only clients with a certificate from
 // the client CA (the API server) can call.

@@ -1,8 +1,8 @@
 // Package faults runs configward through faults on a whole cluster: its
 // processes killed and restarted while work is in flight. configward runs
-// as processes of its own (the webhook in-process, the controllers as
-// binaries), so a test can kill one the way a node failure or an OOM kill
-// would.
+// as processes of its own, so a test can stop one the way a rollout, a node
+// failure or an OOM kill would: two webhook replicas behind a stand-in for
+// their Service (framework.Balancer), and controllers started by the specs.
 package faults
 
 import (
@@ -17,7 +17,17 @@ import (
 	"github.com/configward/configward/test/framework"
 )
 
-var env *framework.Env
+var (
+	env *framework.Env
+	// service is the webhook Service the API server calls; webhooks are
+	// its endpoints.
+	service  *framework.Balancer
+	webhooks []*framework.Process
+)
+
+// webhookFlags are the webhook replicas': the chart's shutdown delay, so a
+// stopping replica keeps serving while it leaves the Service.
+var webhookFlags = []string{"--shutdown-delay=5s"}
 
 func TestFaults(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -27,9 +37,19 @@ func TestFaults(t *testing.T) {
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	var err error
-	env, err = framework.Start(framework.Options{})
+	env, err = framework.Start(framework.Options{WithoutWebhook: true})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(env.StartCluster(2)).To(Succeed())
+	service, err = framework.NewBalancer()
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(service.Close)
+	for _, name := range []string{"webhook-a", "webhook-b"} {
+		p, err := env.StartWebhookBinary(name, webhookFlags...)
+		Expect(err).NotTo(HaveOccurred())
+		webhooks = append(webhooks, p)
+	}
+	service.SetEndpoints(endpoints()...)
+	env.ServeWebhooksAt(service.Addr())
 	_, err = env.InstallWebhookConfigurations(context.Background())
 	Expect(err).NotTo(HaveOccurred())
 })
@@ -39,3 +59,12 @@ var _ = AfterSuite(func() {
 		Expect(env.Stop()).To(Succeed())
 	}
 })
+
+// endpoints are the webhook replicas' addresses.
+func endpoints() []string {
+	var out []string
+	for _, p := range webhooks {
+		out = append(out, p.Addr)
+	}
+	return out
+}

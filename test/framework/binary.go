@@ -103,9 +103,12 @@ func (e *Env) startBinary(name, kubeconfig string, args []string) (*Process, err
 		return nil, err
 	}
 	heap := filepath.Join(e.Dir, name, "heap.dump")
-	args = append(args, "--kubeconfig="+kubeconfig, "--metrics-bind-address="+metrics, "--health-probe-bind-address="+probe,
-		"--shutdown-delay=0s", "--log-format=json", "--verbosity=1", "--heap-dump-file="+heap,
-		"--hash-key-namespace="+Namespace, "--hash-key-secret="+HashKeySecret)
+	// The defaults go right after the command, so that the caller's flags,
+	// after them, win (the last value of a flag counts).
+	defaults := []string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=" + metrics, "--health-probe-bind-address=" + probe,
+		"--shutdown-delay=0s", "--log-format=json", "--verbosity=1", "--heap-dump-file=" + heap,
+		"--hash-key-namespace=" + Namespace, "--hash-key-secret=" + HashKeySecret}
+	args = append(append(append([]string{}, args[0]), defaults...), args[1:]...)
 	c, err := e.startProcess(name, bin, e.BinaryEnv, args...)
 	if err != nil {
 		return nil, err

@@ -348,7 +348,13 @@ func (e *Env) startWebhook(opts Options) error {
 	return nil
 }
 
-// WebhookURL is the URL of path on the in-process webhook server.
+// ServeWebhooksAt makes WebhookURL, and the webhook configurations
+// installed afterwards, point at addr (e.g. a Balancer in front of several
+// webhook binaries).
+func (e *Env) ServeWebhooksAt(addr string) { e.webhookAddr = addr }
+
+// WebhookURL is the URL of path on the webhook: the in-process server, or
+// the address given to StartWebhookBinary or ServeWebhooksAt.
 func (e *Env) WebhookURL(path string) string {
 	if e.webhookAddr != "" {
 		return "https://" + e.webhookAddr + path
