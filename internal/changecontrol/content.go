@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -148,17 +149,19 @@ func GoverningMetadata(m *metav1.ObjectMeta, schemaLabels []string, secret bool)
 		}
 	}
 	if len(m.OwnerReferences) > 0 {
+		// Each reference quoted field by field: joined with a separator, a
+		// change from apiVersion "a/b", kind "K" to apiVersion "a", kind
+		// "b/K" read as no change (found by FuzzChanges).
 		refs := make([]string, len(m.OwnerReferences))
 		for i, r := range m.OwnerReferences {
-			refs[i] = fmt.Sprintf("%s/%s/%s/%s/%t/%t", r.APIVersion, r.Kind, r.Name, r.UID,
-				r.Controller != nil && *r.Controller, r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion)
+			refs[i] = fmt.Sprintf("%q", []string{r.APIVersion, r.Kind, r.Name, string(r.UID),
+				strconv.FormatBool(r.Controller != nil && *r.Controller), strconv.FormatBool(r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion)})
 		}
 		slices.Sort(refs)
 		out["metadata.ownerReferences"] = strings.Join(refs, ",")
 	}
 	if len(m.Finalizers) > 0 {
-		f := slices.Sorted(slices.Values(m.Finalizers))
-		out["metadata.finalizers"] = strings.Join(f, ",")
+		out["metadata.finalizers"] = fmt.Sprintf("%q", slices.Sorted(slices.Values(m.Finalizers)))
 	}
 	return out
 }

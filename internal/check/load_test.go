@@ -96,6 +96,11 @@ func TestErrorsDoNotQuoteTheDocument(t *testing.T) {
 		"apiVersion: v1\nmetadata: {name: db}\nstringData: {password: CANARY-check}\n",
 		"kind: Secret\nmetadata: {name: db}\nstringData: {password: CANARY-check}\n",
 		"apiVersion: v1\nkind: List\nitems:\n- {metadata: {name: db}, stringData: {password: CANARY-check}}\n",
+		// YAML errors that quote values (FuzzLoadManifests).
+		"apiVersion: v1\nkind: Secret\nstringData:\n  {password: CANARY-check}: x\n",
+		"apiVersion: v1\nkind: Secret\nstringData:\n  [CANARY-check]: x\n",
+		"apiVersion: v1\nkind: Secret\nstringData:\n  ~: CANARY-check\n",
+		"apiVersion: v1\nkind: Secret\nstringData:\n  password: !!int CANARY-check\n",
 	} {
 		_, err := Load([]string{"-"}, strings.NewReader(manifest))
 		if err == nil || strings.Contains(err.Error(), "CANARY") {

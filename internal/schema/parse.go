@@ -23,6 +23,8 @@ type document struct {
 	// properties, ini, env: JSON pointer -> position of the key (or section header).
 	// TOML: filled lazily from the AST.
 	positions map[string]position
+
+	lines int // see lineCount; 0 until counted
 }
 
 type position struct{ line, col int }
@@ -91,9 +93,40 @@ func lineCol(b []byte, off int) (int, int) {
 	return line, 1 + utf8.RuneCount(b[start:off])
 }
 
+// inText keeps a 1-based position inside raw, whose lines are counted as lineCol counts them.
+// go-yaml places the empty value that ends a text ("?" as its last line, no newline after it) on
+// the line after the last, which no editor shows: such a position becomes the end of the last
+// line. An unknown position (0) stays unknown. Found by FuzzSchemaFormats.
+func inText(raw []byte, line, col int) (int, int) {
+	if line <= 0 {
+		return line, col
+	}
+	if n := 1 + bytes.Count(raw, []byte{'\n'}); line > n {
+		last := raw[bytes.LastIndexByte(raw, '\n')+1:]
+		line, col = n, 1+utf8.RuneCount(bytes.TrimSuffix(last, []byte{'\r'}))
+	}
+	return line, col
+}
+
 // position returns the line and column for path: the value's position, or its key's when atKey.
 // When path itself is not in the text, the nearest enclosing value's position is returned.
 func (d *document) position(path []string, atKey bool) (int, int) {
+	line, col := d.rawPosition(path, atKey)
+	if line > d.lineCount() {
+		return inText(d.raw, line, col)
+	}
+	return line, col
+}
+
+// lineCount is 1 + the number of \n in the text, counted once per document.
+func (d *document) lineCount() int {
+	if d.lines == 0 {
+		d.lines = 1 + bytes.Count(d.raw, []byte{'\n'})
+	}
+	return d.lines
+}
+
+func (d *document) rawPosition(path []string, atKey bool) (int, int) {
 	switch d.format {
 	case YAML, JSON:
 		val, key, _ := yamlPosition(d.yamlNode(), path)

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -18,6 +19,7 @@ func (d *document) parseTOML() *parseError {
 		var de *toml.DecodeError
 		if errors.As(err, &de) {
 			line, col := de.Position()
+			line, col = tomlRuneColumn(d.raw, line, col)
 			msg := de.Error()
 			if k := de.Key(); len(k) > 0 {
 				msg += fmt.Sprintf(" (key %s)", strings.Join(k, "."))
@@ -33,6 +35,24 @@ func (d *document) parseTOML() *parseError {
 	}
 	d.value = v
 	return nil
+}
+
+// tomlRuneColumn converts go-toml's error column, which counts bytes, to the runes this package
+// counts (see lineCol): after "é" a column was one too far, past the line's end for an error at
+// it. Found by FuzzSchemaFormats.
+func tomlRuneColumn(raw []byte, line, col int) (int, int) {
+	if line < 1 || col < 1 {
+		return line, col
+	}
+	start := 0
+	for i := 1; i < line; i++ {
+		j := bytes.IndexByte(raw[start:], '\n')
+		if j < 0 {
+			return line, col
+		}
+		start += j + 1
+	}
+	return lineCol(raw, min(start+col-1, len(raw)))
 }
 
 // tomlValue converts go-toml's values to JSON-like ones: dates and times become their TOML text

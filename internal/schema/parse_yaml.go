@@ -37,7 +37,7 @@ func (d *document) parseYAML() *parseError {
 		return nil
 	}
 	d.node = doc.Content[0]
-	b := &yamlBuilder{cache: map[*yaml.Node]built{}}
+	b := &yamlBuilder{cache: map[*yaml.Node]built{}, building: map[*yaml.Node]bool{}}
 	v, _, perr := b.build(d.node, 0, nil)
 	if perr != nil {
 		return perr
@@ -73,7 +73,12 @@ type built struct {
 // their anchor, and the number of nodes they stand for is counted against MaxAliasNodes, so an
 // alias bomb costs neither time nor memory.
 type yamlBuilder struct {
-	cache       map[*yaml.Node]built
+	cache map[*yaml.Node]built
+	// building holds the anchored collections being built. An alias to one
+	// is a cycle: "a: &a {<<: *a}" recursed without end (merges do not add
+	// depth), overflowing the stack, which kills the process. Found by
+	// FuzzSchemaFormats.
+	building    map[*yaml.Node]bool
 	aliasBudget int
 }
 
@@ -86,6 +91,11 @@ func (b *yamlBuilder) build(n *yaml.Node, depth int, path []string) (any, int, *
 		target := n.Alias
 		if target == nil {
 			return nil, 0, &parseError{line: n.Line, col: n.Column, expected: "valid YAML", found: "unknown alias", msg: "invalid YAML: unknown alias"}
+		}
+		if b.building[target] {
+			return nil, 0, &parseError{pointer: pointer(path), line: n.Line, col: n.Column,
+				expected: "an alias to a value that does not contain it", found: "*" + truncate(n.Value, 30),
+				msg: fmt.Sprintf("invalid YAML: alias *%s refers to a value that contains it", truncate(n.Value, 40))}
 		}
 		bt, ok := b.cache[target]
 		if !ok {
@@ -115,6 +125,10 @@ func (b *yamlBuilder) build(n *yaml.Node, depth int, path []string) (any, int, *
 		b.remember(n, v, size)
 		return v, size, nil
 	case yaml.SequenceNode:
+		if n.Anchor != "" {
+			b.building[n] = true
+			defer delete(b.building, n)
+		}
 		arr := make([]any, 0, len(n.Content))
 		size := 1
 		for i, c := range n.Content {
@@ -128,6 +142,10 @@ func (b *yamlBuilder) build(n *yaml.Node, depth int, path []string) (any, int, *
 		b.remember(n, arr, size)
 		return arr, size, nil
 	case yaml.MappingNode:
+		if n.Anchor != "" {
+			b.building[n] = true
+			defer delete(b.building, n)
+		}
 		m := make(map[string]any, len(n.Content)/2)
 		size := 1
 		var merges []*yaml.Node

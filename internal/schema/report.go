@@ -173,8 +173,10 @@ func leavesOf(e *jsonschema.ValidationError, root any) []leaf {
 	case *kind.AdditionalProperties:
 		ls := make([]leaf, 0, len(k.Properties))
 		for _, p := range k.Properties {
-			ls = append(ls, leaf{path: child(p), atKey: true, expected: "no property " + strconv.Quote(p), found: "property " + strconv.Quote(p),
-				msg: fmt.Sprintf("property %q is not allowed here", p)})
+			// The name comes from the value and may be long: truncated as for
+			// propertyNames (the pointer keeps it whole). Found by FuzzSchemaFormats.
+			ls = append(ls, leaf{path: child(p), atKey: true, expected: "no property " + strconv.Quote(truncate(p, 30)), found: "property " + strconv.Quote(truncate(p, 30)),
+				msg: fmt.Sprintf("property %q is not allowed here", truncate(p, 40))})
 		}
 		return ls
 	}

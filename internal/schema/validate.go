@@ -140,6 +140,9 @@ func (c *Compiled) Validate(data map[string]string, binaryData map[string][]byte
 func validateValue(key string, raw []byte, r *rule) []entry {
 	doc, perr := parse(r.format, raw)
 	if perr != nil {
+		// Parsers' positions come from their own line counting: keep them
+		// inside the text, as report does for schema violations.
+		perr.line, perr.col = inText(raw, perr.line, perr.col)
 		v := Violation{
 			Key: key, Pointer: perr.pointer, Line: perr.line, Column: perr.col,
 			Expected: perr.expected, Found: perr.found, Message: perr.msg,

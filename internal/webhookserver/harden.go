@@ -13,6 +13,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
 // harden puts a body cap and panic recovery in front of a webhook handler.
@@ -58,8 +59,36 @@ func harden(next http.Handler, maxBytes int64, log logr.Logger) http.Handler {
 						"Retry; if it persists, report it with request uid "+string(uid)+" from the configward webhook logs.")
 			}
 		}()
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(&uidKeeper{ResponseWriter: w, body: body}, r)
 	})
+}
+
+// uidKeeper gives back the request UID that controller-runtime leaves out
+// of its answer to a body it cannot decode (a field of the wrong type, say):
+// such an answer has an empty uid, which the API server cannot match to its
+// request. Found by FuzzWebhookBodies. An answer is written in one Write,
+// and only one with an empty uid is rewritten, so the cost on every other
+// answer is one search of a few hundred bytes.
+type uidKeeper struct {
+	http.ResponseWriter
+	body []byte
+}
+
+var emptyUID = []byte(`"uid":""`)
+
+func (k *uidKeeper) Write(b []byte) (int, error) {
+	if !bytes.Contains(b, emptyUID) {
+		return k.ResponseWriter.Write(b)
+	}
+	// The body is within the size limit and was read whole: only a JSON
+	// reader's uid counts, never a match in text that is not JSON.
+	uid, _ := uidFromJSON(k.body)
+	var answer admissionv1.AdmissionReview
+	if uid == "" || json.Unmarshal(b, &answer) != nil || answer.Response == nil || answer.Response.Allowed || answer.Response.Result == nil {
+		return k.ResponseWriter.Write(b)
+	}
+	writeDenial(k.ResponseWriter, uid, answer.Response.Result.Code, answer.Response.Result.Message)
+	return len(b), nil
 }
 
 // uidPattern finds the request UID without decoding the whole body, which
@@ -68,13 +97,10 @@ func harden(next http.Handler, maxBytes int64, log logr.Logger) http.Handler {
 var uidPattern = regexp.MustCompile(`"uid"\s*:\s*"([0-9A-Za-z-]{1,64})"`)
 
 func uidFromPrefix(body []byte) types.UID {
-	var probe struct {
-		Request *struct {
-			UID types.UID `json:"uid"`
-		} `json:"request"`
-	}
-	if len(body) < 1<<20 && json.Unmarshal(body, &probe) == nil && probe.Request != nil {
-		return probe.Request.UID
+	if len(body) < 1<<20 {
+		if uid, ok := uidFromJSON(body); ok {
+			return uid
+		}
 	}
 	head := body
 	if len(head) > 4096 {
@@ -84,6 +110,21 @@ func uidFromPrefix(body []byte) types.UID {
 		return types.UID(m[1])
 	}
 	return ""
+}
+
+// uidFromJSON reads request.uid from a body that is JSON, whatever else it
+// holds, with field names matched case-sensitively as the API machinery
+// decodes a review: "Request" is not "request".
+func uidFromJSON(body []byte) (types.UID, bool) {
+	var probe struct {
+		Request *struct {
+			UID types.UID `json:"uid"`
+		} `json:"request"`
+	}
+	if utiljson.Unmarshal(body, &probe) != nil || probe.Request == nil {
+		return "", false
+	}
+	return probe.Request.UID, true
 }
 
 func writeDenial(w http.ResponseWriter, uid types.UID, code int32, msg string) {
