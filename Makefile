@@ -67,8 +67,37 @@ build: ## Build bin/configward.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/configward ./cmd/configward
 
 .PHONY: test
-test: controlplane helm generate manifests test-image ## Run every test: unit, Rego, the envtest suites, the Helm chart and the container image.
+test: controlplane helm generate manifests test-image fuzz-smoke ## Run every test: unit, Rego, the envtest suites, the Helm chart, the container image and a short run of every fuzz target.
 	CONFIGWARD_HELM=$(HELM) $(GO) test ./... -count=1 -timeout 30m
+
+# Fuzz targets, as package:target. `go test ./...` runs each one's seed
+# corpus (f.Add seeds and testdata/fuzz, where every crasher found is kept);
+# fuzz-smoke mutates beyond them for a fixed number of executions, fuzz for
+# FUZZTIME each. Minimizing each new interesting input is capped
+# (FUZZMINIMIZE): the webhook target runs a few hundred inputs a second, and
+# Go's default minute per input left it minimizing, not fuzzing.
+FUZZ_TARGETS := internal/admission:FuzzWebhookBodies internal/schema:FuzzSchemaFormats \
+                internal/refs:FuzzPodSpecReferences internal/check:FuzzLoadManifests \
+                internal/inventory:FuzzPackedDigests internal/changecontrol:FuzzChanges
+FUZZTIME     ?= 10m
+FUZZMINIMIZE ?= 2s
+FUZZ_REPORT  := $(BIN)/fuzz-report.txt
+
+.PHONY: fuzz-smoke
+fuzz-smoke: ## Fuzz every target for 500 executions beyond its seeds (part of make test).
+	for t in $(FUZZ_TARGETS); do \
+		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime 500x -fuzzminimizetime 10x > $(BIN)/fuzz-smoke.log 2>&1 \
+			|| { cat $(BIN)/fuzz-smoke.log; exit 1; }; \
+	done
+
+.PHONY: fuzz
+fuzz: ## Fuzz every target for FUZZTIME (default 10m) each; executions per target go to bin/fuzz-report.txt, crashers to the package's testdata/fuzz.
+	mkdir -p $(BIN) && : > $(FUZZ_REPORT)
+	for t in $(FUZZ_TARGETS); do \
+		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) 2>&1 | tee $(BIN)/fuzz.log | grep -v '^fuzz: elapsed' ; \
+		echo "$$t $$(grep '^fuzz: elapsed' $(BIN)/fuzz.log | tail -1)" >> $(FUZZ_REPORT); \
+	done
+	cat $(FUZZ_REPORT)
 
 .PHONY: image-binaries
 image-binaries: ## Cross-compile static configward binaries for IMAGE_PLATFORMS into bin/image/OS/ARCH/.
