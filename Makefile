@@ -93,11 +93,11 @@ fuzz-smoke: ## Fuzz every target for 500 executions beyond its seeds (part of ma
 .PHONY: fuzz
 fuzz: ## Fuzz every target for FUZZTIME (default 10m) each; executions per target go to bin/fuzz-report.txt, crashers to the package's testdata/fuzz.
 	mkdir -p $(BIN) && : > $(FUZZ_REPORT)
-	for t in $(FUZZ_TARGETS); do \
-		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) 2>&1 | tee $(BIN)/fuzz.log | grep -v '^fuzz: elapsed' ; \
-		echo "$$t $$(grep '^fuzz: elapsed' $(BIN)/fuzz.log | tail -1)" >> $(FUZZ_REPORT); \
-	done
-	cat $(FUZZ_REPORT)
+	failed=0; for t in $(FUZZ_TARGETS); do \
+		result=ok; $(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) > $(BIN)/fuzz.log 2>&1 \
+			|| { result=CRASHER; failed=1; grep -v '^fuzz: elapsed' $(BIN)/fuzz.log; }; \
+		echo "$$t $$result $$(grep '^fuzz: elapsed' $(BIN)/fuzz.log | tail -1)" >> $(FUZZ_REPORT); \
+	done; cat $(FUZZ_REPORT); exit $$failed
 
 .PHONY: image-binaries
 image-binaries: ## Cross-compile static configward binaries for IMAGE_PLATFORMS into bin/image/OS/ARCH/.

@@ -199,6 +199,9 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	}))
 	// The manager only runs its webhook server once someone asks for it.
 	mgr.GetWebhookServer()
+	if err := addAPIServerProbe(mgr, cfg); err != nil {
+		return nil, err
+	}
 	p := &WebhookProcess{Process: Process{Manager: mgr, delay: o.ShutdownDelay, onDrain: srv.Drain}, Server: srv}
 	if err := p.addProbes(
 		namedCheck{"webhook-server", srv.StartedChecker()},
@@ -299,6 +302,9 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 		return nil, err
 	}
 	if err := controller.SetupConfigSchemas(mgr); err != nil {
+		return nil, err
+	}
+	if err := addAPIServerProbe(mgr, cfg); err != nil {
 		return nil, err
 	}
 	p := &Process{Manager: mgr, delay: o.ShutdownDelay}

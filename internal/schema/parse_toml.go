@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
@@ -52,7 +53,12 @@ func tomlRuneColumn(raw []byte, line, col int) (int, int) {
 		}
 		start += j + 1
 	}
-	return lineCol(raw, min(start+col-1, len(raw)))
+	off := min(start+col-1, len(raw))
+	// A column inside a multi-byte rune is that rune's (a7da6b902bfc4beb).
+	for off > start && off < len(raw) && !utf8.RuneStart(raw[off]) {
+		off--
+	}
+	return lineCol(raw, off)
 }
 
 // tomlValue converts go-toml's values to JSON-like ones: dates and times become their TOML text
