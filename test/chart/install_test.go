@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -452,6 +453,95 @@ spec:
 		}, 60*time.Second, 250*time.Millisecond).ShouldNot(BeEmpty(), "cert-manager could not issue into a governed namespace")
 	})
 
+	It("while configward is down, blocks exactly the writes the README's outage table says, and the emergency steps of the chart README unblock them", func() {
+		// Each write is one a webhook matches, sent as a server-side dry
+		// run (webhooks are called for those too) so that it changes
+		// nothing, and is clean: with configward up, every one passes.
+		pipeline := "--as=system:serviceaccount:ci:deployer"
+		writes := []outageWrite{
+			{"`config-hash` + `validate` (Ignore + Fail)", "create a Deployment (namespace `shop`)", plainDeployment("shop"), []string{"apply"}},
+			{"`config-hash` + `validate` (Ignore + Fail)", "create a Pod (namespace `shop`)", plainPod("shop"), []string{"apply"}},
+			{"none (namespace excluded)", "create a Deployment in `kube-system`", plainDeployment("kube-system"), []string{"apply"}},
+			{"`configmaps` (Fail)", "write a ConfigMap where a ConfigSchema is (`schemas`)", plainConfigMap("schemas"), []string{"apply"}},
+			{"`configmaps-without-schemas` + `changes-ungoverned` (Ignore)", "write a ConfigMap or Secret elsewhere (`plain`)", plainConfigMap("plain"), []string{"apply"}},
+			{"`changes-ungoverned` (Ignore)", "delete a ConfigMap elsewhere (`plain`)", "", []string{"delete", "configmap", "app", "-n", "plain"}},
+			{"`changes` (Fail)", "write a ConfigMap in a governed namespace, as the pipeline", plainConfigMap("governed"), []string{pipeline, "apply"}},
+			{"`configschemas` (Fail)", "create a ConfigSchema", "apiVersion: configward.dev/v1alpha1\nkind: ConfigSchema\nmetadata: {name: probe, namespace: schemas}\nspec:\n  configMapNames: [probe]\n  keys: [{name: a.json, format: json, schema: {type: object}}]\n", []string{"apply"}},
+			{"`configpolicies` (Fail)", "create a ConfigPolicy", "apiVersion: configward.dev/v1alpha1\nkind: ConfigPolicy\nmetadata: {name: probe}\nspec:\n  namespaceSelector: {matchLabels: {probe: none}}\n", []string{"apply"}},
+			{"`namespaces` (Ignore)", "label a Namespace", "", []string{"label", "namespace", "plain", "outage=probe", "--overwrite"}},
+		}
+		run := func(w outageWrite) string {
+			args := append(append([]string{}, w.args...), "--dry-run=server")
+			if w.manifest != "" {
+				args = append(args, "-f", "-")
+			}
+			res := env.Kubectl(w.manifest, args...)
+			if res.ExitCode == 0 {
+				return "passes"
+			}
+			if m := failedWebhook.FindStringSubmatch(res.Stderr); m != nil {
+				return "refused (`" + strings.TrimSuffix(m[1], ".configward.dev") + "`)"
+			}
+			Fail(fmt.Sprintf("%s: neither passed nor refused for the outage: %s", w.write, res.Stderr))
+			return ""
+		}
+		outcomes := func() []string {
+			out := make([]string, len(writes))
+			for i, w := range writes {
+				out[i] = run(w)
+			}
+			return out
+		}
+		failurePolicies := func(policy string) []string {
+			args := []string{"upgrade", release, chartDir, "-n", namespace, "--reuse-values"}
+			for _, w := range []string{"validateWorkloads", "validateConfigMaps", "validateConfigSchemas", "validateConfigPolicies", "validateConfigChanges"} {
+				args = append(args, "--set", "webhooks."+w+".failurePolicy="+policy)
+			}
+			return args
+		}
+
+		By("configward up: every write passes")
+		for _, w := range writes {
+			Expect(run(w)).To(Equal("passes"), w.write)
+		}
+		By("configward down, as installed")
+		stopWebhook()
+		down := outcomes()
+		By("emergency step 2, first way: the chart README's helm upgrade that sets the failure policies to Ignore")
+		res := env.Helm(failurePolicies("Ignore")...)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		ignored := outcomes()
+		res = env.Helm(failurePolicies("Fail")...)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(outcomes()).To(Equal(down), "setting the failure policies back restores the outage's behaviour")
+		By("emergency step 2, second way: delete the validating configuration")
+		res = env.Kubectl("", "delete", "validatingwebhookconfiguration", release)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		deleted := outcomes()
+
+		By("recovery (step 3): configward back, helm upgrade with the normal values recreates the configuration")
+		startWebhook()
+		res = env.Helm(append([]string{"upgrade", release, chartDir}, installArgs()...)...)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(func() string {
+			return env.Kubectl(refusedDeployment("shop"), "apply", "--dry-run=server", "-f", "-").Stderr
+		}, 60*time.Second, 250*time.Millisecond).Should(ContainSubstring(refusal), "the rules are not enforced again")
+		for _, w := range writes {
+			Expect(run(w)).To(Equal("passes"), w.write)
+		}
+
+		var table strings.Builder
+		table.WriteString("| webhook (failure policy) | write | configward down | after `helm upgrade` to Ignore | after deleting the validating configuration |\n|---|---|---|---|---|\n")
+		for i, w := range writes {
+			fmt.Fprintf(&table, "| %s | %s | %s | %s | %s |\n", w.webhook, w.write, down[i], ignored[i], deleted[i])
+		}
+		AddReportEntry("outage table", table.String())
+		readme, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "README.md"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(readme)).To(ContainSubstring(outageTableBegin+"\n"+table.String()+outageTableEnd),
+			"the README's outage table is not what this test found; replace it with:\n%s", table.String())
+	})
+
 	It("upgrades with changed values", func() {
 		res := env.Helm(append([]string{"upgrade", release, chartDir, "--set", "webhooks.validateWorkloads.failurePolicy=Ignore", "--set", "webhook.replicas=3",
 			"--set", "webhooks.ignoreLabel.enabled=true"}, installArgs()...)...)
@@ -625,4 +715,40 @@ func pemDecode(b []byte) ([]byte, error) {
 		return nil, errors.New("no PEM block")
 	}
 	return block.Bytes, nil
+}
+
+// An outageWrite is one write a webhook matches, for the outage table.
+type outageWrite struct {
+	webhook, write string
+	manifest       string   // stdin, if any
+	args           []string // kubectl's
+}
+
+// failedWebhook finds the webhook an API server could not call.
+var failedWebhook = regexp.MustCompile(`failed calling webhook "([^"]+)"`)
+
+// The README's outage table sits between these markers.
+const (
+	outageTableBegin = "<!-- outage table: test/chart, written by the spec that stops the webhook -->"
+	outageTableEnd   = "<!-- end of outage table -->"
+)
+
+func plainDeployment(ns string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: outage-probe, namespace: %s}
+spec:
+  selector: {matchLabels: {app: outage-probe}}
+  template:
+    metadata: {labels: {app: outage-probe}}
+    spec: {containers: [{name: app, image: registry.example/app:1}]}
+`, ns)
+}
+
+func plainPod(ns string) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: outage-probe, namespace: %s}\nspec: {containers: [{name: app, image: registry.example/app:1}]}\n", ns)
+}
+
+func plainConfigMap(ns string) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: outage-probe, namespace: %s}\ndata: {level: info}\n", ns)
 }
