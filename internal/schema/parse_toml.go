@@ -58,6 +58,11 @@ func tomlRuneColumn(raw []byte, line, col int) (int, int) {
 	for off > start && off < len(raw) && !utf8.RuneStart(raw[off]) {
 		off--
 	}
+	// The \n of a \r\n ends the line where its \r does: an editor shows
+	// no column between them (3a2be13bf7fa2ce4).
+	if off < len(raw) && raw[off] == '\n' && off > start && raw[off-1] == '\r' {
+		off--
+	}
 	return lineCol(raw, off)
 }
 
