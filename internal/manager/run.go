@@ -89,7 +89,19 @@ func wipingWatchFrames(cfg *rest.Config) *rest.Config {
 // else $KUBECONFIG, else the in-cluster service account.
 func (c *Common) RESTConfig() (*rest.Config, error) {
 	if c.Kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+		cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		// As ctrl.GetConfig does for $KUBECONFIG and in a pod: client-go's
+		// default of 5 requests a second would queue the webhook's Events
+		// (one goroutine each) and cap the controller below its rollout
+		// rate; the API server's priority and fairness does the limiting.
+		// Found by make soak.
+		if cfg.QPS == 0 {
+			cfg.QPS = -1
+		}
+		return cfg, nil
 	}
 	return ctrl.GetConfig()
 }

@@ -63,29 +63,14 @@ var _ = BeforeSuite(func() {
 	env, err = framework.Start(framework.Options{WithoutWebhook: true})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(env.StartCluster(2)).To(Succeed())
-	env.BinaryEnv = []string{"KUBECONFIG=" + env.Kubeconfig}
-	webhook, err = env.StartWebhookBinary("webhook", withoutKubeconfigFlag)
+	webhook, err = env.StartWebhookBinary("webhook")
 	Expect(err).NotTo(HaveOccurred())
 	env.ServeWebhooksAt(webhook.Addr)
 	_, err = env.InstallWebhookConfigurations(context.Background())
 	Expect(err).NotTo(HaveOccurred())
-	kubeconfig, err := env.UserKubeconfig(framework.ControllerUser, "system:masters")
-	Expect(err).NotTo(HaveOccurred())
-	env.BinaryEnv = []string{"KUBECONFIG=" + kubeconfig}
-	controller, err = env.StartControllerBinary("controller", withoutKubeconfigFlag)
+	controller, err = env.StartControllerBinary("controller")
 	Expect(err).NotTo(HaveOccurred())
 })
-
-// withoutKubeconfigFlag overrides the --kubeconfig the framework gives the
-// binaries (the last value of a flag counts), so that they find their
-// kubeconfig in $KUBECONFIG instead: through controller-runtime's loader,
-// the way a pod finds its service account. That loader turns client-side
-// rate limiting off, as in every chart install; --kubeconfig leaves
-// client-go's default of 5 requests/s and 10 burst to every client,
-// which the webhook's Events alone (one per Warn or Audit finding, about
-// 5 a second in this traffic) outrun, each waiting Event holding a
-// goroutine: the soak would measure that backlog, not configward.
-const withoutKubeconfigFlag = "--kubeconfig="
 
 var _ = AfterSuite(func() {
 	if env != nil {
