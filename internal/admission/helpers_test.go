@@ -72,7 +72,7 @@ func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field s
 // on the way in: the fake client stores objects as JSON, and the packed
 // digests of a transformed object are raw bytes that JSON does not keep
 // (the real cache keeps the Go object, never serialised).
-func newCache(t *testing.T, objs ...client.Object) client.Client {
+func newCache(t testing.TB, objs ...client.Object) client.Client {
 	t.Helper()
 	b := fake.NewClientBuilder().WithScheme(testScheme).WithObjects(objs...)
 	if err := inventory.IndexConsumers(context.Background(), builderIndexer{b}, workload.Kinds); err != nil {

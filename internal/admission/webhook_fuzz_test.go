@@ -28,9 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
@@ -184,7 +181,7 @@ func newFuzzChains(tb testing.TB) [2]http.Handler {
 		AllowUndeclaredKeys: true,
 	})
 	web := deployment("web", podSpec([]corev1.EnvVar{envSecretKey("DB_PASSWORD", "db", "password")}, envFromConfigMap("app")))
-	cache := fuzzCache(tb,
+	cache := newCache(tb,
 		namespace(testNS, map[string]string{v1alpha1.ChangeControlLabel: v1alpha1.ChangeControlGoverned}),
 		namespace("other", nil),
 		web,
@@ -238,46 +235,6 @@ func newFuzzChains(tb testing.TB) [2]http.Handler {
 		chains[i] = srv.WebhookMux()
 	}
 	return chains
-}
-
-// fuzzCache is newCache for a testing.TB: the cache as the manager holds
-// it (digest-only ConfigMaps and Secrets, workloads indexed by the config
-// they consume).
-func fuzzCache(tb testing.TB, objs ...client.Object) client.Client {
-	tb.Helper()
-	b := fake.NewClientBuilder().WithScheme(testScheme).WithObjects(objs...)
-	if err := inventory.IndexConsumers(context.Background(), builderIndexer{b}, workload.Kinds); err != nil {
-		tb.Fatal(err)
-	}
-	b.WithInterceptorFuncs(interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if err := c.Get(ctx, key, obj, opts...); err != nil {
-				return err
-			}
-			return digestOnly(obj)
-		},
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if err := c.List(ctx, list, opts...); err != nil {
-				return err
-			}
-			switch l := list.(type) {
-			case *corev1.ConfigMapList:
-				for i := range l.Items {
-					if err := digestOnly(&l.Items[i]); err != nil {
-						return err
-					}
-				}
-			case *corev1.SecretList:
-				for i := range l.Items {
-					if err := digestOnly(&l.Items[i]); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
-		},
-	})
-	return b.Build()
 }
 
 // fuzzKinds are the kinds and resources a structured review names: every
