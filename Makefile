@@ -85,7 +85,7 @@ FUZZ_REPORT  := $(BIN)/fuzz-report.txt
 
 .PHONY: fuzz-smoke
 fuzz-smoke: ## Fuzz every target for 500 executions beyond its seeds (part of make test).
-	for t in $(FUZZ_TARGETS); do \
+	mkdir -p $(BIN) && for t in $(FUZZ_TARGETS); do \
 		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime 500x -fuzzminimizetime 10x > $(BIN)/fuzz-smoke.log 2>&1 \
 			|| { cat $(BIN)/fuzz-smoke.log; exit 1; }; \
 	done
