@@ -206,9 +206,7 @@ func TestAnnotationsAndLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range regexp.MustCompile(`configward\.dev/[a-z][a-z-]*`).FindAllString(string(chart), -1) {
-		defined = append(defined, m)
-	}
+	defined = append(defined, regexp.MustCompile(`configward\.dev/[a-z][a-z-]*`).FindAllString(string(chart), -1)...)
 	for _, key := range defined {
 		if !strings.Contains(string(readme), key) {
 			t.Errorf("%q exists in the code but the README never names it", key)
