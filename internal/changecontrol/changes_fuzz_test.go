@@ -60,13 +60,13 @@ func FuzzChanges(f *testing.F) {
 	f.Fuzz(func(t *testing.T, secret bool, oldJSON, newJSON []byte, user string) {
 		for _, in := range [][]byte{oldJSON, newJSON, []byte(user)} {
 			if bytes.Contains(in, []byte("CANARY")) {
-				t.Skip()
+				t.Skip("the input holds the canary's text itself: a value found in a name could be the fuzzer's, not a leak")
 			}
 		}
 		old, oldMeta := fuzzContent(secret, oldJSON, fuzzCanaryOld)
 		new, newMeta := fuzzContent(secret, newJSON, fuzzCanaryNew)
 		if new == nil {
-			t.Skip()
+			t.Skip("the new object is not a ConfigMap or Secret in JSON: change control only ever compares decoded objects")
 		}
 
 		changes := Changes(old, new)

@@ -148,7 +148,7 @@ func yamlProblem(err error) string {
 		return msg[:i] + "a map or a list used as a key"
 	}
 	if strings.HasPrefix(msg, "unsupported map key") {
-		return "a null (~) or unsupported map key"
+		return "yaml: a map key JSON cannot hold (such as null, ~)"
 	}
 	return yamlQuotedValue.ReplaceAllString(msg, "(value not shown)")
 }

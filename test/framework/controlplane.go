@@ -151,16 +151,13 @@ func (e *Env) stopControlPlaneChild(name string, sig syscall.Signal, grace time.
 		if err != nil {
 			return err
 		}
-		return e.waitHealthy(name)
+		// After an etcd restart too: the API server is ready once its
+		// storage is.
+		return waitReady(e.Config, name+" restarted")
 	}, killed, nil
 }
 
-// waitHealthy waits until the API server answers /readyz (after an etcd
-// restart too: the API server is ready once its storage is).
-func (e *Env) waitHealthy(what string) error {
-	return waitReady(e.Config, what+" restarted")
-}
-
+// waitReady waits until the API server cfg points at answers /readyz.
 func waitReady(cfg *rest.Config, what string) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
