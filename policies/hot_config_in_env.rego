@@ -6,8 +6,7 @@ package configward.rules.hot_config_in_env
 import data.configward.lib
 
 findings contains f if {
-	some ref in input.references
-	ref.via in {"Env", "EnvFrom"}
+	some ref in input.envReferences
 	ref.target.reload == "hot"
 	f := {
 		"rule": "hot-config-in-env",

@@ -3,13 +3,15 @@
 # CreateContainerConfigError) until it does. Optional references never count.
 package configward.rules.missing_config_ref
 
+# Comparisons with false instead of `not`: each `not` is an evaluation of
+# its own, and these run for every reference of every request.
 
 findings contains f if {
 	some ref in input.references
-	not ref.optional
-	ref.target.known # an object outside the manifests `configward check` was given is unknown, not missing
-	not ref.target.exists
-	ref.firstOfSource # a volume is reported once, not once per mount
+	ref.optional == false
+	ref.target.known == true # an object outside the manifests `configward check` was given is unknown, not missing
+	ref.target.exists == false
+	ref.firstOfSource == true # a volume is reported once, not once per mount
 	f := {
 		"rule": "missing-config-ref",
 		"path": ref.path,
@@ -22,11 +24,9 @@ findings contains f if {
 
 findings contains f if {
 	some ref in input.references
-	not ref.optional
-	ref.target.exists
-	ref.firstOfSource # a volume is reported once, not once per mount
-	some key in ref.keys
-	not key in ref.target.keys
+	ref.optional == false
+	ref.firstOfSource == true
+	some key in ref.target.missingKeys
 	f := {
 		"rule": "missing-config-ref",
 		"path": ref.path,

@@ -27,7 +27,23 @@ env(kind, reload, via, keys) := {
 	"target": target(reload),
 }
 
-doc(refs) := {"workload": workload, "references": refs}
+doc(refs) := docw(workload, refs)
+
+# The input as internal/ruleinput builds it (its Go tests check that): the
+# references again by how they reach the container, and the keys each one
+# reads that its existing target lacks.
+docw(w, refs) := {
+	"workload": w,
+	"references": rs,
+	"envReferences": [r | some r in rs; r.via in {"Env", "EnvFrom"}],
+	"volumeReferences": [r | some r in rs; r.via in {"Volume", "Projected"}],
+} if {
+	rs := [with_missing_keys(r) | some r in refs]
+}
+
+with_missing_keys(r) := object.union(r, {"target": object.union(r.target, {"missingKeys": missing_keys(r)})})
+
+missing_keys(r) := [k | r.target.exists; some k in r.keys; not k in r.target.keys]
 
 rules(fs) := {f.rule | some f in fs}
 
@@ -56,13 +72,13 @@ test_subpath_of_rollout_config_is_fine_when_rollouts_cover_it if {
 }
 
 test_subpath_of_rollout_config_warns_when_opted_out if {
-	inp := {"workload": object.union(workload, {"rolloutDisabled": true}), "references": [mount("ConfigMap", "rollout", "f")]}
+	inp := docw(object.union(workload, {"rolloutDisabled": true}), [mount("ConfigMap", "rollout", "f")])
 	some f in subpath_config.findings with input as inp
 	f.action == "Warn"
 }
 
 test_subpath_of_ignore_config_is_fine_even_when_opted_out if {
-	inp := {"workload": object.union(workload, {"rolloutDisabled": true}), "references": [mount("ConfigMap", "ignore", "f")]}
+	inp := docw(object.union(workload, {"rolloutDisabled": true}), [mount("ConfigMap", "ignore", "f")])
 	count(subpath_config.findings) == 0 with input as inp
 }
 

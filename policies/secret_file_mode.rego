@@ -4,11 +4,10 @@ package configward.rules.secret_file_mode
 
 
 findings contains f if {
-	some ref in input.references
+	some ref in input.volumeReferences
 	ref.kind == "Secret"
-	ref.via in {"Volume", "Projected"}
+	ref.firstOfSource == true # once per volume source, not once per mount
 	bits.and(ref.maxMode, 63) != 0 # 0o077: any group or other permission
-	ref.firstOfSource # once per volume source, not once per mount
 	f := {
 		"rule": "secret-file-mode",
 		"path": ref.path,

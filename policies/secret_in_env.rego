@@ -5,9 +5,8 @@ package configward.rules.secret_in_env
 
 
 findings contains f if {
-	some ref in input.references
+	some ref in input.envReferences
 	ref.kind == "Secret"
-	ref.via in {"Env", "EnvFrom"}
 	f := {
 		"rule": "secret-in-env",
 		"path": ref.path,

@@ -12,12 +12,14 @@ sub_path(ref) := sprintf("subPathExpr %q", [ref.subPathExpr]) if {
 	ref.subPathExpr != ""
 }
 
+# Cheap tests first: most volumes are not hot, and most workloads keep
+# rollouts on, so sub_path (a function call, which costs more) rarely runs.
+
 findings contains f if {
-	some ref in input.references
-	ref.via in {"Volume", "Projected"}
+	some ref in input.volumeReferences
+	ref.target.reload == "hot"
 	ref.container != ""
 	sp := sub_path(ref)
-	ref.target.reload == "hot"
 	f := {
 		"rule": "subpath-config",
 		"action": "Deny",
@@ -30,12 +32,11 @@ findings contains f if {
 }
 
 findings contains f if {
-	some ref in input.references
-	ref.via in {"Volume", "Projected"}
+	input.workload.rolloutDisabled == true
+	some ref in input.volumeReferences
+	ref.target.reload == "rollout"
 	ref.container != ""
 	sp := sub_path(ref)
-	ref.target.reload == "rollout"
-	input.workload.rolloutDisabled
 	f := {
 		"rule": "subpath-config",
 		"action": "Warn",

@@ -99,6 +99,10 @@ func (in Input) Value(wantsObjects bool) (ast.Value, error) {
 		doc.Insert(keyTerm(key), ast.NewTerm(val))
 	}
 	references := make([]*ast.Term, 0, len(in.References))
+	// The same reference terms again, by how they reach the container:
+	// most rules look at one way only, and iterating a shorter list in Go's
+	// order is cheaper than filtering every reference in every rule.
+	var envRefs, volumeRefs []*ast.Term
 	seenSource := make(map[string]bool, len(in.References))
 	for _, r := range in.References {
 		reload := r.Target.Reload
@@ -109,7 +113,7 @@ func (in Input) Value(wantsObjects bool) (ast.Value, error) {
 		if r.Keys != nil {
 			keys = strs(r.Keys)
 		}
-		references = append(references, ast.NewTerm(obj(
+		t := ast.NewTerm(obj(
 			item("kind", strTerm(string(r.Kind))), item("name", strTerm(r.Name)),
 			item("optional", ast.InternedTerm(r.Optional)), item("keys", keys),
 			item("via", strTerm(string(r.Via))), item("path", strTerm(r.Path)),
@@ -125,12 +129,37 @@ func (in Input) Value(wantsObjects bool) (ast.Value, error) {
 				item("known", ast.InternedTerm(r.Target.Known)),
 				item("exists", ast.InternedTerm(r.Target.Exists)), item("keys", strs(r.Target.Keys)),
 				item("reload", strTerm(reload)), item("immutable", ast.InternedTerm(r.Target.Immutable)),
+				item("missingKeys", strs(missingKeys(r))),
 			)),
-		)))
+		))
+		references = append(references, t)
+		switch r.Via {
+		case refs.Env, refs.EnvFrom:
+			envRefs = append(envRefs, t)
+		case refs.Volume, refs.Projected:
+			volumeRefs = append(volumeRefs, t)
+		}
 		seenSource[r.Path] = true
 	}
 	doc.Insert(keyTerm("references"), ast.ArrayTerm(references...))
+	doc.Insert(keyTerm("envReferences"), ast.ArrayTerm(envRefs...))
+	doc.Insert(keyTerm("volumeReferences"), ast.ArrayTerm(volumeRefs...))
 	return doc, nil
+}
+
+// missingKeys lists the keys the reference reads that its existing target
+// does not have (none when it reads every key or the target is missing).
+func missingKeys(r Reference) []string {
+	if !r.Target.Exists || r.Keys == nil {
+		return nil
+	}
+	var out []string
+	for _, k := range r.Keys {
+		if !slices.Contains(r.Target.Keys, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func containerDisplay(r refs.Ref) string {
@@ -155,9 +184,10 @@ var keyTerms = func() map[string]*ast.Term {
 	for _, k := range []string{
 		"request", "operation", "user", "username", "groups", "dryRun", "kind", "namespace", "name",
 		"subResource", "workload", "display", "rolloutDisabled", "object", "oldObject", "references",
+		"envReferences", "volumeReferences",
 		"optional", "keys", "via", "path", "container", "containerType", "envPrefix", "volume",
 		"mountFieldPath", "mountPath", "subPath", "subPathExpr", "readOnly", "maxMode",
-		"containerDisplay", "firstOfSource", "target", "known", "exists", "reload", "immutable",
+		"containerDisplay", "firstOfSource", "target", "known", "exists", "reload", "immutable", "missingKeys",
 	} {
 		m[k] = ast.StringTerm(k)
 	}
@@ -181,7 +211,24 @@ func item(k string, v any) [2]*ast.Term {
 	panic(fmt.Sprintf("policy input: unexpected %T", v))
 }
 
-func strTerm(s string) *ast.Term { return ast.StringTerm(s) }
+// valueTerms holds one term per string value that most references share
+// (kinds, ways, container types, reload modes, the empty string), created
+// once like keyTerms; read-only after init.
+var valueTerms = func() map[string]*ast.Term {
+	m := map[string]*ast.Term{}
+	for _, v := range []string{"", "ConfigMap", "Secret", "Volume", "Projected", "Env", "EnvFrom",
+		"Regular", "Init", "Ephemeral", "rollout", "hot", "ignore"} {
+		m[v] = ast.StringTerm(v)
+	}
+	return m
+}()
+
+func strTerm(s string) *ast.Term {
+	if t, ok := valueTerms[s]; ok {
+		return t
+	}
+	return ast.StringTerm(s)
+}
 
 func strs(s []string) *ast.Term {
 	ts := make([]*ast.Term, len(s))
