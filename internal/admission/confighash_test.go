@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -29,7 +28,7 @@ var testKey = []byte("admission-test-installation-key0")
 // Requests that never reach the inventory: the handler must answer them
 // clearly on its own.
 func TestConfigHashRequestsItDoesNotStamp(t *testing.T) {
-	h := &ConfigHash{Decoder: admission.NewDecoder(clientgoscheme.Scheme)}
+	h := &ConfigHash{Decoder: newDecoder()}
 	deployment := metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
 	for name, tc := range map[string]struct {
 		req         admissionv1.AdmissionRequest

@@ -35,7 +35,7 @@ import (
 
 var testScheme = scheme.Scheme()
 
-func newDecoder() admission.Decoder { return admission.NewDecoder(testScheme) }
+func newDecoder() admission.Decoder { return Decoder{Scheme: testScheme} }
 
 // Kinds and resources the requests name.
 var (

@@ -18,15 +18,13 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
-	admissionv1beta1 "k8s.io/api/admission/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -383,18 +381,6 @@ func plantCanary(obj []byte) ([]byte, bool) {
 	return out, true
 }
 
-// reviewCodecs decode a review the way controller-runtime's admission.Webhook
-// does (v1 and v1beta1 registered, decoded into a type that is not, so that
-// either version lands in the v1 struct).
-var reviewCodecs = func() serializer.CodecFactory {
-	s := runtime.NewScheme()
-	utilruntime.Must(admissionv1.AddToScheme(s))
-	utilruntime.Must(admissionv1beta1.AddToScheme(s))
-	return serializer.NewCodecFactory(s)
-}()
-
-type fuzzUnversionedReview struct{ admissionv1.AdmissionReview }
-
 // fuzzExpect is what a body entitles its sender to.
 type fuzzExpect struct {
 	tooLarge bool
@@ -412,16 +398,17 @@ func expectFor(body []byte) fuzzExpect {
 	if len(body) > fuzzMaxBody {
 		e.tooLarge = true
 	} else {
-		ar := fuzzUnversionedReview{}
-		ar.Request = &e.req
-		ar.SetGroupVersionKind(admissionv1.SchemeGroupVersion.WithKind("AdmissionReview"))
-		if _, gvk, err := reviewCodecs.UniversalDeserializer().Decode(body, nil, &ar); err == nil {
-			e.decoded = true
-			// controller-runtime answers in the review's version, v1 when
-			// the decoder names none.
-			e.gvk = v1Review
-			if gvk != nil && !gvk.Empty() {
-				e.gvk = *gvk
+		// A review is decoded when it is JSON of an AdmissionReview of
+		// admission.k8s.io/v1 or v1beta1 (the same fields), field names
+		// matched case-sensitively as the API machinery matches them; it
+		// is answered in its own version.
+		var ar admissionv1.AdmissionReview
+		if utiljson.Unmarshal(body, &ar) == nil {
+			if gvk := ar.GroupVersionKind(); gvk == v1Review || gvk == v1beta1Review {
+				e.decoded, e.gvk = true, gvk
+				if ar.Request != nil {
+					e.req = *ar.Request
+				}
 			}
 		}
 	}
@@ -444,6 +431,7 @@ func expectFor(body []byte) fuzzExpect {
 }
 
 var v1Review = schema.GroupVersionKind{Group: "admission.k8s.io", Version: "v1", Kind: "AdmissionReview"}
+var v1beta1Review = schema.GroupVersionKind{Group: "admission.k8s.io", Version: "v1beta1", Kind: "AdmissionReview"}
 
 // checkAnswer sends body to path and checks the answer against what the
 // body entitles its sender to; canary, when set, must appear nowhere.

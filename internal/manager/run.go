@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/api/v1alpha1"
@@ -148,6 +147,7 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 		Scheme:                 scheme.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress: o.ProbeAddr,
+		PprofBindAddress:       o.PprofAddr,
 		WebhookServer:          srv,
 		LeaderElection:         false,
 		Cache:                  inventory.CacheOptions(),
@@ -172,7 +172,7 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	if err != nil {
 		return nil, err
 	}
-	decoder := cradmission.NewDecoder(mgr.GetScheme())
+	decoder := admission.Decoder{Scheme: mgr.GetScheme()}
 	effects, err := confirmedEffects(mgr, srv.AuthenticatesCallers())
 	if err != nil {
 		return nil, err
@@ -261,6 +261,7 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 		Scheme:                  scheme.Scheme(),
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.ProbeAddr,
+		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        o.LeaderElectionID,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,

@@ -63,10 +63,12 @@ func harden(next http.Handler, maxBytes int64, log logr.Logger) http.Handler {
 	})
 }
 
-// uidKeeper gives back the request UID that controller-runtime leaves out
-// of its answer to a body it cannot decode (a field of the wrong type, say):
-// such an answer has an empty uid, which the API server cannot match to its
-// request. Found by FuzzWebhookBodies. An answer is written in one Write,
+// uidKeeper gives back the request UID that a handler leaves out of its
+// answer to a body it cannot decode (a field of the wrong type, say): such
+// an answer has an empty uid, which the API server cannot match to its
+// request. controller-runtime's handler did (found by FuzzWebhookBodies);
+// configward's own (admission.Webhook) names the UID it can find, and this
+// stays as the server's guarantee for any handler. An answer is written in one Write,
 // and only one with an empty uid is rewritten, so the cost on every other
 // answer is one search of a few hundred bytes.
 type uidKeeper struct {

@@ -82,7 +82,7 @@ func BenchmarkConfigHashAdmission(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := &admission.ConfigHash{Inventory: inv, Keys: keys, Decoder: cradmission.NewDecoder(scheme.Scheme()), Namespaces: namespaces, Policies: policies}
+	h := &admission.ConfigHash{Inventory: inv, Keys: keys, Decoder: admission.Decoder{Scheme: scheme.Scheme()}, Namespaces: namespaces, Policies: policies}
 
 	resp := h.Handle(ctx, req)
 	if !resp.Allowed {
