@@ -107,10 +107,36 @@ func applyMemoryLimit(log logr.Logger, ratio float64, getenv func(string) string
 	return soft
 }
 
+// DefaultGCPercent is the garbage collector's target (GOGC) configward
+// runs with. Go's default, 100, collects each time the heap doubles its
+// live size; a webhook under load allocates a short-lived request's worth
+// per review and keeps little, so at 100 the collector took a fifth of its
+// CPU (BenchmarkWebhookDirect: 445 µs of CPU per review at 100, 351 µs at
+// 200). The live heap is small (tens of MiB), so 200 costs that much again
+// at most, and the soft memory limit (ApplyMemoryLimit) makes the collector
+// work harder before the container's limit is near.
+const DefaultGCPercent = 200
+
+// applyGCPercent sets the collector's target to percent unless GOGC is set
+// (getenv reads the environment) or percent is 0; it returns what it set.
+func applyGCPercent(log logr.Logger, percent int, getenv func(string) string, set func(int) int) int {
+	if v := getenv("GOGC"); v != "" {
+		log.Info("GOGC is set; the garbage collector's target is left to it", "GOGC", v)
+		return 0
+	}
+	if percent == 0 {
+		return 0
+	}
+	set(percent)
+	return percent
+}
+
 // ApplyMemoryLimit sets the process's Go soft memory limit (GOMEMLIMIT) to
 // --memory-limit-ratio of the container's memory limit, so the garbage
 // collector works harder as the heap nears the limit instead of letting
-// the kernel OOM-kill the pod. GOMEMLIMIT, when set, wins.
+// the kernel OOM-kill the pod, and the collector's target to --gc-percent.
+// GOMEMLIMIT and GOGC, when set, win.
 func (c *Common) ApplyMemoryLimit(log logr.Logger) {
 	applyMemoryLimit(log, c.MemoryLimitRatio, os.Getenv, debug.SetMemoryLimit, cgroupV2MemoryMax, cgroupV1MemoryMax)
+	applyGCPercent(log, c.GCPercent, os.Getenv, debug.SetGCPercent)
 }

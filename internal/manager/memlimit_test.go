@@ -144,3 +144,30 @@ func TestMemoryLimitRatioFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestApplyGCPercent(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		percent int
+		gogc    string
+		want    int
+	}{
+		{"the flag's value", 200, "", 200},
+		{"GOGC wins", 200, "50", 0},
+		{"0 leaves Go's default", 0, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := -1
+			set := func(p int) int { got = p; return 100 }
+			ret := applyGCPercent(logr.Discard(), tc.percent, func(k string) string {
+				if k == "GOGC" {
+					return tc.gogc
+				}
+				return ""
+			}, set)
+			if ret != tc.want || (tc.want != 0 && got != tc.want) || (tc.want == 0 && got != -1) {
+				t.Fatalf("returned %d, set %d; want %d", ret, got, tc.want)
+			}
+		})
+	}
+}

@@ -23,9 +23,11 @@ import (
 
 // Common are the settings both processes share.
 type Common struct {
-	Kubeconfig    string
-	MetricsAddr   string
-	ProbeAddr     string
+	Kubeconfig  string
+	MetricsAddr string
+	ProbeAddr   string
+	// PprofAddr serves Go's profiling endpoints (/debug/pprof) when set.
+	PprofAddr     string
 	LogFormat     string
 	LogLevel      int
 	ShutdownDelay time.Duration
@@ -48,6 +50,9 @@ type Common struct {
 	// runtime's soft memory limit is set to at start (SetupLogging), unless
 	// GOMEMLIMIT is set; 0 leaves the runtime's default.
 	MemoryLimitRatio float64
+	// GCPercent is the garbage collector's target (GOGC) set at start
+	// unless GOGC is set; 0 leaves Go's default.
+	GCPercent int
 }
 
 // AddFlags registers the shared flags.
@@ -58,6 +63,8 @@ func (c *Common) AddFlags(fs *pflag.FlagSet) {
 		"Address of the Prometheus metrics endpoint (/metrics). Set to 0 to turn it off.")
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", ":8081",
 		"Address of the liveness (/healthz) and readiness (/readyz) endpoints the kubelet probes.")
+	fs.StringVar(&c.PprofAddr, "pprof-bind-address", "",
+		"Diagnostics: address of Go's profiling endpoints (/debug/pprof), e.g. 127.0.0.1:6060 to take a CPU profile under load. Empty or 0: off. Keep it off the network: profiles show code paths, not data, but anyone who reaches it can make the process spend CPU.")
 	fs.StringVar(&c.LogFormat, "log-format", "json",
 		"Log format: json (for log pipelines) or console (for people reading a terminal).")
 	fs.IntVarP(&c.LogLevel, "verbosity", "v", 0,
@@ -70,6 +77,8 @@ func (c *Common) AddFlags(fs *pflag.FlagSet) {
 		"Namespace of the Secret holding the installation's config-hash key: configward's own (the chart sets it). Defaults to $POD_NAMESPACE, else configward.")
 	fs.StringVar(&c.HashKeySecret, "hash-key-secret", "configward-hash-key",
 		"Name of the Secret holding the config-hash key. configward creates it when missing; deleting it rotates the key, which re-stamps (and so rolls) every workload once, paced.")
+	fs.IntVar(&c.GCPercent, "gc-percent", DefaultGCPercent,
+		"The Go garbage collector's target (as GOGC): collect when the heap has grown this many percent over what the last collection kept. Higher spends less CPU on collection and more memory. Ignored when GOGC is set; 0 leaves Go's default (100).")
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", DefaultMemoryLimitRatio,
 		"Set the Go runtime's soft memory limit to this share of the container's memory limit (read from the cgroup at start), so garbage collection tightens before the kernel's OOM killer acts. Ignored when GOMEMLIMIT is set; 0 turns it off.")
 	c.ChangeControl.AddFlags(fs)
@@ -90,6 +99,9 @@ func (c *Common) Validate() error {
 	}
 	if c.ShutdownDelay < 0 {
 		return fmt.Errorf("--shutdown-delay must not be negative")
+	}
+	if c.GCPercent < 0 {
+		return fmt.Errorf("--gc-percent must be 0 (Go's default) or more, not %d", c.GCPercent)
 	}
 	if c.MemoryLimitRatio < 0 || c.MemoryLimitRatio > 1 {
 		return fmt.Errorf("--memory-limit-ratio must be between 0 (off) and 1, not %g", c.MemoryLimitRatio)
