@@ -205,6 +205,43 @@ bench: controlplane ## Run the benchmarks (admission latency, rule evaluation, i
 	$(GO) test ./test/bench/ ./internal/... -count=1 -run '^$$' -bench . -skip 'BenchmarkInventoryHeap|BenchmarkWebhookPodCache|BenchmarkRolloutStorm' -benchmem
 	$(GO) test ./test/bench/ -count=1 -run '^$$' -bench 'BenchmarkInventoryHeap|BenchmarkWebhookPodCache|BenchmarkRolloutStorm' -benchtime=1x -benchmem -timeout 60m
 
+# The peers of the performance comparison (make bench-peers), each built
+# from its Go module in a tools module of its own under test/tools, cached
+# under bin/ like the control plane, never part of `make test` (heavy builds:
+# Kyverno's binary is 190 MB). Each folder holds the binary and the CRDs
+# copied from its module (what the peer's Helm chart installs).
+GATEKEEPER_VERSION := $(call modversion,gatekeeper,github.com/open-policy-agent/gatekeeper/v3)
+KYVERNO_VERSION    := $(call modversion,kyverno,github.com/kyverno/kyverno)
+PEERS              := $(BIN)/peers-gatekeeper-$(GATEKEEPER_VERSION)-kyverno-$(KYVERNO_VERSION)-$(call TOOLS_SUM,gatekeeper)$(call TOOLS_SUM,kyverno)
+BENCH_OUT          ?= $(BIN)/bench-peers
+
+.PHONY: peers
+peers: $(PEERS)/gatekeeper $(PEERS)/kyverno ## Build Gatekeeper and Kyverno from their Go modules, with their CRDs (cached; not part of make test).
+
+$(PEERS)/gatekeeper:
+	@echo "Building Gatekeeper $(GATEKEEPER_VERSION) into $(PEERS) (about 5 minutes cold)"
+	mkdir -p $(PEERS)/gatekeeper-crds
+	cd $(TOOLS)/gatekeeper && $(GO) build -ldflags "-s -w" -o $@.tmp github.com/open-policy-agent/gatekeeper/v3
+	dir=$$(cd $(TOOLS)/gatekeeper && $(GO) list -m -f '{{.Dir}}' github.com/open-policy-agent/gatekeeper/v3) && \
+		install -m 0644 "$$dir"/charts/gatekeeper/crds/*.yaml $(PEERS)/gatekeeper-crds/
+	mv $@.tmp $@
+
+$(PEERS)/kyverno:
+	@echo "Building Kyverno $(KYVERNO_VERSION) into $(PEERS) (about 6 minutes cold, 2.4 GB of memory)"
+	mkdir -p $(PEERS)/kyverno-crds
+	cd $(TOOLS)/kyverno && $(GO) build -ldflags "-s -w" -o $@.tmp github.com/kyverno/kyverno/cmd/kyverno
+	dir=$$(cd $(TOOLS)/kyverno && $(GO) list -m -f '{{.Dir}}' github.com/kyverno/kyverno) && \
+		install -m 0644 "$$dir"/config/crds/kyverno/*.yaml "$$dir"/config/crds/policies.kyverno.io/*.yaml \
+		"$$dir"/config/crds/reports/*.yaml "$$dir"/config/crds/policyreport/*.yaml $(PEERS)/kyverno-crds/
+	mv $@.tmp $@
+
+.PHONY: bench-peers
+bench-peers: controlplane peers ## Measure configward side by side with Gatekeeper, Kyverno, ValidatingAdmissionPolicy and no policy on one control plane (about 25 minutes); tables in $(BENCH_OUT)/results.md, plots in docs/bench.
+	CONFIGWARD_PEERS_DIR=$(PEERS) CONFIGWARD_BENCH_OUT=$(BENCH_OUT) CONFIGWARD_K8S_VERSION=$(K8S_VERSION) \
+		CONFIGWARD_GATEKEEPER_VERSION=$(GATEKEEPER_VERSION) CONFIGWARD_KYVERNO_VERSION=$(KYVERNO_VERSION) \
+		$(GO) test ./test/bench/peers/ -count=1 -run '^$$' -bench BenchmarkPeers -benchtime=1x -timeout 90m
+	cd $(TOOLS)/benchplot && $(GO) run . -in $(BENCH_OUT)/results.json -out $(CURDIR)/docs/bench
+
 # The soak is a run of its own, never part of `make test`. Its -timeout is
 # SOAK_DURATION plus 15 minutes for the cluster's start and the checks after
 # the traffic: Go reads a duration as the sum of its parts, so 30m15m is 45m.

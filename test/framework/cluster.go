@@ -228,6 +228,14 @@ func (e *Env) startComponent(name string, args ...string) (*Component, error) {
 	return e.startProcess(name, bin, nil, args...)
 }
 
+// StartProcess runs bin as a child process named name (its log and files
+// under <Dir>/<name>), with environ added to this process's environment,
+// registers its stop with the Env, and fails when it exits within its first
+// second. The peer engines of the performance comparison run this way.
+func (e *Env) StartProcess(name, bin string, environ []string, args ...string) (*Component, error) {
+	return e.startProcess(name, bin, environ, args...)
+}
+
 // startProcess runs bin as a child process named name (its log and files
 // under <Dir>/<name>), registers its stop with the Env, and fails when it
 // exits within its first second.
