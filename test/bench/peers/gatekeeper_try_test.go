@@ -11,12 +11,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/configward/configward/internal/scheme"
-	"github.com/configward/configward/test/framework"
 )
 
 // TestGatekeeperStack installs the Gatekeeper stack with three extra rules
@@ -30,20 +25,11 @@ func TestGatekeeperStack(t *testing.T) {
 		t.Skip("CONFIGWARD_PEERS_DIR is not set (run `make peers` and point it at bin/peers)")
 	}
 	ctx := context.Background()
-	env, err := framework.Start(framework.Options{WithoutWebhook: true, UnauthenticatedCallers: true})
+	w, err := StartWorld(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Stop() })
-	w := &World{Env: env, PeersDir: dir, Namespace: BenchNamespace}
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.Namespace}}); err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range Fixtures(w.Namespace) {
-		if err := env.Client.Create(ctx, o.(client.Object)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	t.Cleanup(func() { _ = w.Env.Stop() })
 
 	const extra = 3
 	g := &Gatekeeper{}
@@ -164,7 +150,7 @@ func TestGatekeeperStack(t *testing.T) {
 	if g.PID() != 0 {
 		t.Error("PID after Uninstall is not 0")
 	}
-	err = env.Client.Get(ctx, client.ObjectKey{Name: gatekeeperWebhookConfig}, &admissionregistrationv1.ValidatingWebhookConfiguration{})
+	err = w.Env.Client.Get(ctx, client.ObjectKey{Name: gatekeeperWebhookConfig}, &admissionregistrationv1.ValidatingWebhookConfiguration{})
 	if !apierrors.IsNotFound(err) {
 		t.Fatalf("webhook configuration after Uninstall: %v", err)
 	}
@@ -180,22 +166,11 @@ func TestGatekeeperStack(t *testing.T) {
 // gkDryRun sends a server-side dry-run create of d.
 func gkDryRun(t *testing.T, w *World, d client.Object) (denied bool, message string, warned []string) {
 	t.Helper()
-	cfg := rest.CopyConfig(w.Env.Config)
-	ws := &warnings{}
-	cfg.WarningHandler = ws
-	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme()})
+	o, err := DryRunCreateObject(context.Background(), w, d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.Create(context.Background(), d, client.DryRunAll)
-	switch {
-	case err == nil:
-	case apierrors.IsForbidden(err):
-		denied, message = true, err.Error()
-	default:
-		t.Fatal(err)
-	}
-	return denied, message, ws.take()
+	return o.Denied, o.Message, o.Warnings
 }
 
 func gkContainsAll(warned []string, parts ...string) bool {

@@ -9,13 +9,6 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/configward/configward/internal/scheme"
-	"github.com/configward/configward/test/framework"
 )
 
 // TestKyvernoStack installs the Kyverno stack on a fresh control plane,
@@ -28,24 +21,11 @@ func TestKyvernoStack(t *testing.T) {
 		t.Skip("CONFIGWARD_PEERS_DIR is not set (the folder `make peers` fills)")
 	}
 	ctx := context.Background()
-	env, err := framework.Start(framework.Options{WithoutWebhook: true, UnauthenticatedCallers: true})
+	w, err := StartWorld(ctx, peersDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	w := &World{Env: env, PeersDir: peersDir, Namespace: BenchNamespace}
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.Namespace}}); err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range Fixtures(w.Namespace) {
-		if err := env.Client.Create(ctx, o.(client.Object)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	t.Cleanup(func() { _ = w.Env.Stop() })
 
 	// The ClusterPolicy first, then the ValidatingPolicies on the same API
 	// server: the second install also shows the first left nothing behind.
@@ -94,8 +74,8 @@ func tryKyverno(t *testing.T, w *World, k *Kyverno) {
 	d.Spec.Template.Spec.Containers[0].Env[0].ValueFrom.ConfigMapKeyRef.Name = "does-not-exist"
 	d.Spec.Template.Spec.Containers[1].Env = append(d.Spec.Template.Spec.Containers[1].Env, corev1.EnvVar{Name: "OPTIONAL",
 		ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: "optional-missing"}, Key: "k", Optional: ptr(true)}}})
-	o, err = dryRunCreateObject(ctx, w, d)
+			LocalObjectReference: corev1.LocalObjectReference{Name: "optional-missing"}, Key: "k", Optional: ptrTo(true)}}})
+	o, err = DryRunCreateObject(ctx, w, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +86,7 @@ func tryKyverno(t *testing.T, w *World, k *Kyverno) {
 	}
 	d = Deployment(w.Namespace, "missing-key", Warned, 0)
 	d.Spec.Template.Spec.Containers[2].Env[1].ValueFrom.SecretKeyRef.Key = "no-such-key"
-	o, err = dryRunCreateObject(ctx, w, d)
+	o, err = DryRunCreateObject(ctx, w, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,26 +140,3 @@ func tryKyverno(t *testing.T, w *World, k *Kyverno) {
 		t.Fatal(err)
 	}
 }
-
-// dryRunCreateObject is DryRunCreate for a Deployment of the test's own.
-func dryRunCreateObject(ctx context.Context, w *World, o client.Object) (Outcome, error) {
-	cfg := rest.CopyConfig(w.Env.Config)
-	ws := &warnings{}
-	cfg.WarningHandler = ws
-	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme()})
-	if err != nil {
-		return Outcome{}, err
-	}
-	err = c.Create(ctx, o, client.DryRunAll)
-	out := Outcome{Warnings: ws.take()}
-	switch {
-	case err == nil:
-	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
-		out.Denied, out.Message = true, err.Error()
-	default:
-		return out, err
-	}
-	return out, nil
-}
-
-func ptr[T any](v T) *T { return &v }

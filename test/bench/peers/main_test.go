@@ -1,7 +1,6 @@
 package peers
 
 import (
-	"io"
 	"os"
 	"testing"
 
@@ -13,8 +12,7 @@ import (
 func TestMain(m *testing.M) {
 	// The load phases end by cancelling requests in flight; client-go logs
 	// each one. The measurements are the output, not those lines.
-	klog.LogToStderr(false)
-	klog.SetOutput(io.Discard)
+	klog.SetLogger(logr.Discard())
 	ctrllog.SetLogger(logr.Discard())
 	os.Exit(m.Run())
 }

@@ -45,6 +45,13 @@ type Outcome struct {
 // DryRunCreate sends one server-side dry-run create of the Deployment
 // variant and reports what the API server answered.
 func DryRunCreate(ctx context.Context, w *World, v Variant, forbidden int) (Outcome, error) {
+	return DryRunCreateObject(ctx, w, Deployment(w.Namespace, "probe", v, forbidden))
+}
+
+// DryRunCreateObject sends one server-side dry-run create of o and reports
+// what the API server answered: denied (with the message) or not, and the
+// warnings.
+func DryRunCreateObject(ctx context.Context, w *World, o client.Object) (Outcome, error) {
 	cfg := rest.CopyConfig(w.Env.Config)
 	ws := &warnings{}
 	cfg.WarningHandler = ws
@@ -52,16 +59,16 @@ func DryRunCreate(ctx context.Context, w *World, v Variant, forbidden int) (Outc
 	if err != nil {
 		return Outcome{}, err
 	}
-	err = c.Create(ctx, Deployment(w.Namespace, "probe", v, forbidden), client.DryRunAll)
-	o := Outcome{Warnings: ws.take()}
+	err = c.Create(ctx, o, client.DryRunAll)
+	out := Outcome{Warnings: ws.take()}
 	switch {
 	case err == nil:
 	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
-		o.Denied, o.Message = true, err.Error()
+		out.Denied, out.Message = true, err.Error()
 	default:
-		return o, err
+		return out, err
 	}
-	return o, nil
+	return out, nil
 }
 
 // WaitInForce returns once the stack's whole policy answers as intended:
