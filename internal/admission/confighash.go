@@ -55,6 +55,10 @@ type ConfigHash struct {
 	Effects *Effects
 }
 
+// objectFor lets the review handler decode a workload with its review in
+// one pass: stamping never needs the object's bytes.
+func (h *ConfigHash) objectFor(k metav1.GroupVersionKind) runtime.Object { return workloadObjectFor(k) }
+
 // Handle implements admission.Handler.
 func (h *ConfigHash) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
@@ -135,7 +139,7 @@ func (h *ConfigHash) Handle(ctx context.Context, req admission.Request) admissio
 // notices that its hash did not stick and tries again).
 func (h *ConfigHash) writerChangedHash(kind string, oldRaw runtime.RawExtension, written string) bool {
 	old, _ := workload.New(kind)
-	if len(oldRaw.Raw) == 0 || h.Decoder.DecodeRaw(oldRaw, old) != nil {
+	if !present(oldRaw) || h.Decoder.DecodeRaw(oldRaw, old) != nil {
 		return false
 	}
 	previous, _ := workload.TemplateAnnotation(old, v1alpha1.ConfigHashAnnotation)

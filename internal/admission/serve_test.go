@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -83,6 +86,61 @@ func TestReviewHandler(t *testing.T) {
 				!strings.Contains(msg, tc.message) || string(r.UID) != wantUID {
 				t.Fatalf("got %s/%s uid=%q allowed=%v code=%d message=%q; want %s allowed=%v code=%d message containing %q",
 					out.APIVersion, out.Kind, r.UID, r.Allowed, code, msg, tc.apiVersion, tc.allowed, tc.code, tc.message)
+			}
+		})
+	}
+}
+
+// typedHandler records what it was handed; it has a Go type for
+// Deployments, as the workload webhooks do.
+type typedHandler struct{ got admission.Request }
+
+func (h *typedHandler) objectFor(k metav1.GroupVersionKind) runtime.Object {
+	return workloadObjectFor(k)
+}
+func (h *typedHandler) Handle(_ context.Context, r admission.Request) admission.Response {
+	h.got = r
+	return admission.Allowed("")
+}
+
+// A review as the API server writes it is decoded with its objects in one
+// pass; anything else the general way, with the objects' bytes. Either way
+// the handler decodes the same Deployment.
+func TestReviewHandlerDecodesWorkloadsInOnePass(t *testing.T) {
+	const deployment = `{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"web","annotations":{"a":"b"}},` +
+		`"spec":{"template":{"spec":{"containers":[{"name":"c","image":"i"}]}}}}`
+	request := func(kind, object string) string {
+		return `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u-1",` +
+			`"kind":{"group":"apps","version":"v1","kind":"` + kind + `"},"resource":{"group":"apps","version":"v1","resource":"deployments"},` +
+			`"operation":"UPDATE","object":` + object + `,"oldObject":null}}`
+	}
+	for _, tc := range []struct {
+		name, body string
+		onePass    bool
+	}{
+		{"as the API server writes it", request("Deployment", deployment), true},
+		{"the object of another kind than the request", request("Deployment", strings.Replace(deployment, `"Deployment"`, `"StatefulSet"`, 1)), false},
+		{"fields in another order", strings.Replace(request("Deployment", deployment), `"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"`, `"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"`, 1), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &typedHandler{}
+			serveReview(t, h, "application/json", tc.body)
+			if got := h.got.Object.Object != nil; got != tc.onePass {
+				t.Fatalf("decoded in one pass: %v, want %v", got, tc.onePass)
+			}
+			if present(h.got.OldObject) {
+				t.Fatal("a null oldObject is present")
+			}
+			var d appsv1.Deployment
+			err := Decoder{Scheme: testScheme}.DecodeRaw(h.got.Object, &d)
+			if tc.name == "the object of another kind than the request" {
+				if err == nil {
+					t.Fatal("a StatefulSet decoded as a Deployment")
+				}
+				return
+			}
+			if err != nil || d.Name != "web" || d.Annotations["a"] != "b" || len(d.Spec.Template.Spec.Containers) != 1 {
+				t.Fatalf("decoded %+v, %v", d.ObjectMeta, err)
 			}
 		})
 	}

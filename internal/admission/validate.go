@@ -10,6 +10,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -64,6 +65,26 @@ type ValidateWorkloads struct {
 	Recorder
 }
 
+// objectFor lets the review handler decode a workload with its review in
+// one pass, unless custom rules are in force: they read the object as the
+// API server sent it, so the review keeps its bytes.
+func (h *ValidateWorkloads) objectFor(k metav1.GroupVersionKind) runtime.Object {
+	if h.Policies != nil && h.Policies.Current().Version.WantsObjects {
+		return nil
+	}
+	return workloadObjectFor(k)
+}
+
+// workloadObjectFor is a new object of a workload kind, nil for another.
+func workloadObjectFor(k metav1.GroupVersionKind) runtime.Object {
+	kind, ok := workload.Lookup(k.Kind)
+	if !ok || kind.Group != k.Group || k.Version != "v1" {
+		return nil
+	}
+	obj, _ := workload.New(kind.Kind)
+	return obj
+}
+
 // Handle implements admission.Handler.
 func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) admission.Response {
 	kind, resp, ok := h.checkRequest(req)
@@ -100,6 +121,16 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 		// own opt-out does.
 		input.Workload.RolloutDisabled = true
 	}
+	if version.WantsObjects {
+		// Custom rules read the objects; one decoded with its review
+		// (objectFor) is encoded again for them.
+		if input.Object, err = rawJSON(req.Object); err == nil {
+			input.OldObject, err = rawJSON(req.OldObject)
+		}
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: %s %s/%s: %w", kind.Kind, req.Namespace, name, err))
+		}
+	}
 	value, err := input.Value(version.WantsObjects)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: %s %s/%s: %w", kind.Kind, req.Namespace, name, err))
@@ -120,7 +151,7 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 
 func (h *ValidateWorkloads) podSpecUnchanged(kind string, req admission.Request, obj client.Object) bool {
 	old, _ := workload.New(kind)
-	if len(req.OldObject.Raw) == 0 || h.Decoder.DecodeRaw(req.OldObject, old) != nil {
+	if !present(req.OldObject) || h.Decoder.DecodeRaw(req.OldObject, old) != nil {
 		return false
 	}
 	oldSpec, _ := workload.PodSpec(old)
@@ -148,7 +179,7 @@ func (h *ValidateWorkloads) checkRequest(req admission.Request) (workload.Kind, 
 	if req.SubResource != "" && !(kind.Kind == "Pod" && req.SubResource == "ephemeralcontainers") {
 		return kind, admission.Allowed(""), false
 	}
-	if len(req.Object.Raw) == 0 {
+	if !present(req.Object) {
 		return kind, admission.Denied(fmt.Sprintf("configward: malformed admission request: %s %s has no object", req.Operation, req.Kind.Kind)), false
 	}
 	return kind, admission.Response{}, true
