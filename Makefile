@@ -235,6 +235,10 @@ $(PEERS)/kyverno:
 		"$$dir"/config/crds/reports/*.yaml "$$dir"/config/crds/policyreport/*.yaml $(PEERS)/kyverno-crds/
 	mv $@.tmp $@
 
+.PHONY: test-peers
+test-peers: controlplane peers ## Check that each peer stack installs, enforces the benchmark's policy and uninstalls cleanly (the try tests make test skips).
+	CONFIGWARD_PEERS_DIR=$(PEERS) $(GO) test ./test/bench/peers/ -count=1 -run 'TestGatekeeperStack|TestKyvernoStack' -timeout 30m
+
 .PHONY: bench-peers
 bench-peers: controlplane peers ## Measure configward side by side with Gatekeeper, Kyverno, ValidatingAdmissionPolicy and no policy on one control plane (about 25 minutes); tables in $(BENCH_OUT)/results.md, plots in docs/bench.
 	CONFIGWARD_PEERS_DIR=$(PEERS) CONFIGWARD_BENCH_OUT=$(BENCH_OUT) CONFIGWARD_K8S_VERSION=$(K8S_VERSION) \

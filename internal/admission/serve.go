@@ -18,11 +18,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/configward/configward/internal/webhookserver"
 )
 
 // Webhook serves h as an admission webhook named name: it decodes the
@@ -63,7 +64,7 @@ func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var resp admission.Response
 	if err != nil {
 		resp = admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the AdmissionReview cannot be decoded: %w", err))
-		resp.UID = uidOf(body)
+		resp.UID = webhookserver.RequestUID(body)
 	} else {
 		req := admission.Request{}
 		if review.Request != nil {
@@ -191,19 +192,6 @@ func decodeReview(body []byte, review *admissionv1.AdmissionReview) error {
 		return fmt.Errorf("the body is a %q of apiVersion %q, not an AdmissionReview of admission.k8s.io/v1", review.Kind, review.APIVersion)
 	}
 	return nil
-}
-
-// uidOf reads request.uid from a body that could not be decoded as a whole
-// (a field of the wrong type, say), so the answer still names the request:
-// the API server discards an answer whose UID does not match.
-func uidOf(body []byte) types.UID {
-	var probe struct {
-		Request struct {
-			UID types.UID `json:"uid"`
-		} `json:"request"`
-	}
-	_ = utiljson.Unmarshal(body, &probe)
-	return probe.Request.UID
 }
 
 // handle runs the handler, turning a panic into a refusal that names the

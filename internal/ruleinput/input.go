@@ -179,20 +179,28 @@ func obj(items ...[2]*ast.Term) ast.Object { return ast.NewObject(items...) }
 // keyTerms holds one term per field name of the input document, created
 // once: the same names repeat in every reference of every request. It is
 // read-only after init.
-var keyTerms = func() map[string]*ast.Term {
-	m := map[string]*ast.Term{}
-	for _, k := range []string{
-		"request", "operation", "user", "username", "groups", "dryRun", "kind", "namespace", "name",
-		"subResource", "workload", "display", "rolloutDisabled", "object", "oldObject", "references",
-		"envReferences", "volumeReferences",
-		"optional", "keys", "via", "path", "container", "containerType", "envPrefix", "volume",
-		"mountFieldPath", "mountPath", "subPath", "subPathExpr", "readOnly", "maxMode",
-		"containerDisplay", "firstOfSource", "target", "known", "exists", "reload", "immutable", "missingKeys",
-	} {
-		m[k] = ast.StringTerm(k)
+var keyTerms = interned(
+	"request", "operation", "user", "username", "groups", "dryRun", "kind", "namespace", "name",
+	"subResource", "workload", "display", "rolloutDisabled", "object", "oldObject", "references",
+	"envReferences", "volumeReferences",
+	"optional", "keys", "via", "path", "container", "containerType", "envPrefix", "volume",
+	"mountFieldPath", "mountPath", "subPath", "subPathExpr", "readOnly", "maxMode",
+	"containerDisplay", "firstOfSource", "target", "known", "exists", "reload", "immutable", "missingKeys",
+)
+
+// valueTerms holds one term per string value that most references share
+// (kinds, ways, container types, reload modes, the empty string), like
+// keyTerms.
+var valueTerms = interned("", "ConfigMap", "Secret", "Volume", "Projected", "Env", "EnvFrom",
+	"Regular", "Init", "Ephemeral", "rollout", "hot", "ignore")
+
+func interned(values ...string) map[string]*ast.Term {
+	m := make(map[string]*ast.Term, len(values))
+	for _, s := range values {
+		m[s] = ast.StringTerm(s)
 	}
 	return m
-}()
+}
 
 func keyTerm(k string) *ast.Term {
 	if t, ok := keyTerms[k]; ok {
@@ -210,18 +218,6 @@ func item(k string, v any) [2]*ast.Term {
 	}
 	panic(fmt.Sprintf("policy input: unexpected %T", v))
 }
-
-// valueTerms holds one term per string value that most references share
-// (kinds, ways, container types, reload modes, the empty string), created
-// once like keyTerms; read-only after init.
-var valueTerms = func() map[string]*ast.Term {
-	m := map[string]*ast.Term{}
-	for _, v := range []string{"", "ConfigMap", "Secret", "Volume", "Projected", "Env", "EnvFrom",
-		"Regular", "Init", "Ephemeral", "rollout", "hot", "ignore"} {
-		m[v] = ast.StringTerm(v)
-	}
-	return m
-}()
 
 func strTerm(s string) *ast.Term {
 	if t, ok := valueTerms[s]; ok {

@@ -59,44 +59,24 @@ func harden(next http.Handler, maxBytes int64, log logr.Logger) http.Handler {
 						"Retry; if it persists, report it with request uid "+string(uid)+" from the configward webhook logs.")
 			}
 		}()
-		next.ServeHTTP(&uidKeeper{ResponseWriter: w, body: body}, r)
+		next.ServeHTTP(w, r)
 	})
-}
-
-// uidKeeper gives back the request UID that a handler leaves out of its
-// answer to a body it cannot decode (a field of the wrong type, say): such
-// an answer has an empty uid, which the API server cannot match to its
-// request. controller-runtime's handler did (found by FuzzWebhookBodies);
-// configward's own (admission.Webhook) names the UID it can find, and this
-// stays as the server's guarantee for any handler. An answer is written in one Write,
-// and only one with an empty uid is rewritten, so the cost on every other
-// answer is one search of a few hundred bytes.
-type uidKeeper struct {
-	http.ResponseWriter
-	body []byte
-}
-
-var emptyUID = []byte(`"uid":""`)
-
-func (k *uidKeeper) Write(b []byte) (int, error) {
-	if !bytes.Contains(b, emptyUID) {
-		return k.ResponseWriter.Write(b)
-	}
-	// The body is within the size limit and was read whole: only a JSON
-	// reader's uid counts, never a match in text that is not JSON.
-	uid, _ := uidFromJSON(k.body)
-	var answer admissionv1.AdmissionReview
-	if uid == "" || json.Unmarshal(b, &answer) != nil || answer.Response == nil || answer.Response.Allowed || answer.Response.Result == nil {
-		return k.ResponseWriter.Write(b)
-	}
-	writeDenial(k.ResponseWriter, uid, answer.Response.Result.Code, answer.Response.Result.Message)
-	return len(b), nil
 }
 
 // uidPattern finds the request UID without decoding the whole body, which
 // matters for a body that is too large to decode or that made the decoder
 // panic. The API server writes request.uid before the objects.
 var uidPattern = regexp.MustCompile(`"uid"\s*:\s*"([0-9A-Za-z-]{1,64})"`)
+
+// RequestUID is the request.uid a JSON reader finds in a review body that
+// does not decode as a whole (a field of the wrong type, say); "" when the
+// body is not JSON. An answer must carry it: the API server discards an
+// answer whose UID does not match its request and shows a generic error
+// instead of configward's.
+func RequestUID(body []byte) types.UID {
+	uid, _ := uidFromJSON(body)
+	return uid
+}
 
 func uidFromPrefix(body []byte) types.UID {
 	if len(body) < 1<<20 {

@@ -452,12 +452,33 @@ func KubectlPath() string {
 }
 
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreePorts(1)
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+	return "127.0.0.1:" + strconv.Itoa(ports[0]), nil
+}
+
+// FreePorts returns n distinct ports on 127.0.0.1 that were free a moment
+// ago (all n are held until every one is chosen, so they differ), for
+// processes the tests start.
+func FreePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 func fingerprintDER(der []byte) string {

@@ -3,7 +3,7 @@ package peers
 import (
 	"context"
 	"fmt"
-	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,10 +51,11 @@ func (c *Configward) PID() int {
 func (c *Configward) Process() *framework.Process { return c.proc }
 
 func (c *Configward) Install(ctx context.Context, w *World, extra int) error {
-	addr, err := freeLoopbackAddr()
+	ports, err := framework.FreePorts(1)
 	if err != nil {
 		return err
 	}
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	c.PprofAddr = addr
 	w.Env.BinaryEnv = c.Env
 	proc, err := w.Env.StartWebhookBinary("configward-webhook", append([]string{"--verbosity=0", "--shutdown-delay=0s", "--pprof-bind-address=" + addr}, c.Args...)...)
@@ -91,15 +92,6 @@ findings contains f if {
 `, strings.ReplaceAll(id, "-", "_"), i, id, i)})
 	}
 	return p
-}
-
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 func (c *Configward) Uninstall(ctx context.Context, w *World) error {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -247,7 +246,7 @@ func (g *Gatekeeper) Install(ctx context.Context, w *World, extra int) error {
 	if err := framework.WriteAtomic(certDir, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}); err != nil {
 		return err
 	}
-	ports, err := freePorts(6)
+	ports, err := framework.FreePorts(6)
 	if err != nil {
 		return err
 	}
@@ -617,24 +616,4 @@ func (g *Gatekeeper) logTails() error {
 		errs = append(errs, fmt.Errorf("%s log (%s) ends:\n%s", p.Name, p.Log, s))
 	}
 	return errors.Join(errs...)
-}
-
-// freePorts returns n distinct free ports on 127.0.0.1.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

@@ -22,7 +22,7 @@ import (
 func TestGatekeeperStack(t *testing.T) {
 	dir := os.Getenv("CONFIGWARD_PEERS_DIR")
 	if dir == "" {
-		t.Skip("CONFIGWARD_PEERS_DIR is not set (run `make peers` and point it at bin/peers)")
+		t.Skip("needs the peer binaries, heavy builds kept out of `make test`: run `make test-peers`, which builds them and sets CONFIGWARD_PEERS_DIR")
 	}
 	ctx := context.Background()
 	w, err := StartWorld(ctx, dir)

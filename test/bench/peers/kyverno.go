@@ -131,7 +131,7 @@ func (k *Kyverno) Install(ctx context.Context, w *World, extra int) error {
 	if err != nil {
 		return err
 	}
-	ports, err := kyvernoFreePorts(3)
+	ports, err := framework.FreePorts(3)
 	if err != nil {
 		return err
 	}
@@ -504,24 +504,4 @@ func (k *Kyverno) Uninstall(ctx context.Context, w *World) error {
 	)
 	k.proc = nil
 	return errors.Join(errs...)
-}
-
-// kyvernoFreePorts returns n distinct free TCP ports on loopback.
-func kyvernoFreePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

@@ -18,7 +18,7 @@ import (
 func TestKyvernoStack(t *testing.T) {
 	peersDir := os.Getenv("CONFIGWARD_PEERS_DIR")
 	if peersDir == "" {
-		t.Skip("CONFIGWARD_PEERS_DIR is not set (the folder `make peers` fills)")
+		t.Skip("needs the peer binaries, heavy builds kept out of `make test`: run `make test-peers`, which builds them and sets CONFIGWARD_PEERS_DIR")
 	}
 	ctx := context.Background()
 	w, err := StartWorld(ctx, peersDir)

@@ -113,12 +113,12 @@ func BenchmarkPeers(b *testing.B) {
 
 	// Rules scaling: the same policy plus 1, 10 and 50 rules that never
 	// match, at 10 clients.
-	for _, s := range newStacks()[1:] {
-		if !selected(s) {
+	for i := range newStacks()[1:] {
+		if !selected(newStacks()[i+1]) {
 			continue
 		}
 		for _, extra := range []int{1, 10, 50} {
-			s := newStacks()[indexOf(newStacks(), s.Name())]
+			s := newStacks()[i+1] // a fresh one for each install
 			if err := s.Install(ctx, w, extra); err != nil {
 				b.Fatalf("%s with %d rules: %v", s.Name(), extra, err)
 			}
@@ -168,15 +168,6 @@ func BenchmarkPeers(b *testing.B) {
 		b.Fatal(err)
 	}
 	fmt.Print(report.Markdown())
-}
-
-func indexOf(stacks []Stack, name string) int {
-	for i, s := range stacks {
-		if s.Name() == name {
-			return i
-		}
-	}
-	return -1
 }
 
 func cpuOf(s Stack) time.Duration {
