@@ -63,8 +63,9 @@ IMAGE_COMMIT    := $(COMMIT)
 IMAGE_LDFLAGS   := -s -w -X main.version=$(IMAGE_VERSION) -X main.commit=$(IMAGE_COMMIT)
 
 .PHONY: build
-build: ## Build bin/configward.
+build: ## Build bin/configward, and bin/kubectl-configward, the same binary as a kubectl plugin.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/configward ./cmd/configward
+	ln -f $(BIN)/configward $(BIN)/kubectl-configward
 
 .PHONY: test
 test: controlplane helm generate manifests test-image fuzz-smoke ## Run every test: unit, Rego, the envtest suites, the Helm chart, the container image and a short run of every fuzz target.
@@ -164,13 +165,16 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 .PHONY: manifests
 # The chart renders its CRDs from files/crds (templates/crds.yaml), not from
 # crds/, so that `helm upgrade` updates them.
-manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook manifests into config/, and copy the CRDs into the chart.
+manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook manifests into config/, and copy the CRDs (and OpenReports' Report CRD) into the chart.
 	$(CONTROLLER_GEN) crd rbac:roleName=configward webhook paths=./internal/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
 	mkdir -p charts/configward/files/crds
 	rm -f charts/configward/files/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/configward/files/crds/
+	mkdir -p charts/configward/files/openreports
+	install -m 0644 "$$($(GO) list -m -f '{{.Dir}}' github.com/openreports/reports-api)/config/crd/openreports.io_reports.yaml" \
+		charts/configward/files/openreports/
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when committed generated code or manifests are stale.

@@ -1,5 +1,6 @@
 // Command configward is the single binary of configward: the admission
-// webhook, the rollout controller, and the offline checker.
+// webhook, the rollout controller, the offline checker and `status`, also
+// a kubectl plugin when installed as kubectl-configward.
 package main
 
 import (
@@ -7,10 +8,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
 )
 
 func main() {
-	os.Exit(exitCode(newRootCommand().Execute(), os.Stderr))
+	root := newRootCommand()
+	// kubectl runs a plugin named kubectl-configward for "kubectl
+	// configward ...": help and errors then name the command as typed.
+	if filepath.Base(os.Args[0]) == "kubectl-configward" {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl configward"}
+	}
+	os.Exit(exitCode(root.Execute(), os.Stderr))
 }
 
 // exitCode is the process exit code for what a command returned, saying

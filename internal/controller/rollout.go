@@ -11,9 +11,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
@@ -71,12 +70,19 @@ type RolloutOptions struct {
 	// changes (a rotation), every stamped workload is re-examined, and so
 	// re-stamped once, at Rate.
 	Keys *hashkey.Source
+	// Changes is where the controller records which config objects changed
+	// for which workload; the drift controller reads it. Nil: a log of
+	// its own.
+	Changes *drift.Changes
 }
 
 // SetupRollouts registers one rollout controller per workload kind, all
 // paced by one rate.
 func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptions) error {
 	pace := rate.NewLimiter(rate.Inf, 0)
+	if opts.Changes == nil {
+		opts.Changes = drift.NewChanges()
+	}
 	if opts.Rate > 0 {
 		pace = rate.NewLimiter(rate.Limit(opts.Rate), max(1, int(opts.Rate)))
 	}
@@ -90,7 +96,7 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			settings: opts.Settings,
 			pace:     pace,
 			keys:     opts.Keys,
-			triggers: &triggerLog{byWorkload: map[types.NamespacedName]map[string]bool{}},
+			changes:  opts.Changes,
 		}
 		obj, _ := workload.New(k.Kind)
 		rotated := make(chan event.GenericEvent, 1)
@@ -126,7 +132,17 @@ type rollout struct {
 	settings func(ctx context.Context, namespace string) (enabled, includeSecrets bool, err error)
 	pace     *rate.Limiter
 	keys     *hashkey.Source
-	triggers *triggerLog
+	changes  *drift.Changes
+}
+
+// key names a workload of the controller's kind in the change log.
+func (r *rollout) key(nn types.NamespacedName) drift.Key {
+	return drift.Key{Group: r.kind.Group, Kind: r.kind.Kind, NamespacedName: nn}
+}
+
+// putBack keeps the causes of a reconcile that failed for its retry.
+func (r *rollout) putBack(nn types.NamespacedName, changed []string) {
+	r.changes.PutBack(r.key(nn), changed, time.Now())
 }
 
 // everyWorkload lists every workload of the controller's kind, for a key
@@ -160,7 +176,7 @@ func (r *rollout) configChanged(kind refs.Kind) handler.EventHandler {
 				continue // its owner is a consumer too, and rolls it
 			}
 			key := types.NamespacedName{Namespace: c.GetNamespace(), Name: c.GetName()}
-			r.triggers.add(key, inventory.IndexValue(kind, obj.GetName()))
+			r.changes.Add(r.key(key), inventory.IndexValue(kind, obj.GetName()), time.Now())
 			q.AddAfter(reconcile.Request{NamespacedName: key}, r.window)
 		}
 	}
@@ -200,13 +216,13 @@ func contentChanged(old, new client.Object) bool {
 }
 
 func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	changed := r.triggers.take(req.NamespacedName)
+	changed := r.changes.Take(r.key(req.NamespacedName))
 	// The first look decides whether to wait for a turn at all; the hash
 	// is taken again after the wait.
 	obj, _, err := r.staleHash(ctx, req, len(changed) > 0)
 	if obj == nil || err != nil {
 		if err != nil {
-			r.triggers.addAll(req.NamespacedName, changed)
+			r.putBack(req.NamespacedName, changed)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -227,13 +243,13 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	// Wait for this rollout's turn, then decide again on what the cache
 	// holds by then: a change made meanwhile joins this rollout.
 	if err := r.pace.Wait(ctx); err != nil {
-		r.triggers.addAll(req.NamespacedName, changed)
+		r.putBack(req.NamespacedName, changed)
 		return reconcile.Result{}, err
 	}
 	obj, hash, err := r.staleHash(ctx, req, len(changed) > 0)
 	if obj == nil || err != nil {
 		if err != nil {
-			r.triggers.addAll(req.NamespacedName, changed)
+			r.putBack(req.NamespacedName, changed)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -244,14 +260,14 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	// retries and the hash is recomputed on the fresh object.
 	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		// Keep the causes for the retry, which the error schedules.
-		r.triggers.addAll(req.NamespacedName, changed)
+		r.putBack(req.NamespacedName, changed)
 		return reconcile.Result{}, err
 	}
 	if stored, _ := workload.TemplateAnnotations(obj); stored[v1alpha1.ConfigHashAnnotation] != hash {
 		// The mutating webhook stamps what its own cache computes; one
 		// that has not seen the change yet writes the old hash back, and
 		// nothing rolls. Try again once its cache has caught up.
-		r.triggers.addAll(req.NamespacedName, changed)
+		r.putBack(req.NamespacedName, changed)
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
@@ -317,35 +333,6 @@ func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed 
 		return nil, "", err
 	}
 	return obj, hash, nil
-}
-
-// triggerLog remembers which config objects changed since a workload was
-// last reconciled, so the one rollout that covers several changes can name
-// them all. The work queue itself collapses the requests.
-type triggerLog struct {
-	mu         sync.Mutex
-	byWorkload map[types.NamespacedName]map[string]bool
-}
-
-func (t *triggerLog) add(w types.NamespacedName, what string) { t.addAll(w, []string{what}) }
-
-func (t *triggerLog) addAll(w types.NamespacedName, what []string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.byWorkload[w] == nil {
-		t.byWorkload[w] = map[string]bool{}
-	}
-	for _, x := range what {
-		t.byWorkload[w][x] = true
-	}
-}
-
-func (t *triggerLog) take(w types.NamespacedName) []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := slices.Sorted(maps.Keys(t.byWorkload[w]))
-	delete(t.byWorkload, w)
-	return out
 }
 
 // The rollout controller reads config and workloads, patches pod templates

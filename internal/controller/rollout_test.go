@@ -1,115 +1,16 @@
 package controller
 
 import (
-	"reflect"
-	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/inventory"
 )
-
-func newTriggerLog() *triggerLog {
-	return &triggerLog{byWorkload: map[types.NamespacedName]map[string]bool{}}
-}
-
-func TestTriggerLog(t *testing.T) {
-	web := types.NamespacedName{Namespace: "shop", Name: "web"}
-	api := types.NamespacedName{Namespace: "shop", Name: "api"}
-	otherNS := types.NamespacedName{Namespace: "other", Name: "web"}
-	type op struct {
-		do   string // add, addAll or take
-		w    types.NamespacedName
-		what []string // for add (one) and addAll
-		want []string // for take
-	}
-	add := func(w types.NamespacedName, what string) op { return op{do: "add", w: w, what: []string{what}} }
-	addAll := func(w types.NamespacedName, what ...string) op { return op{do: "addAll", w: w, what: what} }
-	take := func(w types.NamespacedName, want ...string) op { return op{do: "take", w: w, want: want} }
-	for _, tc := range []struct {
-		name string
-		ops  []op
-	}{
-		{"nothing to take", []op{take(web)}},
-		{"one change", []op{add(web, "ConfigMap/app"), take(web, "ConfigMap/app")}},
-		{"sorted, whatever the order of the changes", []op{
-			add(web, "Secret/db"), add(web, "ConfigMap/zeta"), add(web, "ConfigMap/app"),
-			take(web, "ConfigMap/app", "ConfigMap/zeta", "Secret/db")}},
-		{"a change seen twice is named once", []op{add(web, "ConfigMap/app"), add(web, "ConfigMap/app"), addAll(web, "ConfigMap/app"), take(web, "ConfigMap/app")}},
-		{"take clears", []op{add(web, "ConfigMap/app"), take(web, "ConfigMap/app"), take(web)}},
-		{"workloads are apart, by namespace too", []op{
-			add(web, "ConfigMap/app"), add(api, "Secret/db"), add(otherNS, "ConfigMap/other"),
-			take(web, "ConfigMap/app"), take(api, "Secret/db"), take(otherNS, "ConfigMap/other")}},
-		{"take leaves the others", []op{add(web, "ConfigMap/app"), add(api, "Secret/db"), take(web, "ConfigMap/app"), take(web), take(api, "Secret/db")}},
-		// What Reconcile does when a patch fails: the causes go back for the retry.
-		{"addAll puts taken changes back, with new ones", []op{
-			add(web, "ConfigMap/app"), add(web, "Secret/db"), take(web, "ConfigMap/app", "Secret/db"),
-			add(web, "ConfigMap/new"), addAll(web, "ConfigMap/app", "Secret/db"),
-			take(web, "ConfigMap/app", "ConfigMap/new", "Secret/db")}},
-		{"addAll of nothing", []op{addAll(web), take(web)}},
-		{"addAll of nothing keeps what is there", []op{add(web, "ConfigMap/app"), addAll(web), take(web, "ConfigMap/app")}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			l := newTriggerLog()
-			for i, o := range tc.ops {
-				switch o.do {
-				case "add":
-					l.add(o.w, o.what[0])
-				case "addAll":
-					l.addAll(o.w, o.what)
-				case "take":
-					got := l.take(o.w)
-					if len(got) != 0 || len(o.want) != 0 {
-						if !reflect.DeepEqual(got, o.want) {
-							t.Fatalf("op %d: take(%s) = %q, want %q", i, o.w, got, o.want)
-						}
-					}
-				}
-			}
-		})
-	}
-}
-
-// The event handlers add while Reconcile takes, from other goroutines.
-func TestTriggerLogConcurrentUse(t *testing.T) {
-	l := newTriggerLog()
-	web := types.NamespacedName{Namespace: "shop", Name: "web"}
-	var wg sync.WaitGroup
-	seen := map[string]bool{}
-	var mu sync.Mutex
-	for i := range 8 {
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			for j := range 50 {
-				l.add(web, "ConfigMap/"+string(rune('a'+i))+string(rune('a'+j%26)))
-			}
-		}()
-		go func() {
-			defer wg.Done()
-			for range 50 {
-				for _, x := range l.take(web) {
-					mu.Lock()
-					seen[x] = true
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for _, x := range l.take(web) {
-		seen[x] = true
-	}
-	if len(seen) != 8*26 {
-		t.Fatalf("%d distinct changes taken, want %d", len(seen), 8*26)
-	}
-}
 
 // cached passes a ConfigMap or Secret through the cache transform, since
 // contentChanged compares what the cache holds.

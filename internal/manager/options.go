@@ -287,6 +287,9 @@ type Controller struct {
 	LeaderElectionID        string
 	RolloutBatchWindow      time.Duration
 	RolloutRate             float64
+	// Reports is "auto" (or empty): write OpenReports Reports when their
+	// CRD is served at start; or "off".
+	Reports string
 	// Restartable lets a second controller process be built in the same Go
 	// process once the first has stopped (controller-runtime refuses two
 	// controllers of one name in a process otherwise). Tests that stop and
@@ -307,7 +310,15 @@ func (c *Controller) AddFlags(fs *pflag.FlagSet) {
 		"How long to wait after a ConfigMap or Secret changes before rolling its consumers, so several objects changed together give one rollout. Longer windows batch more and react later.")
 	fs.Float64Var(&c.RolloutRate, "rollout-rate", DefaultRolloutRate,
 		"Most workloads rolled per second, across every namespace and kind, so that a ConfigMap shared by many workloads does not restart them all in the same second or flood the API server. Each workload is still rolled exactly once. 0 means unpaced.")
+	fs.StringVar(&c.Reports, "reports", ReportsAuto,
+		"Write one OpenReports Report (openreports.io/v1alpha1) per stamped workload saying whether its pods run its current config: auto writes them when the Report CRD is served when the controller starts (install it later and restart), off never does.")
 }
+
+// The values of --reports.
+const (
+	ReportsAuto = "auto"
+	ReportsOff  = "off"
+)
 
 // DefaultRolloutRate paces rollouts: a thousand workloads sharing one
 // ConfigMap start rolling over about 100 s (see the README's measurements).
@@ -323,6 +334,9 @@ func (c *Controller) Validate() error {
 	}
 	if c.RolloutBatchWindow < 0 {
 		return fmt.Errorf("--rollout-batch-window must not be negative")
+	}
+	if c.Reports != "" && c.Reports != ReportsAuto && c.Reports != ReportsOff {
+		return fmt.Errorf("--reports must be %s or %s, not %q", ReportsAuto, ReportsOff, c.Reports)
 	}
 	return nil
 }

@@ -21,14 +21,21 @@ import (
 	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/controller"
+	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/framewipe"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/report"
 	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/scheme"
 	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
+	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
 // confirmedEffects returns the Effects of the webhook's decisions: recorded
@@ -257,6 +264,17 @@ func watchPolicies(mgr ctrlmanager.Manager) (*policystore.Store, func() bool, er
 
 // NewController builds the leader-elected controller process.
 func NewController(cfg *rest.Config, o Controller) (*Process, error) {
+	cacheOpts := inventory.CacheOptions()
+	reports, err := reportsServed(cfg, o.Reports)
+	if err != nil {
+		return nil, err
+	}
+	if reports {
+		// Only configward's own Reports: other tools write many more.
+		cacheOpts.ByObject[&openreports.Report{}] = cache.ByObject{
+			Label: labels.SelectorFromSet(labels.Set{report.ManagedByLabel: report.Source}),
+		}
+	}
 	mgr, err := ctrl.NewManager(wipingWatchFrames(cfg), ctrl.Options{
 		Scheme:                  scheme.Scheme(),
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
@@ -268,7 +286,7 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 		// Hand the lease over at once on a clean shutdown instead of making the
 		// next leader wait for it to expire.
 		LeaderElectionReleaseOnCancel: true,
-		Cache:                         inventory.CacheOptions(),
+		Cache:                         cacheOpts,
 		NewClient:                     guardedClient,
 		Controller:                    config.Controller{SkipNameValidation: &o.Restartable},
 	})
@@ -279,6 +297,17 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Pods (slimmed as the webhook's are) tell which config each one
+	// started with; Reports are compared before any is written.
+	driftObjs := []client.Object{&corev1.Pod{}}
+	if reports {
+		driftObjs = append(driftObjs, &openreports.Report{})
+	}
+	for _, obj := range driftObjs {
+		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
+			return nil, fmt.Errorf("starting informer for %T: %w", obj, err)
+		}
+	}
 	policies, _, err := watchPolicies(mgr)
 	if err != nil {
 		return nil, err
@@ -287,18 +316,26 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	settings := func(ctx context.Context, namespace string) (bool, bool, error) {
+		ns, err := policystore.LookupNamespace(ctx, mgr.GetCache(), namespace)
+		if err != nil {
+			return false, false, err
+		}
+		enabled, includeSecrets := policies.Current().Rollouts(ns)
+		return enabled, includeSecrets, nil
+	}
+	changes := drift.NewChanges()
 	if err := controller.SetupRollouts(mgr, inv, controller.RolloutOptions{
 		Keys:        keys,
 		BatchWindow: o.RolloutBatchWindow,
 		Rate:        o.RolloutRate,
-		Settings: func(ctx context.Context, namespace string) (bool, bool, error) {
-			ns, err := policystore.LookupNamespace(ctx, mgr.GetCache(), namespace)
-			if err != nil {
-				return false, false, err
-			}
-			enabled, includeSecrets := policies.Current().Rollouts(ns)
-			return enabled, includeSecrets, nil
-		},
+		Settings:    settings,
+		Changes:     changes,
+	}); err != nil {
+		return nil, err
+	}
+	if err := controller.SetupDrift(mgr, inv, controller.DriftOptions{
+		Keys: keys, Settings: settings, Changes: changes, Reports: reports,
 	}); err != nil {
 		return nil, err
 	}
@@ -392,4 +429,31 @@ func (p *Process) Run(ctx context.Context) error {
 	}
 	stop()
 	return <-done
+}
+
+// reportsServed says whether the controller writes OpenReports Reports:
+// mode allows it and the API server serves their CRD now.
+func reportsServed(cfg *rest.Config, mode string) (bool, error) {
+	if mode == ReportsOff {
+		return false, nil
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return false, fmt.Errorf("creating a discovery client: %w", err)
+	}
+	resources, err := dc.ServerResourcesForGroupVersion(openreports.SchemeGroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		ctrl.Log.Info("not writing OpenReports Reports: the API server does not serve " + openreports.SchemeGroupVersion.String() +
+			" (install its CRD, for example with the chart's reports.installCRD, and restart the controller)")
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("asking the API server whether it serves %s: %w", openreports.SchemeGroupVersion, err)
+	}
+	for _, r := range resources.APIResources {
+		if r.Name == "reports" {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -1,5 +1,6 @@
 // Package scheme holds the one runtime.Scheme of every type configward
-// reads or writes: Kubernetes' built-in types and configward's CRDs. It is
+// reads or writes: Kubernetes' built-in types, configward's CRDs and the OpenReports types
+// the controller writes. It is
 // its own package so that the offline `configward check` can decode
 // manifests without linking the webhook server or the controllers.
 package scheme
@@ -9,6 +10,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 )
 
 // Scheme returns a new scheme with every type configward uses.
@@ -18,6 +20,10 @@ func Scheme() *runtime.Scheme {
 		panic(err) // only fails on a programming error in the scheme builders
 	}
 	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	// OpenReports, which the controller writes when their CRD is served.
+	if err := openreports.Install(s); err != nil {
 		panic(err)
 	}
 	return s

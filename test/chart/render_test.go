@@ -158,6 +158,27 @@ var _ = Describe("the chart, rendered", func() {
 		}
 	})
 
+	It("installs the OpenReports Report CRD only when asked, kept on uninstall, and lets viewers read Reports", func() {
+		Expect(kinds(render())).NotTo(ContainElement("CustomResourceDefinition/reports.openreports.io"))
+		objs := render("--set", "reports.installCRD=true", "--set", "reports.mode=off")
+		Expect(kinds(objs)).To(ContainElement("CustomResourceDefinition/reports.openreports.io"))
+		for _, o := range objs {
+			if o.GetName() == "reports.openreports.io" {
+				Expect(o.GetAnnotations()).To(HaveKeyWithValue("helm.sh/resource-policy", "keep"))
+				Expect(o.GetLabels()).To(HaveKeyWithValue("app.kubernetes.io/managed-by", "Helm"))
+			}
+		}
+		ctl := typed[appsv1.Deployment](objs, "Deployment", "configward-controller")
+		Expect(ctl.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--reports=off"))
+		view := typed[rbacv1.ClusterRole](objs, "ClusterRole", "configward-reports-view")
+		Expect(view.Labels).To(HaveKeyWithValue("rbac.authorization.k8s.io/aggregate-to-view", "true"))
+		Expect(view.Rules).To(Equal([]rbacv1.PolicyRule{{APIGroups: []string{"openreports.io"}, Resources: []string{"reports"}, Verbs: []string{"get", "list", "watch"}}}))
+
+		res := helm("template", "configward", chartDir, "--kube-version", "1.37.2", "--set", "reports.mode=always")
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Stderr).To(ContainSubstring("/reports/mode"))
+	})
+
 	It("passes helm lint with default and non-default values", func() {
 		for _, args := range [][]string{
 			nil,
@@ -173,7 +194,7 @@ var _ = Describe("the chart, rendered", func() {
 		objs := render()
 		Expect(kinds(objs)).To(Equal([]string{
 			"Certificate/configward-ca", "Certificate/configward-webhook",
-			"ClusterRole/configward-controller", "ClusterRole/configward-webhook",
+			"ClusterRole/configward-controller", "ClusterRole/configward-reports-view", "ClusterRole/configward-webhook",
 			"ClusterRoleBinding/configward-controller", "ClusterRoleBinding/configward-webhook",
 			"CustomResourceDefinition/configpolicies.configward.dev", "CustomResourceDefinition/configschemas.configward.dev",
 			"Deployment/configward-controller", "Deployment/configward-webhook",
@@ -194,7 +215,7 @@ var _ = Describe("the chart, rendered", func() {
 		Expect(web.Spec.Template.Spec.Affinity.PodAntiAffinity).NotTo(BeNil())
 		Expect(web.Spec.Template.Spec.Containers[0].Args).To(ContainElements("webhook", "--shutdown-delay=5s",
 			"--configward-service-accounts=configward/configward-webhook,configward/configward-controller"))
-		Expect(ctl.Spec.Template.Spec.Containers[0].Args).To(ContainElements("controller", "--leader-elect=true", "--leader-election-namespace=configward"))
+		Expect(ctl.Spec.Template.Spec.Containers[0].Args).To(ContainElements("controller", "--leader-elect=true", "--leader-election-namespace=configward", "--reports=auto"))
 		pdb := typed[policyv1.PodDisruptionBudget](objs, "PodDisruptionBudget", "configward-webhook")
 		Expect(pdb.Spec.MinAvailable.IntValue()).To(Equal(1))
 		for _, d := range []*appsv1.Deployment{web, ctl} {

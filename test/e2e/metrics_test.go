@@ -31,7 +31,8 @@ func counter(name string, labels map[string]string) float64 {
 					continue series
 				}
 			}
-			total += m.GetCounter().GetValue()
+			// A series is a counter or a gauge; the other reads 0.
+			total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return total

@@ -8,6 +8,7 @@ package e2e
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -49,6 +50,9 @@ var _ = BeforeSuite(func() {
 			return nil
 		},
 		Webhook: configureChangeControl,
+		// The controller writes OpenReports Reports where their CRD is
+		// served; the chart installs this copy on request.
+		ExtraCRDPaths: []string{filepath.Join(framework.RepoRoot(), "charts", "configward", "files", "openreports")},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(env.StartCluster(kwokNodes)).To(Succeed())

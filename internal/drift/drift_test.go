@@ -1,0 +1,106 @@
+package drift
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+)
+
+func TestJudge(t *testing.T) {
+	paused := Hold{"paused", "the Deployment is paused", "it is resumed (kubectl rollout resume)"}
+	for _, tc := range []struct {
+		name      string
+		w         Workload
+		byHash    map[string]int
+		want      State
+		wantHold  string
+		wantStale bool
+	}{
+		{"every pod current", Workload{Template: "new", Wanted: "new"}, map[string]int{"new": 3}, Done, "", false},
+		{"no pods at all", Workload{Template: "new", Wanted: "new"}, nil, Done, "", false},
+		{"template not re-stamped yet", Workload{Template: "old", Wanted: "new"}, map[string]int{"old": 3}, Pending, "", true},
+		{"template stamped, pods being replaced", Workload{Template: "new", Wanted: "new"}, map[string]int{"old": 2, "new": 2}, Progressing, "", true},
+		{"a pod without a hash is stale", Workload{Template: "new", Wanted: "new"}, map[string]int{"": 1, "new": 1}, Progressing, "", true},
+		{"paused: template stamped, pods kept", Workload{Template: "new", Wanted: "new", PodHold: paused}, map[string]int{"old": 2}, NotRolled, "paused", true},
+		{"paused but already current", Workload{Template: "new", Wanted: "new", PodHold: paused}, map[string]int{"new": 2}, Done, "", false},
+		{"opted out keeps its template", Workload{Template: "old", Wanted: "new", TemplateHold: OptedOut}, map[string]int{"old": 2}, NotRolled, "opted-out", true},
+		{"opted out but nothing changed", Workload{Template: "same", Wanted: "same", TemplateHold: OptedOut}, map[string]int{"same": 2}, Done, "", false},
+		{"a finished Job runs nothing stale", Workload{Template: "old", Wanted: "new", TemplateHold: JobImmutable}, nil, NotRolled, "job-immutable", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Judge(tc.w, CountPods(tc.w.Wanted, tc.byHash))
+			if s.State != tc.want || s.Hold.Reason != tc.wantHold || s.Stale() != tc.wantStale {
+				t.Fatalf("Judge = %s (hold %q, stale %v), want %s (hold %q, stale %v)", s.State, s.Hold.Reason, s.Stale(), tc.want, tc.wantHold, tc.wantStale)
+			}
+		})
+	}
+}
+
+func TestCountPods(t *testing.T) {
+	p := CountPods("b", map[string]int{"a": 2, "b": 3, "": 1})
+	if p.Current != 3 || p.Stale != 3 {
+		t.Fatalf("CountPods = %+v, want 3 current, 3 stale", p)
+	}
+}
+
+// Pods reach their workload through at most one object in between, which
+// is how Deployments (ReplicaSets) and CronJobs (Jobs) own theirs; an
+// object in between without a controller stands for itself.
+func TestPodsByWorkload(t *testing.T) {
+	ref := func(kind, uid string) *metav1.OwnerReference {
+		return &metav1.OwnerReference{Kind: kind, UID: types.UID(uid), Controller: new(true)}
+	}
+	owners := Owners{"rs-1": ref("Deployment", "web"), "rs-2": ref("Deployment", "web"), "job-1": ref("CronJob", "nightly")}
+	pods := []Pod{
+		{Controller: ref("ReplicaSet", "rs-1"), Hash: "old"},
+		{Controller: ref("ReplicaSet", "rs-2"), Hash: "new"},
+		{Controller: ref("ReplicaSet", "rs-2"), Hash: "new"},
+		{Controller: ref("Job", "job-1"), Hash: "x"},
+		{Controller: ref("StatefulSet", "db"), Hash: "y"},
+		{Controller: ref("ReplicaSet", "bare-rs"), Hash: "z"},
+		{Hash: "bare pod"},
+	}
+	got := PodsByWorkload(pods, owners)
+	want := map[types.UID]map[string]int{
+		"web": {"old": 1, "new": 2}, "nightly": {"x": 1}, "db": {"y": 1}, "bare-rs": {"z": 1},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("PodsByWorkload = %v, want %v", got, want)
+	}
+	for uid, hashes := range want {
+		for h, n := range hashes {
+			if got[uid][h] != n {
+				t.Fatalf("PodsByWorkload = %v, want %v", got, want)
+			}
+		}
+	}
+}
+
+func TestHolds(t *testing.T) {
+	d := &appsv1.Deployment{}
+	if h := TemplateHoldOf("Deployment", d, true); h.Reason != "" {
+		t.Fatalf("a plain Deployment is held: %+v", h)
+	}
+	if h := TemplateHoldOf("Deployment", d, false); h != PolicyDisabled {
+		t.Fatalf("rollouts off: %+v", h)
+	}
+	d.Annotations = map[string]string{v1alpha1.RolloutAnnotation: v1alpha1.RolloutDisabled}
+	if h := TemplateHoldOf("Deployment", d, true); h != OptedOut {
+		t.Fatalf("opted out: %+v", h)
+	}
+	if h := TemplateHoldOf("Job", &batchv1.Job{}, true); h != JobImmutable {
+		t.Fatalf("Job: %+v", h)
+	}
+	d.Spec.Paused = true
+	if h := PodHoldOf("Deployment", d); h.Reason != "paused" || h.Until != "it is resumed (kubectl rollout resume)" {
+		t.Fatalf("paused: %+v", h)
+	}
+	if h := PodHoldOf("CronJob", &batchv1.CronJob{}); h != StartedJobs {
+		t.Fatalf("CronJob: %+v", h)
+	}
+}

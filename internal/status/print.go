@@ -1,0 +1,71 @@
+package status
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/duration"
+)
+
+// PrintTable writes the table a person reads at a glance: one row per
+// workload, then a line for each workload whose pods will not get their
+// new config by themselves or soon. allNamespaces adds the
+// NAMESPACE column; wide the hashes.
+func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := []string{"WORKLOAD", "CURRENT", "STALE", "STATE", "LAST CHANGE", "AGE"}
+	if allNamespaces {
+		header = append([]string{"NAMESPACE"}, header...)
+	}
+	if wide {
+		header = append(header, "WANTED", "TEMPLATE")
+	}
+	if len(res.Items) > 0 {
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+	}
+	for _, it := range res.Items {
+		age := "-"
+		if it.ChangedAt != nil {
+			age = duration.HumanDuration(now.Sub(*it.ChangedAt))
+		}
+		row := []string{
+			it.Kind + "/" + it.Name,
+			fmt.Sprintf("%d/%d", it.Pods.Current, it.Pods.Current+it.Pods.Stale),
+			fmt.Sprint(it.Pods.Stale),
+			it.State,
+			joinChanged(it.Changed),
+			age,
+		}
+		if allNamespaces {
+			row = append([]string{it.Namespace}, row...)
+		}
+		if wide {
+			row = append(row, it.WantedHash, it.TemplateHash)
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(res.Items) == 0 {
+		fmt.Fprintln(w, "No workloads with a config hash found.")
+	}
+	blank := false
+	for _, it := range res.Items {
+		if it.State == "not-rolled" || it.State == "pending" {
+			if !blank {
+				fmt.Fprintln(w)
+				blank = true
+			}
+			name := it.Kind + "/" + it.Name
+			if allNamespaces {
+				name = it.Namespace + "/" + name
+			}
+			fmt.Fprintf(w, "%s: %s\n", name, it.Message)
+		}
+	}
+	return nil
+}

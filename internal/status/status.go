@@ -1,0 +1,212 @@
+// Package status gathers, with a user's own credentials, which pods of
+// which workloads run which config: `configward status`. It reads the
+// controller's Reports for what only the controller knows (the hash the
+// config gives now, which takes the installation's key and Secrets to
+// compute; why a template is held; what changed and when) and counts pods
+// live, so the counts are never behind. It never reads a Secret, and it
+// prints nothing of a pod spec.
+package status
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/drift"
+	"github.com/configward/configward/internal/report"
+	"github.com/configward/configward/internal/workload"
+)
+
+// Options say which workloads to show.
+type Options struct {
+	// Namespace to look in; empty means every namespace.
+	Namespace string
+	// Kind and Name, when set, pick one workload.
+	Kind workload.Kind
+	Name string
+	// Kinds are the workload kinds to look at.
+	Kinds []workload.Kind
+}
+
+// Item is one workload's drift as `configward status` shows it.
+type Item struct {
+	APIVersion   string     `json:"apiVersion"`
+	Kind         string     `json:"kind"`
+	Namespace    string     `json:"namespace"`
+	Name         string     `json:"name"`
+	WantedHash   string     `json:"wantedHash"`
+	TemplateHash string     `json:"templateHash"`
+	Pods         drift.Pods `json:"pods"`
+	State        string     `json:"state"`
+	Reason       string     `json:"reason,omitempty"`
+	Message      string     `json:"message"`
+	Changed      []string   `json:"changed,omitempty"`
+	ChangedAt    *time.Time `json:"changedAt,omitempty"`
+	// FromReport says whether the controller's Report supplied the wanted
+	// hash; without it the template's hash stands in.
+	FromReport bool `json:"fromReport"`
+}
+
+// Result is what `configward status -o json|yaml` prints.
+type Result struct {
+	Kind  string   `json:"kind"`
+	Items []Item   `json:"items"`
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Stale reports whether any workload runs a pod on stale config.
+func (r Result) Stale() bool {
+	return slices.ContainsFunc(r.Items, func(i Item) bool { return i.Pods.Stale > 0 })
+}
+
+// templateHolds are the holds a Report can name that the live object
+// cannot show (a ConfigPolicy's) or that it shows the same way.
+var templateHolds = map[string]drift.Hold{
+	drift.OptedOut.Reason: drift.OptedOut, drift.PolicyDisabled.Reason: drift.PolicyDisabled, drift.JobImmutable.Reason: drift.JobImmutable,
+}
+
+// Gather reads the cluster and judges every stamped top-level workload.
+func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
+	res := Result{Kind: "ConfigStatus", Items: []Item{}}
+	in := []client.ListOption{}
+	if o.Namespace != "" {
+		in = append(in, client.InNamespace(o.Namespace))
+	}
+	reports, note, err := readReports(ctx, c, in)
+	if err != nil {
+		return res, err
+	}
+	if note != "" {
+		res.Notes = append(res.Notes, note)
+	}
+	byWorkload, err := countPods(ctx, c, in)
+	if err != nil {
+		return res, err
+	}
+	found, behind := false, 0
+	for _, k := range o.Kinds {
+		if o.Name != "" && k != o.Kind {
+			continue
+		}
+		list, _ := workload.NewList(k.Kind)
+		if err := c.List(ctx, list, in...); err != nil {
+			return res, fmt.Errorf("listing %s: %w", k.Resource, err)
+		}
+		for _, obj := range workload.Items(list) {
+			if o.Name != "" && obj.GetName() != o.Name {
+				continue
+			}
+			found = true
+			template, stamped := workload.TemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation)
+			if !stamped || workload.Controlled(obj) || obj.GetDeletionTimestamp() != nil {
+				continue
+			}
+			w := drift.Workload{
+				APIVersion: k.GroupVersionKind().GroupVersion().String(), Kind: k.Kind,
+				Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(),
+				Template: template, Wanted: template,
+				TemplateHold: drift.TemplateHoldOf(k.Kind, obj, true),
+				PodHold:      drift.PodHoldOf(k.Kind, obj),
+			}
+			r := report.ConfigCurrentResult(reports[obj.GetUID()])
+			// A Report written for another template is behind: the live
+			// template is the better guess at what the config gives.
+			fromReport := r != nil && r.Properties[report.PropTemplate] == template
+			if fromReport {
+				w.Wanted = r.Properties[report.PropWanted]
+				if h, ok := templateHolds[r.Properties[report.PropReason]]; ok {
+					w.TemplateHold = h
+				}
+			} else {
+				behind++
+			}
+			s := drift.Judge(w, drift.CountPods(w.Wanted, byWorkload[obj.GetUID()]))
+			if fromReport {
+				s.Changed, s.ChangedAt = report.LastChange(reports[obj.GetUID()], w.Wanted)
+			}
+			res.Items = append(res.Items, itemOf(s, fromReport))
+		}
+	}
+	if o.Name != "" && !found {
+		return res, fmt.Errorf("%s %q not found in namespace %q", o.Kind.Kind, o.Name, o.Namespace)
+	}
+	if behind > 0 && note == "" {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d workload(s) have no up-to-date Report from configward's controller: they are compared with their pod template's hash, so a config change not yet stamped does not show", behind))
+	}
+	slices.SortFunc(res.Items, func(a, b Item) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))
+	})
+	return res, nil
+}
+
+func itemOf(s drift.Status, fromReport bool) Item {
+	it := Item{
+		APIVersion: s.APIVersion, Kind: s.Kind, Namespace: s.Namespace, Name: s.Name,
+		WantedHash: s.Wanted, TemplateHash: s.Template, Pods: s.Pods,
+		State: string(s.State), Reason: s.Hold.Reason, Message: report.Message(s),
+		Changed: s.Changed, FromReport: fromReport,
+	}
+	if !s.ChangedAt.IsZero() {
+		at := s.ChangedAt
+		it.ChangedAt = &at
+	}
+	return it
+}
+
+// readReports lists configward's Reports by their workload's UID. Without
+// the CRD, or without the right to read Reports, status still works, less
+// well, and says so.
+func readReports(ctx context.Context, c client.Reader, in []client.ListOption) (map[types.UID]*openreports.Report, string, error) {
+	var list openreports.ReportList
+	err := c.List(ctx, &list, append(slices.Clip(in), client.MatchingLabels{report.ManagedByLabel: report.Source})...)
+	switch {
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+		return nil, "the cluster serves no OpenReports Reports (openreports.io/v1alpha1): each workload is compared with its pod template's hash, so a config change not yet stamped, and workloads configward does not roll, do not show", nil
+	case apierrors.IsForbidden(err):
+		return nil, "you may not list reports.openreports.io: each workload is compared with its pod template's hash, so a config change not yet stamped, and workloads configward does not roll, do not show", nil
+	case err != nil:
+		return nil, "", fmt.Errorf("listing reports: %w", err)
+	}
+	out := make(map[types.UID]*openreports.Report, len(list.Items))
+	for i := range list.Items {
+		if s := list.Items[i].Scope; s != nil && s.UID != "" {
+			out[s.UID] = &list.Items[i]
+		}
+	}
+	return out, "", nil
+}
+
+// countPods counts running pods by top-level workload and hash, as the
+// controller does.
+func countPods(ctx context.Context, c client.Reader, in []client.ListOption) (map[types.UID]map[string]int, error) {
+	var pods corev1.PodList
+	var rss appsv1.ReplicaSetList
+	var jobs batchv1.JobList
+	for _, l := range []client.ObjectList{&pods, &rss, &jobs} {
+		if err := c.List(ctx, l, in...); err != nil {
+			return nil, fmt.Errorf("listing %T: %w", l, err)
+		}
+	}
+	return drift.PodsOfCluster(pods.Items, rss.Items, jobs.Items), nil
+}
+
+// joinChanged prints the changed objects in a table cell.
+func joinChanged(changed []string) string {
+	if len(changed) == 0 {
+		return "-"
+	}
+	return strings.Join(changed, ",")
+}

@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/report"
+)
+
+// These specs follow config drift as configward status, the gauges and
+// the Reports show it, on the whole cluster: kube-controller-manager's
+// deployment controller replaces the pods, kwok runs them.
+
+// ages stands for the AGE column, the one part of the table that depends
+// on when the spec runs.
+var ages = regexp.MustCompile(`(?m)  (\d+s|\d+m\d*s?|-)$`)
+
+// statusTable runs `configward status` with args and returns its output,
+// AGE normalized to "<age>" (or kept "-"), and its exit code.
+type statusRun struct {
+	Table    string
+	ExitCode int
+}
+
+func status(args ...string) func() statusRun {
+	return func() statusRun {
+		res := env.Status(args...)
+		Expect(res.ExitCode).To(BeElementOf(0, 1), res.Stdout+res.Stderr)
+		return statusRun{Table: ages.ReplaceAllStringFunc(res.Stdout, func(m string) string {
+			if strings.HasSuffix(m, "-") {
+				return m
+			}
+			return "  <age>"
+		}), ExitCode: res.ExitCode}
+	}
+}
+
+// configCurrent returns the config-current result of a workload's Report:
+// its result and state property, or "none" while there is no Report.
+func configCurrent(ns, kind, name string) func() string {
+	return func() string {
+		var w appsv1.Deployment
+		Expect(kind).To(Equal("Deployment"))
+		Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &w)).To(Succeed())
+		var r openreports.Report
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: report.Name(w.UID)}, &r); err != nil {
+			return "none"
+		}
+		res := report.ConfigCurrentResult(&r)
+		if res == nil {
+			return "no result"
+		}
+		return string(res.Result) + " " + res.Properties[report.PropState]
+	}
+}
+
+func staleGauges(ns string) []float64 {
+	return []float64{
+		counter("configward_stale_workloads", map[string]string{"namespace": ns}),
+		counter("configward_stale_pods", map[string]string{"namespace": ns}),
+	}
+}
+
+// slowDeployment rolls one pod at a time and holds each new pod for
+// minReadySeconds, so a rollout of 4 takes long enough to watch.
+func slowDeployment(ns, name, cm string) string {
+	return strings.Replace(replicatedDeployment(ns, name, cm, 4), "  replicas: 4\n",
+		"  replicas: 4\n  minReadySeconds: 8\n  strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}\n", 1)
+}
+
+var _ = Describe("config drift on a whole cluster", func() {
+	It("shows the pods of a Deployment moving from stale to current config in status, the gauges and the Report", func() {
+		ns := rolloutNamespace()
+		applyWhenSeen(ns, []string{configMap(ns, "web-config", map[string]string{"app.yaml": "level: info"}, nil)},
+			map[string][]string{"web-config": nil}, slowDeployment(ns, "web", "web-config"))
+		rolloutStatus(ns, "deployment/web")
+
+		By("before any change: every pod current, exit 0")
+		Eventually(status("-n", ns), rolloutTimeout).Should(Equal(statusRun{ExitCode: 0, Table: "" +
+			"WORKLOAD        CURRENT  STALE  STATE  LAST CHANGE  AGE\n" +
+			"Deployment/web  4/4      0      done   -            -\n"}))
+		Eventually(configCurrent(ns, "Deployment", "web"), 15*time.Second).Should(Equal("pass done"))
+		Eventually(func() []float64 { return staleGauges(ns) }, 15*time.Second).Should(Equal([]float64{0, 0}))
+
+		By("after the ConfigMap changes, while pods are replaced one at a time")
+		apply(configMap(ns, "web-config", map[string]string{"app.yaml": "level: debug"}, nil))
+		Eventually(status("-n", ns), rolloutTimeout).Should(Equal(statusRun{ExitCode: 1, Table: "" +
+			"WORKLOAD        CURRENT  STALE  STATE        LAST CHANGE           AGE\n" +
+			"Deployment/web  1/5      4      progressing  ConfigMap/web-config  <age>\n"}))
+		Eventually(configCurrent(ns, "Deployment", "web"), 15*time.Second).Should(Equal("fail progressing"))
+		Eventually(func() float64 { return staleGauges(ns)[0] }, 15*time.Second).Should(Equal(1.0))
+		Expect(staleGauges(ns)[1]).To(BeNumerically(">", 0))
+		Eventually(status("-n", ns), rolloutTimeout).Should(Equal(statusRun{ExitCode: 1, Table: "" +
+			"WORKLOAD        CURRENT  STALE  STATE        LAST CHANGE           AGE\n" +
+			"Deployment/web  2/5      3      progressing  ConfigMap/web-config  <age>\n"}))
+
+		By("once every pod is replaced: current, exit 0, gauges 0, the Report passes")
+		Eventually(status("-n", ns), rolloutTimeout).Should(Equal(statusRun{ExitCode: 0, Table: "" +
+			"WORKLOAD        CURRENT  STALE  STATE  LAST CHANGE           AGE\n" +
+			"Deployment/web  4/4      0      done   ConfigMap/web-config  <age>\n"}))
+		Eventually(configCurrent(ns, "Deployment", "web"), 15*time.Second).Should(Equal("pass done"))
+		Eventually(func() []float64 { return staleGauges(ns) }, 15*time.Second).Should(Equal([]float64{0, 0}))
+
+		By("the same through kubectl, as a plugin, for one workload, and as JSON")
+		res := env.KubectlPlugin("status", "-n", ns, "deploy/web", "-o", "json")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(res.Stdout).To(ContainSubstring(`"state": "done"`))
+		Expect(res.Stdout).To(ContainSubstring(`"current": 4`))
+		Expect(res.Stdout).To(ContainSubstring(`"changed": [` + "\n" + `        "ConfigMap/web-config"`))
+		res = env.KubectlPlugin("status", "-n", ns, "deploy/nothere")
+		Expect(res.ExitCode).To(Equal(2))
+		Expect(res.Stderr).To(ContainSubstring(`Deployment "nothere" not found in namespace "` + ns + `"`))
+		res = env.KubectlPlugin("status", "frobnicator/web")
+		Expect(res.ExitCode).To(Equal(2))
+		Expect(res.Stderr).To(ContainSubstring(`"frobnicator" is not a workload kind configward stamps (see kubectl configward status --help)`))
+	})
+
+	It("says a paused Recreate Deployment will not roll until it is resumed", func() {
+		ns := rolloutNamespace()
+		applyWhenSeen(ns, []string{configMap(ns, "cfg", map[string]string{"k": "1"}, nil)}, map[string][]string{"cfg": nil},
+			strings.Replace(replicatedDeployment(ns, "paused", "cfg", 2), "  replicas: 2\n", "  replicas: 2\n  strategy: {type: Recreate}\n", 1))
+		rolloutStatus(ns, "deployment/paused")
+		Expect(env.Kubectl("", "rollout", "pause", "deployment/paused", "-n", ns).ExitCode).To(Equal(0))
+
+		apply(configMap(ns, "cfg", map[string]string{"k": "2"}, nil))
+		notRolled := statusRun{ExitCode: 1, Table: "" +
+			"WORKLOAD           CURRENT  STALE  STATE       LAST CHANGE    AGE\n" +
+			"Deployment/paused  0/2      2      not-rolled  ConfigMap/cfg  <age>\n" +
+			"\n" +
+			"Deployment/paused: ConfigMap/cfg changed, but the Deployment is paused: running pods keep the old config until it is resumed (kubectl rollout resume)\n"}
+		Eventually(status("-n", ns), 15*time.Second).Should(Equal(notRolled))
+		Consistently(status("-n", ns), 3*time.Second).Should(Equal(notRolled))
+		Eventually(configCurrent(ns, "Deployment", "paused"), 15*time.Second).Should(Equal("fail not-rolled"))
+		Eventually(func() []float64 { return staleGauges(ns) }, 15*time.Second).Should(Equal([]float64{1, 2}))
+		res := env.Status("-A")
+		Expect(res.ExitCode).To(Equal(1))
+		Expect(res.Stdout).To(MatchRegexp(fmt.Sprintf(`(?m)^%s\s+Deployment/paused\s+0/2\s+2\s+not-rolled\s`, ns)))
+		Expect(res.Stdout).To(ContainSubstring(ns + "/Deployment/paused: ConfigMap/cfg changed, but the Deployment is paused"))
+
+		Expect(env.Kubectl("", "rollout", "resume", "deployment/paused", "-n", ns).ExitCode).To(Equal(0))
+		rolloutStatus(ns, "deployment/paused")
+		Eventually(status("-n", ns), rolloutTimeout).Should(Equal(statusRun{ExitCode: 0, Table: "" +
+			"WORKLOAD           CURRENT  STALE  STATE  LAST CHANGE    AGE\n" +
+			"Deployment/paused  2/2      0      done   ConfigMap/cfg  <age>\n"}))
+		Eventually(configCurrent(ns, "Deployment", "paused"), 15*time.Second).Should(Equal("pass done"))
+		Eventually(func() []float64 { return staleGauges(ns) }, 15*time.Second).Should(Equal([]float64{0, 0}))
+	})
+})
