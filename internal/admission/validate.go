@@ -18,7 +18,6 @@ import (
 
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/policystore"
-	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/ruleinput"
 	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/internal/workload"
@@ -192,11 +191,5 @@ func (h *ValidateWorkloads) input(ctx context.Context, req admission.Request, ki
 		Operation: string(req.Operation), Username: req.UserInfo.Username, Groups: req.UserInfo.Groups,
 		DryRun: ptr.Deref(req.DryRun, false), Kind: kind.Kind, Namespace: req.Namespace, Name: name,
 		SubResource: req.SubResource,
-	}, obj, req.Object.Raw, req.OldObject.Raw, func(k refs.Kind, n string) (ruleinput.Target, error) {
-		o, err := h.Inventory.Get(ctx, k, req.Namespace, n)
-		if err != nil {
-			return ruleinput.Target{}, err
-		}
-		return ruleinput.Target{Known: true, Exists: o.Exists, Keys: ruleinput.SortedKeys(o.KeyDigests), Reload: string(o.Mode), Immutable: o.Immutable}, nil
-	})
+	}, obj, req.Object.Raw, req.OldObject.Raw, h.Inventory.Targets(ctx, req.Namespace))
 }

@@ -19,12 +19,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/report"
+	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -62,33 +65,81 @@ type DriftOptions struct {
 	// Changes is the rollout controller's log of which config changed.
 	Changes *drift.Changes
 	// Reports turns on writing OpenReports Reports; the caller has checked
-	// that their CRD is served and registered their informer.
-	Reports bool
+	// that their CRD is served and registered their informer. Policies
+	// give the rules whose findings on existing workloads they carry.
+	Reports  bool
+	Policies *policystore.Store
 }
 
 // SetupDrift registers the drift controller, which reconciles namespaces.
 func SetupDrift(mgr ctrl.Manager, inv *inventory.Inventory, opts DriftOptions) error {
 	d := &driftJudge{client: mgr.GetClient(), inv: inv, opts: opts, kinds: inventory.RolloutKinds()}
 	b := ctrl.NewControllerManagedBy(mgr).Named("drift")
-	watched := []client.Object{&corev1.Pod{}, &corev1.ConfigMap{}, &corev1.Secret{}}
+	watched := []client.Object{&corev1.Pod{}, &appsv1.ReplicaSet{}, &batchv1.Job{}}
 	for _, k := range d.kinds {
 		obj, _ := workload.New(k.Kind)
 		watched = append(watched, obj)
 	}
+	var configChanged func(namespace string)
 	if opts.Reports {
-		// A Report edited or deleted by hand is put back.
-		watched = append(watched, &openreports.Report{})
+		informer, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.ConfigSchema{})
+		if err != nil {
+			return fmt.Errorf("starting the ConfigSchema informer: %w", err)
+		}
+		schemas := schemastore.New(mgr.GetCache())
+		if _, err := schemas.Watch(informer); err != nil {
+			return err
+		}
+		d.findings = newFindingsEvaluator(mgr.GetCache(), mgr.GetAPIReader(), inv, opts.Policies, schemas)
+		configChanged = d.findings.changed
+		// A Report edited or deleted by hand is put back; a schema change
+		// judges its ConfigMaps again.
+		watched = append(watched, &openreports.Report{}, &v1alpha1.ConfigSchema{})
+		policiesChanged := make(chan event.GenericEvent, 1)
+		opts.Policies.OnChange(func() {
+			select {
+			case policiesChanged <- event.GenericEvent{Object: &corev1.Namespace{}}:
+			default: // one pending re-evaluation covers every change before it
+			}
+		})
+		b = b.WatchesRawSource(source.Channel(policiesChanged, handler.EnqueueRequestsFromMapFunc(d.everyNamespace))).
+			// Labels select ConfigPolicies, which set the rules' actions.
+			Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+				d.findings.changed(o.GetName())
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+			}))
 	}
 	for _, obj := range watched {
-		b = b.Watches(obj, namespaceOf())
+		b = b.Watches(obj, namespaceOf(nil))
+	}
+	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}} {
+		b = b.Watches(obj, namespaceOf(configChanged))
 	}
 	return b.Complete(d)
 }
 
+// everyNamespace enqueues every namespace, when the rules in force change.
+func (d *driftJudge) everyNamespace(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list corev1.NamespaceList
+	if err := d.client.List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing namespaces after the ConfigPolicies in force changed")
+		return nil
+	}
+	out := make([]reconcile.Request, len(list.Items))
+	for i, ns := range list.Items {
+		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: ns.Name}}
+	}
+	return out
+}
+
 // namespaceOf enqueues the namespace of whatever changed, a little later,
-// so that the events of one rollout give one judgement.
-func namespaceOf() handler.EventHandler {
+// so that the events of one rollout give one judgement. changed, if set,
+// hears of the namespace first.
+func namespaceOf(changed func(namespace string)) handler.EventHandler {
 	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if changed != nil {
+			changed(o.GetNamespace())
+		}
 		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}, driftDelay)
 	}
 	return handler.Funcs{
@@ -109,6 +160,9 @@ type driftJudge struct {
 	inv    *inventory.Inventory
 	opts   DriftOptions
 	kinds  []workload.Kind
+	// findings evaluates rules and schemas on existing objects, for the
+	// Reports; nil when Reports are off.
+	findings *findingsEvaluator
 }
 
 func (d *driftJudge) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -120,46 +174,67 @@ func (d *driftJudge) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, err
 		}
 	}
-	statuses, err := d.judge(ctx, ns, reports)
+	statuses, objs, err := d.judge(ctx, ns, reports)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	publishGauges(ns, statuses)
-	if d.opts.Reports {
-		return reconcile.Result{}, d.writeReports(ctx, ns, statuses, reports)
+	if !d.opts.Reports {
+		return reconcile.Result{}, nil
 	}
-	return reconcile.Result{}, nil
+	results, err := d.findings.namespace(ctx, ns, objs)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	for _, s := range statuses {
+		uid := s.UID
+		results[uid] = append(results[uid], subjectResults{subject: report.Subject(s.APIVersion, s.Kind, ns, s.Name, uid),
+			results: []openreports.ReportResult{report.ConfigCurrentResult(s)}})
+	}
+	return reconcile.Result{}, d.writeReports(ctx, ns, results, reports)
 }
 
-// judge computes the drift of every stamped top-level workload of ns.
-func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*openreports.Report) ([]drift.Status, error) {
+// subjectResults are results about one object.
+type subjectResults struct {
+	subject corev1.ObjectReference
+	results []openreports.ReportResult
+}
+
+// judge computes the drift of every stamped top-level workload of ns, and
+// returns every top-level workload too, for the rules.
+func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*openreports.Report) ([]drift.Status, []workloadObject, error) {
 	byWorkload, err := d.podsByWorkload(ctx, ns)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	enabled, includeSecrets := true, true
 	if d.opts.Settings != nil {
 		if enabled, includeSecrets, err = d.opts.Settings(ctx, ns); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	key := d.opts.Keys.Current().Bytes()
 	var out []drift.Status
+	var objs []workloadObject
 	seen := map[drift.Key]bool{}
 	for _, k := range d.kinds {
 		list, _ := workload.NewList(k.Kind)
 		if err := d.client.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return nil, fmt.Errorf("listing %s: %w", k.Resource, err)
+			return nil, nil, fmt.Errorf("listing %s: %w", k.Resource, err)
 		}
 		for _, obj := range workload.Items(list) {
+			if workload.Controlled(obj) || obj.GetDeletionTimestamp() != nil {
+				continue
+			}
+			objs = append(objs, workloadObject{kind: k, obj: obj})
 			template, stamped := workload.TemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation)
-			if !stamped || workload.Controlled(obj) || obj.GetDeletionTimestamp() != nil {
+			if !stamped {
 				continue
 			}
 			spec, _ := workload.PodSpec(obj)
 			wanted, counted, err := d.inv.TemplateHash(ctx, key, ns, spec, includeSecrets)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if counted == 0 {
 				// It consumes no config configward counts any more: nothing
@@ -183,7 +258,7 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 		}
 	}
 	d.opts.Changes.Retain(ns, func(k drift.Key) bool { return seen[k] })
-	return out, nil
+	return out, objs, nil
 }
 
 // podsByWorkload counts the running pods of ns by top-level workload and
@@ -236,17 +311,24 @@ func (d *driftJudge) storedReports(ctx context.Context, ns string) (map[string]*
 	return out, nil
 }
 
-// writeReports makes the stored Reports of ns say what statuses say,
-// writing only those that differ, and deletes the Reports of workloads
-// that are no longer stamped.
-func (d *driftJudge) writeReports(ctx context.Context, ns string, statuses []drift.Status, stored map[string]*openreports.Report) error {
+// writeReports makes the stored Reports of ns say what results say,
+// one Report per object with results, writing only those that differ, and
+// deletes the Reports of objects with nothing left to report.
+func (d *driftJudge) writeReports(ctx context.Context, ns string, results map[types.UID][]subjectResults, stored map[string]*openreports.Report) error {
 	now := time.Now()
 	wanted := map[string]bool{}
-	for _, s := range statuses {
-		name := report.Name(s.UID)
+	for uid, parts := range results {
+		var all []openreports.ReportResult
+		for _, p := range parts {
+			all = append(all, p.results...)
+		}
+		if len(all) == 0 {
+			continue
+		}
+		name := report.Name(uid)
 		wanted[name] = true
 		prev := stored[name]
-		want := report.ForWorkload(s, prev, now)
+		want := report.Build(parts[0].subject, all, prev, now)
 		switch {
 		case prev == nil:
 			if err := d.client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -13,6 +13,7 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/digest"
 	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/ruleinput"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -204,3 +205,15 @@ func ignoreNotFound(err error) error {
 }
 
 func isTrue(b *bool) bool { return b != nil && *b }
+
+// Targets answers the rules' questions about the ConfigMaps and Secrets a
+// workload of namespace references, from the cache; no API call is made.
+func (inv *Inventory) Targets(ctx context.Context, namespace string) ruleinput.TargetLookup {
+	return func(k refs.Kind, name string) (ruleinput.Target, error) {
+		o, err := inv.Get(ctx, k, namespace, name)
+		if err != nil {
+			return ruleinput.Target{}, err
+		}
+		return ruleinput.Target{Known: true, Exists: o.Exists, Keys: ruleinput.SortedKeys(o.KeyDigests), Reload: string(o.Mode), Immutable: o.Immutable}, nil
+	}
+}

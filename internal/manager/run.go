@@ -335,7 +335,7 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 		return nil, err
 	}
 	if err := controller.SetupDrift(mgr, inv, controller.DriftOptions{
-		Keys: keys, Settings: settings, Changes: changes, Reports: reports,
+		Keys: keys, Settings: settings, Changes: changes, Reports: reports, Policies: policies,
 	}); err != nil {
 		return nil, err
 	}

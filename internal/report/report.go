@@ -1,14 +1,16 @@
-// Package report turns a workload's config drift into an OpenReports
-// Report (openreports.io/v1alpha1), which Policy Reporter and other tools
-// read. There is one Report per workload, named after its UID and owned by
-// it, so no Report grows with the namespace and the garbage collector
-// removes it with its workload. A Report holds facts that change with the
+// Package report turns what configward knows of an existing object into an
+// OpenReports Report (openreports.io/v1alpha1), which Policy Reporter and
+// other tools read: a workload's config drift and its rule findings, a
+// ConfigMap's ConfigSchema violations. There is one Report per object,
+// named after its UID and owned by it, so no Report grows with the
+// namespace and the garbage collector removes it with its object. A Report holds facts that change with the
 // config, never with each pod replaced (counts stay with `configward
 // status`), so it is written a few times per config change, not per pod.
 package report
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configward/configward/internal/drift"
+	"github.com/configward/configward/internal/rules"
 )
 
 const (
@@ -35,14 +38,18 @@ const (
 
 	// Property names of the config-current result; `configward status`
 	// reads them back.
-	PropWanted       = "wantedHash"
-	PropTemplate     = "templateHash"
-	PropState        = "state"
-	PropReason       = "reason"
-	PropWhy          = "why"
-	PropUntil        = "until"
-	PropChanged      = "changed"
-	PropChangedAt    = "changedAt"
+	PropWanted    = "wantedHash"
+	PropTemplate  = "templateHash"
+	PropState     = "state"
+	PropReason    = "reason"
+	PropWhy       = "why"
+	PropUntil     = "until"
+	PropChanged   = "changed"
+	PropChangedAt = "changedAt"
+	// Properties of a finding's result.
+	PropAction       = "action"
+	PropPath         = "path"
+	PropExemption    = "exemption"
 	changedSeparator = ","
 )
 
@@ -50,40 +57,111 @@ const (
 // fits a name; kind and name together may not.
 func Name(uid types.UID) string { return "configward-" + string(uid) }
 
-// ForWorkload builds the Report of one workload from its drift. prev is
-// the Report stored now, or nil: a result whose facts did not change keeps
-// its timestamp, so unchanged facts give an equal Report and no write.
-func ForWorkload(s drift.Status, prev *openreports.Report, now time.Time) *openreports.Report {
-	subject := corev1.ObjectReference{APIVersion: s.APIVersion, Kind: s.Kind, Namespace: s.Namespace, Name: s.Name, UID: s.UID}
-	result := configCurrent(s, subject)
-	result.Timestamp = metav1.Timestamp{Seconds: now.Unix(), Nanos: int32(now.Nanosecond())}
-	if old := findResult(prev, ConfigCurrent); old != nil {
-		kept := *old
-		kept.Timestamp = result.Timestamp
-		if equality.Semantic.DeepEqual(kept, result) {
-			result.Timestamp = old.Timestamp
+// MaxResults bounds the results of one Report: with the config-current
+// result first, a workload with hundreds of findings still fits well
+// inside the API server's object size limit (a result is under 1 KiB).
+const MaxResults = 200
+
+// Build makes the Report of one object (a workload or a ConfigMap) from its
+// results. prev is the Report stored now, or nil: a result whose facts did
+// not change keeps its timestamp, so unchanged facts give an equal Report
+// and no write.
+func Build(subject corev1.ObjectReference, results []openreports.ReportResult, prev *openreports.Report, now time.Time) *openreports.Report {
+	stamp := metav1.Timestamp{Seconds: now.Unix(), Nanos: int32(now.Nanosecond())}
+	sort.SliceStable(results, func(i, j int) bool { return resultOrder(results[i]) < resultOrder(results[j]) })
+	if len(results) > MaxResults {
+		results = results[:MaxResults]
+	}
+	for i := range results {
+		results[i].Source = Source
+		if results[i].Policy == "" {
+			results[i].Policy = Policy
+		}
+		results[i].Subjects = []corev1.ObjectReference{subject}
+		results[i].Timestamp = stamp
+		if old := sameResult(prev, results[i]); old != nil {
+			results[i].Timestamp = old.Timestamp
 		}
 	}
 	r := &openreports.Report{
 		TypeMeta: metav1.TypeMeta{APIVersion: openreports.SchemeGroupVersion.String(), Kind: "Report"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      Name(s.UID),
-			Namespace: s.Namespace,
+			Name:      Name(subject.UID),
+			Namespace: subject.Namespace,
 			Labels:    map[string]string{ManagedByLabel: Source},
 			// Owned, not controlled, and without blockOwnerDeletion, which
-			// would need rights on the workload's finalizers: the garbage
-			// collector deletes the Report with its workload.
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: s.APIVersion, Kind: s.Kind, Name: s.Name, UID: s.UID}},
+			// would need rights on the object's finalizers: the garbage
+			// collector deletes the Report with its object.
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: subject.APIVersion, Kind: subject.Kind, Name: subject.Name, UID: subject.UID}},
 		},
 		Source:  Source,
 		Scope:   &subject,
-		Results: []openreports.ReportResult{result},
+		Results: results,
 	}
 	r.Summary = summarize(r.Results)
 	return r
 }
 
-func configCurrent(s drift.Status, subject corev1.ObjectReference) openreports.ReportResult {
+// resultOrder puts config-current first, then findings by rule and path.
+func resultOrder(r openreports.ReportResult) string {
+	if r.Rule == ConfigCurrent {
+		return ""
+	}
+	return r.Rule + "\x00" + r.Properties[PropPath] + "\x00" + r.Description
+}
+
+// sameResult finds in prev the result equal to r but for its timestamp.
+func sameResult(prev *openreports.Report, r openreports.ReportResult) *openreports.ReportResult {
+	if prev == nil {
+		return nil
+	}
+	for i := range prev.Results {
+		old := prev.Results[i]
+		old.Timestamp = r.Timestamp
+		if equality.Semantic.DeepEqual(old, r) {
+			return &prev.Results[i]
+		}
+	}
+	return nil
+}
+
+// Subject is the reference a Report and its results name.
+func Subject(apiVersion, kind, namespace, name string, uid types.UID) corev1.ObjectReference {
+	return corev1.ObjectReference{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name, UID: uid}
+}
+
+// ConfigCurrentResult is the config-current result of a workload's drift:
+// pass when every pod runs the current config.
+func ConfigCurrentResult(s drift.Status) openreports.ReportResult {
+	return configCurrent(s)
+}
+
+// FindingResults are the results of the rules' findings on an existing
+// object, as the namespace's ConfigPolicies decide them: a finding that
+// would be denied now fails, a warned one warns, an audited one warns at
+// low severity, and one the object is exempt from is skipped.
+func FindingResults(out rules.Outcome) []openreports.ReportResult {
+	var res []openreports.ReportResult
+	add := func(fs []rules.Finding, action rules.Action, result openreports.Result, severity openreports.ResultSeverity) {
+		for _, f := range fs {
+			r := openreports.ReportResult{
+				Rule: f.Rule, Category: "Config safety", Result: result, Severity: severity, Description: f.Message,
+				Properties: map[string]string{PropAction: string(action), PropPath: f.Path},
+			}
+			if f.Exemption != "" {
+				r.Result, r.Severity = "skip", ""
+				r.Properties[PropExemption] = f.Exemption
+			}
+			res = append(res, r)
+		}
+	}
+	add(out.Denied, rules.Deny, "fail", "high")
+	add(out.Warned, rules.Warn, "warn", "medium")
+	add(out.Audited, rules.Audit, "warn", "low")
+	return res
+}
+
+func configCurrent(s drift.Status) openreports.ReportResult {
 	props := map[string]string{
 		PropWanted:   s.Wanted,
 		PropTemplate: s.Template,
@@ -102,7 +180,6 @@ func configCurrent(s drift.Status, subject corev1.ObjectReference) openreports.R
 		Rule:        ConfigCurrent,
 		Category:    "Config drift",
 		Result:      "pass",
-		Subjects:    []corev1.ObjectReference{subject},
 		Description: Message(s),
 		Properties:  props,
 	}
@@ -146,8 +223,8 @@ func LastChange(r *openreports.Report, wanted string) ([]string, time.Time) {
 	return strings.Split(res.Properties[PropChanged], changedSeparator), at
 }
 
-// ConfigCurrentResult returns a Report's config-current result, or nil.
-func ConfigCurrentResult(r *openreports.Report) *openreports.ReportResult {
+// StoredConfigCurrent returns a Report's config-current result, or nil.
+func StoredConfigCurrent(r *openreports.Report) *openreports.ReportResult {
 	return findResult(r, ConfigCurrent)
 }
 

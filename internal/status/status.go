@@ -121,7 +121,7 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 				TemplateHold: drift.TemplateHoldOf(k.Kind, obj, true),
 				PodHold:      drift.PodHoldOf(k.Kind, obj),
 			}
-			r := report.ConfigCurrentResult(reports[obj.GetUID()])
+			r := report.StoredConfigCurrent(reports[obj.GetUID()])
 			// A Report written for another template is behind: the live
 			// template is the better guess at what the config gives.
 			fromReport := r != nil && r.Properties[report.PropTemplate] == template

@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/report"
@@ -55,7 +56,7 @@ func configCurrent(ns, kind, name string) func() string {
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: report.Name(w.UID)}, &r); err != nil {
 			return "none"
 		}
-		res := report.ConfigCurrentResult(&r)
+		res := report.StoredConfigCurrent(&r)
 		if res == nil {
 			return "no result"
 		}
@@ -153,5 +154,63 @@ var _ = Describe("config drift on a whole cluster", func() {
 			"Deployment/paused  2/2      0      done   ConfigMap/cfg  <age>\n"}))
 		Eventually(configCurrent(ns, "Deployment", "paused"), 15*time.Second).Should(Equal("pass done"))
 		Eventually(func() []float64 { return staleGauges(ns) }, 15*time.Second).Should(Equal([]float64{0, 0}))
+	})
+})
+
+// reportOf lists the results of the Report configward keeps on an object,
+// as "rule result subject", or nil while it has none.
+func reportOf(ns string, obj client.Object) func() []string {
+	return func() []string {
+		Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+		var r openreports.Report
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: report.Name(obj.GetUID())}, &r); err != nil {
+			return nil
+		}
+		Expect(r.Source).To(Equal("configward"))
+		Expect(r.Scope.UID).To(Equal(obj.GetUID()))
+		var out []string
+		for _, res := range r.Results {
+			Expect(res.Subjects).To(HaveLen(1))
+			out = append(out, fmt.Sprintf("%s %s %s/%s", res.Rule, res.Result, res.Subjects[0].Kind, res.Subjects[0].Name))
+		}
+		return out
+	}
+}
+
+var _ = Describe("OpenReports", func() {
+	It("carry rule findings on existing workloads and ConfigSchema violations of stored ConfigMaps, until they are fixed", func() {
+		ns := rulesNamespace()
+		leaky := func(env string) string {
+			return workloadYAML("Deployment", ns, "api", `containers:
+- name: app
+  image: app
+  volumeMounts: [{name: config, mountPath: /etc/app}]
+`+env+`volumes: [{name: config, configMap: {name: app-config}}]
+`)
+		}
+		apply(leaky("  env:\n  - name: DB_PASSWORD\n    valueFrom: {secretKeyRef: {name: db, key: password}}\n"))
+		api := &appsv1.Deployment{}
+		api.Namespace, api.Name = ns, "api"
+		Eventually(reportOf(ns, api), 15*time.Second).Should(Equal([]string{
+			"config-current pass Deployment/api",
+			"secret-in-env warn Deployment/api",
+		}))
+		res := env.Kubectl("", "get", "reports", "-n", ns, "-o", "jsonpath={.items[*].results[*].message}")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(res.Stdout).To(ContainSubstring(`Deployment ` + ns + `/api container "app" gets Secret "db" as env (spec.template.spec.containers[0].env[0].valueFrom.secretKeyRef)`))
+		Expect(res.Stdout).NotTo(ContainSubstring("not-printed"), "a Secret's value")
+
+		By("a ConfigMap stored before the schema that it breaks")
+		apply(literalConfigMap(ns, "settings", map[string]string{"app.yaml": "port: one"}, ""))
+		apply(schemaYAML(ns, "ports", []string{"settings"}, "app.yaml", "yaml", `{"type": "object", "properties": {"port": {"type": "integer"}}}`, ""))
+		settings := &corev1.ConfigMap{}
+		settings.Namespace, settings.Name = ns, "settings"
+		Eventually(reportOf(ns, settings), 15*time.Second).Should(Equal([]string{"config-schema fail ConfigMap/settings"}))
+
+		By("fixing both removes the results")
+		apply(leaky(""))
+		Eventually(reportOf(ns, api), 15*time.Second).Should(Equal([]string{"config-current pass Deployment/api"}))
+		apply(literalConfigMap(ns, "settings", map[string]string{"app.yaml": "port: 1"}, ""))
+		Eventually(reportOf(ns, settings), 15*time.Second).Should(BeNil())
 	})
 })

@@ -1,0 +1,199 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/report"
+	"github.com/configward/configward/internal/ruleinput"
+	"github.com/configward/configward/internal/rules"
+	"github.com/configward/configward/internal/schemastore"
+	"github.com/configward/configward/internal/workload"
+)
+
+// findingsEvaluator judges existing objects as admission would judge them
+// now, for the Reports: every top-level workload by the rules, every
+// ConfigMap a ConfigSchema governs by its schemas. A namespace is judged
+// again on every pod event of a rollout, so results are kept per object
+// and recomputed only when something they depend on changed: the object
+// (its resourceVersion), the rules in force, the namespace's config or
+// labels (its epoch), or the schemas.
+type findingsEvaluator struct {
+	cache    client.Reader // the manager's cache
+	values   client.Reader // the API server: the cache keeps only digests of ConfigMap values
+	inv      *inventory.Inventory
+	policies *policystore.Store
+	schemas  *schemastore.Store
+
+	mu     sync.Mutex
+	epochs map[string]uint64
+	byUID  map[types.UID]evaluated
+}
+
+type evaluated struct {
+	namespace, key string
+	results        []openreports.ReportResult
+}
+
+// workloadObject is a top-level workload with its kind.
+type workloadObject struct {
+	kind workload.Kind
+	obj  client.Object
+}
+
+func newFindingsEvaluator(cache, values client.Reader, inv *inventory.Inventory, policies *policystore.Store, schemas *schemastore.Store) *findingsEvaluator {
+	return &findingsEvaluator{cache: cache, values: values, inv: inv, policies: policies, schemas: schemas,
+		epochs: map[string]uint64{}, byUID: map[types.UID]evaluated{}}
+}
+
+// changed records that the namespace's config or labels changed: every
+// result there is computed again.
+func (e *findingsEvaluator) changed(namespace string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.epochs[namespace]++
+}
+
+func (e *findingsEvaluator) lookup(uid types.UID, key string) ([]openreports.ReportResult, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c, ok := e.byUID[uid]
+	return c.results, ok && c.key == key
+}
+
+func (e *findingsEvaluator) keep(uid types.UID, namespace, key string, results []openreports.ReportResult) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.byUID[uid] = evaluated{namespace: namespace, key: key, results: results}
+}
+
+// namespace returns the findings' results of the objects of ns, by UID.
+func (e *findingsEvaluator) namespace(ctx context.Context, ns string, workloads []workloadObject) (map[types.UID][]subjectResults, error) {
+	nsObj, err := policystore.LookupNamespace(ctx, e.cache, ns)
+	if err != nil {
+		return nil, err
+	}
+	active := e.policies.Current()
+	settings := active.Settings(nsObj)
+	enabled, _ := active.Rollouts(nsObj)
+	e.mu.Lock()
+	epoch := e.epochs[ns]
+	e.mu.Unlock()
+
+	out := map[types.UID][]subjectResults{}
+	seen := map[types.UID]bool{}
+	add := func(uid types.UID, subject corev1.ObjectReference, results []openreports.ReportResult) {
+		seen[uid] = true
+		if len(results) > 0 {
+			out[uid] = append(out[uid], subjectResults{subject: subject, results: results})
+		}
+	}
+	for _, w := range workloads {
+		key := fmt.Sprintf("%s|%p|%d", w.obj.GetResourceVersion(), active, epoch)
+		results, ok := e.lookup(w.obj.GetUID(), key)
+		if !ok {
+			results = e.workloadResults(ctx, w, ns, active, settings, enabled)
+			e.keep(w.obj.GetUID(), ns, key, results)
+		}
+		add(w.obj.GetUID(), report.Subject(w.kind.GroupVersionKind().GroupVersion().String(), w.kind.Kind, ns, w.obj.GetName(), w.obj.GetUID()), results)
+	}
+
+	var cms corev1.ConfigMapList
+	if err := e.cache.List(ctx, &cms, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("listing configmaps: %w", err)
+	}
+	for i := range cms.Items {
+		cm := &cms.Items[i]
+		gov, missing, err := e.schemas.For(ctx, cm)
+		if err != nil {
+			return nil, err
+		}
+		if len(gov) == 0 && missing == "" {
+			continue
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s|%p|%d|%s", cm.ResourceVersion, active, epoch, missing)
+		for _, g := range gov {
+			fmt.Fprintf(&b, "|%s/%d/%v", g.Name, g.Generation, g.Err)
+		}
+		results, ok := e.lookup(cm.UID, b.String())
+		if !ok {
+			if results, err = e.configMapResults(ctx, cm, settings); err != nil {
+				return nil, err
+			}
+			e.keep(cm.UID, ns, b.String(), results)
+		}
+		add(cm.UID, report.Subject("v1", "ConfigMap", ns, cm.Name, cm.UID), results)
+	}
+
+	e.mu.Lock()
+	for uid, c := range e.byUID {
+		if c.namespace == ns && !seen[uid] {
+			delete(e.byUID, uid)
+		}
+	}
+	e.mu.Unlock()
+	return out, nil
+}
+
+// workloadResults runs the rules on an existing workload as if it were
+// created now. A workload the rules cannot judge gets an error result
+// instead of holding up the namespace's other Reports.
+func (e *findingsEvaluator) workloadResults(ctx context.Context, w workloadObject, ns string, active *policystore.Active, settings rules.Settings, rolloutsEnabled bool) []openreports.ReportResult {
+	findings, err := e.evalWorkload(ctx, w, ns, active, rolloutsEnabled)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "evaluating rules on an existing workload", "kind", w.kind.Kind, "namespace", ns, "name", w.obj.GetName())
+		return []openreports.ReportResult{{Rule: "evaluation", Result: "error", Description: fmt.Sprintf("configward could not evaluate its rules on this %s: %v", w.kind.Kind, err)}}
+	}
+	return report.FindingResults(rules.Apply(settings, findings, w.obj.GetAnnotations(), rules.Options{}))
+}
+
+func (e *findingsEvaluator) evalWorkload(ctx context.Context, w workloadObject, ns string, active *policystore.Active, rolloutsEnabled bool) ([]rules.Finding, error) {
+	version := active.Version
+	var object []byte
+	if version.WantsObjects {
+		// Custom rules read the object: the cached one, which has no
+		// managed fields and no inline env values (policies/README).
+		var err error
+		if object, err = json.Marshal(w.obj); err != nil {
+			return nil, err
+		}
+	}
+	input, err := ruleinput.WorkloadInput(ruleinput.Request{Operation: "CREATE", Kind: w.kind.Kind, Namespace: ns, Name: w.obj.GetName()},
+		w.obj, object, nil, e.inv.Targets(ctx, ns))
+	if err != nil {
+		return nil, err
+	}
+	input.Workload.RolloutDisabled = input.Workload.RolloutDisabled || !rolloutsEnabled
+	value, err := input.Value(version.WantsObjects)
+	if err != nil {
+		return nil, err
+	}
+	return version.Eval(ctx, value)
+}
+
+// configMapResults validates a governed ConfigMap's stored values, read
+// from the API server, against its schemas.
+func (e *findingsEvaluator) configMapResults(ctx context.Context, cached *corev1.ConfigMap, settings rules.Settings) ([]openreports.ReportResult, error) {
+	var cm corev1.ConfigMap
+	if err := e.values.Get(ctx, client.ObjectKeyFromObject(cached), &cm); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	gov, missing, err := e.schemas.For(ctx, &cm)
+	if err != nil {
+		return nil, err
+	}
+	findings := schemastore.Findings(&cm, gov, missing)
+	return report.FindingResults(rules.Apply(settings, findings, cm.Annotations, rules.Options{})), nil
+}
