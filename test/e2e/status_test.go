@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -212,5 +214,57 @@ var _ = Describe("OpenReports", func() {
 		Eventually(reportOf(ns, api), 15*time.Second).Should(Equal([]string{"config-current pass Deployment/api"}))
 		apply(literalConfigMap(ns, "settings", map[string]string{"app.yaml": "port: 1"}, ""))
 		Eventually(reportOf(ns, settings), 15*time.Second).Should(BeNil())
+	})
+})
+
+var _ = Describe("OpenReports at scale", func() {
+	It("never writes an object over the API server's size limit, with 2,000 workloads in one namespace", func() {
+		const workloads = 2000
+		ns := rulesNamespace()
+		// Long names and a finding each: the worst a namespace-wide Report
+		// would have to hold.
+		name := func(i int) string { return fmt.Sprintf("%s-%04d", strings.Repeat("w", 57), i) } // 63, the longest a Deployment may have (its label)
+		objs := make(chan client.Object, workloads)
+		for i := range workloads {
+			objs <- decode(workloadYAML("Deployment", ns, name(i), `containers:
+- name: app
+  image: app
+  env: [{name: P, valueFrom: {secretKeyRef: {name: db, key: password}}}]
+  volumeMounts: [{name: config, mountPath: /etc/app}]
+volumes: [{name: config, configMap: {name: app-config}}]
+`))
+		}
+		close(objs)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				defer GinkgoRecover()
+				for o := range objs {
+					Expect(env.Client.Create(context.Background(), o)).To(Succeed())
+				}
+			})
+		}
+		wg.Wait()
+
+		reports := func() int {
+			var list openreports.ReportList
+			Expect(env.Client.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
+			return len(list.Items)
+		}
+		Eventually(reports, 3*time.Minute, time.Second).Should(Equal(workloads))
+		var list openreports.ReportList
+		Expect(env.Client.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
+		largest := 0
+		for i := range list.Items {
+			Expect(list.Items[i].Results).To(HaveLen(2)) // config-current and secret-in-env
+			js, err := json.Marshal(&list.Items[i])
+			Expect(err).NotTo(HaveOccurred())
+			largest = max(largest, len(js))
+		}
+		Expect(largest).To(BeNumerically("<", 1536*1024), "the API server's default limit for one object (etcd's 1.5 MiB)")
+		AddReportEntry("largest Report (bytes)", largest)
+		res := env.Kubectl("", "get", "reps", "-n", ns, "--no-headers")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(strings.Count(res.Stdout, "\n")).To(Equal(workloads))
 	})
 })
