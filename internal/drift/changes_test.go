@@ -46,6 +46,7 @@ func TestChangesTake(t *testing.T) {
 			add(web, "ConfigMap/app"), add(web, "Secret/db"), take(web, "ConfigMap/app", "Secret/db"),
 			add(web, "ConfigMap/new"), putBack(web, "ConfigMap/app", "Secret/db"),
 			take(web, "ConfigMap/app", "ConfigMap/new", "Secret/db")}},
+		{"putBack reopens what was taken", []op{add(web, "ConfigMap/app"), take(web, "ConfigMap/app"), putBack(web, "ConfigMap/app"), take(web, "ConfigMap/app")}},
 		{"putBack of nothing", []op{putBack(web), take(web)}},
 		{"putBack of nothing keeps what is there", []op{add(web, "ConfigMap/app"), putBack(web), take(web, "ConfigMap/app")}},
 	} {
