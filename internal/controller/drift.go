@@ -227,6 +227,10 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 				continue
 			}
 			objs = append(objs, workloadObject{kind: k, obj: obj})
+			dk := drift.Key{Group: k.Group, Kind: k.Kind, NamespacedName: client.ObjectKeyFromObject(obj)}
+			// Unstamped workloads too: the rollout controller may be about
+			// to stamp one for a change it logged.
+			seen[dk] = true
 			template, stamped := workload.TemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation)
 			if !stamped {
 				continue
@@ -248,8 +252,6 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 				TemplateHold: drift.TemplateHoldOf(k.Kind, obj, enabled),
 				PodHold:      drift.PodHoldOf(k.Kind, obj),
 			}, drift.CountPods(wanted, byWorkload[obj.GetUID()]))
-			dk := drift.Key{Group: k.Group, Kind: k.Kind, NamespacedName: client.ObjectKeyFromObject(obj)}
-			seen[dk] = true
 			s.Changed, s.ChangedAt = d.opts.Changes.Last(dk)
 			if len(s.Changed) == 0 {
 				s.Changed, s.ChangedAt = report.LastChange(reports[report.Name(obj.GetUID())], wanted)
