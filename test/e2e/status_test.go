@@ -113,6 +113,13 @@ var _ = Describe("config drift on a whole cluster", func() {
 		Eventually(configCurrent(ns, "Deployment", "web"), 15*time.Second).Should(Equal("pass done"))
 		Eventually(func() []float64 { return staleGauges(ns) }, 15*time.Second).Should(Equal([]float64{0, 0}))
 
+		By("the Report was written when its facts changed, not per pod replaced nor on a timer")
+		writes := controllerPatches(ns, "reports")()
+		// created (done), then pending and/or progressing, then done again
+		Expect(writes).To(BeNumerically("<=", 4))
+		AddReportEntry("Report writes for a config change rolling 4 pods", writes)
+		Consistently(controllerPatches(ns, "reports"), 5*time.Second).Should(Equal(writes))
+
 		By("the same through kubectl, as a plugin, for one workload, and as JSON")
 		res := env.KubectlPlugin("status", "-n", ns, "deploy/web", "-o", "json")
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
