@@ -209,6 +209,21 @@ var _ = Describe("OpenReports", func() {
 		Expect(res.Stdout).To(ContainSubstring(`Deployment ` + ns + `/api container "app" gets Secret "db" as env (spec.template.spec.containers[0].env[0].valueFrom.secretKeyRef)`))
 		Expect(res.Stdout).NotTo(ContainSubstring("not-printed"), "a Secret's value")
 
+		By("a Report edited or deleted by someone else is put back")
+		Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(api), api)).To(Succeed())
+		name := report.Name(api.UID)
+		res = env.Kubectl("", "patch", "report", name, "-n", ns, "--type=json", "-p", `[{"op": "replace", "path": "/results/1/result", "value": "pass"}]`)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(reportOf(ns, api), 15*time.Second).Should(Equal([]string{
+			"config-current pass Deployment/api",
+			"secret-in-env warn Deployment/api",
+		}))
+		Expect(env.Kubectl("", "delete", "report", name, "-n", ns).ExitCode).To(Equal(0))
+		Eventually(reportOf(ns, api), 15*time.Second).Should(Equal([]string{
+			"config-current pass Deployment/api",
+			"secret-in-env warn Deployment/api",
+		}))
+
 		By("a ConfigMap stored before the schema that it breaks")
 		apply(literalConfigMap(ns, "settings", map[string]string{"app.yaml": "port: one"}, ""))
 		apply(schemaYAML(ns, "ports", []string{"settings"}, "app.yaml", "yaml", `{"type": "object", "properties": {"port": {"type": "integer"}}}`, ""))
