@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -73,17 +74,23 @@ type RolloutOptions struct {
 	Keys *hashkey.Source
 }
 
-// SetupRollouts registers one rollout controller per workload kind, all
-// paced by one rate.
+// SetupRollouts registers one rollout controller per workload kind the
+// inventory watches (built-in and declared custom kinds; see
+// inventory.Start), all paced by one rate.
 func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptions) error {
 	pace := rate.NewLimiter(rate.Inf, 0)
 	if opts.Rate > 0 {
 		pace = rate.NewLimiter(rate.Limit(opts.Rate), max(1, int(opts.Rate)))
 	}
-	for _, k := range inventory.RolloutKinds() {
+	reg := inv.Registry()
+	for _, k := range inv.ConsumerKinds() {
+		if k.GroupKind() == podKind {
+			continue // a Pod's spec is immutable
+		}
 		r := &rollout{
 			client:   mgr.GetClient(),
 			inv:      inv,
+			reg:      reg,
 			events:   mgr.GetEventRecorder("configward-rollout"),
 			kind:     k,
 			window:   opts.BatchWindow,
@@ -92,7 +99,7 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			keys:     opts.Keys,
 			triggers: &triggerLog{byWorkload: map[types.NamespacedName]map[string]bool{}},
 		}
-		obj, _ := workload.New(k.Kind)
+		obj, _ := reg.New(k.GroupKind())
 		rotated := make(chan event.GenericEvent, 1)
 		opts.Keys.OnChange(func(*hashkey.Key) {
 			select {
@@ -101,7 +108,7 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			}
 		})
 		err := ctrl.NewControllerManagedBy(mgr).
-			Named("rollout-"+strings.ToLower(k.Kind)).
+			Named(controllerName(reg, k)).
 			// The workload's own create and template changes: catches hashes
 			// that went stale while configward was down or the webhook was
 			// bypassed. Status updates do not change the generation.
@@ -111,15 +118,33 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			WatchesRawSource(source.Channel(rotated, handler.EnqueueRequestsFromMapFunc(r.everyWorkload))).
 			Complete(r)
 		if err != nil {
-			return fmt.Errorf("setting up the %s rollout controller: %w", k.Kind, err)
+			return fmt.Errorf("setting up the %s rollout controller: %w", k.GroupKind(), err)
 		}
 	}
 	return nil
 }
 
+var (
+	podKind = schema.GroupKind{Kind: "Pod"}
+	jobKind = schema.GroupKind{Group: "batch", Kind: "Job"}
+)
+
+// controllerName names a kind's rollout controller. Names must be unique
+// in a manager, and a declared kind may share its Kind with a built-in one
+// (apps.kruise.io StatefulSet), so a declared kind's name carries its
+// group; built-in ones keep the names their metrics have always had.
+func controllerName(reg *workload.Registry, k workload.Kind) string {
+	name := "rollout-" + strings.ToLower(k.Kind)
+	if reg.Custom(k.GroupKind()) {
+		name += "-" + strings.ReplaceAll(k.Group, ".", "-")
+	}
+	return name
+}
+
 type rollout struct {
 	client   client.Client
 	inv      *inventory.Inventory
+	reg      *workload.Registry
 	events   recorder.EventRecorder
 	kind     workload.Kind
 	window   time.Duration
@@ -132,7 +157,7 @@ type rollout struct {
 // everyWorkload lists every workload of the controller's kind, for a key
 // rotation: each stamped one gets a hash under the new key.
 func (r *rollout) everyWorkload(ctx context.Context, _ client.Object) []reconcile.Request {
-	list, _ := workload.NewList(r.kind.Kind)
+	list, _ := r.reg.NewList(r.kind.GroupKind())
 	if err := r.client.List(ctx, list); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing workloads after the config-hash key changed", "kind", r.kind.Kind)
 		return nil
@@ -214,7 +239,7 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if len(changed) > 0 {
 		what = strings.Join(changed, ", ")
 	}
-	if r.kind.Kind == "Job" {
+	if r.kind.GroupKind() == jobKind {
 		// A Job's pod template is immutable; the next Job picks the change up.
 		if len(changed) > 0 {
 			rolloutsSkipped.WithLabelValues(r.kind.Kind, "job-immutable").Inc()
@@ -239,7 +264,7 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	}
 
 	before := obj.DeepCopyObject().(client.Object)
-	workload.SetTemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation, hash)
+	r.reg.SetTemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation, hash)
 	// The optimistic lock makes a concurrent writer win; the conflict
 	// retries and the hash is recomputed on the fresh object.
 	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -247,7 +272,7 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		r.triggers.addAll(req.NamespacedName, changed)
 		return reconcile.Result{}, err
 	}
-	if stored, _ := workload.TemplateAnnotations(obj); stored[v1alpha1.ConfigHashAnnotation] != hash {
+	if stored, _ := r.reg.TemplateAnnotations(obj); stored[v1alpha1.ConfigHashAnnotation] != hash {
 		// The mutating webhook stamps what its own cache computes; one
 		// that has not seen the change yet writes the old hash back, and
 		// nothing rolls. Try again once its cache has caught up.
@@ -255,7 +280,7 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
-	if rep := workload.PodReplacement(obj); rep.Reason != "" {
+	if rep := r.reg.PodReplacement(obj); rep.Reason != "" {
 		rolloutsSkipped.WithLabelValues(r.kind.Kind, rep.Reason).Inc()
 		log.Info("config changed; pod template updated, pods not replaced", "kind", r.kind.Kind, "changed", changed, "reason", rep.Reason)
 		r.events.Eventf(obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
@@ -281,14 +306,19 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 // date. changed says whether config it consumes changed since the last
 // reconcile, for the metrics of workloads left alone.
 func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed bool) (client.Object, string, error) {
-	obj, _ := workload.New(r.kind.Kind)
+	obj, _ := r.reg.New(r.kind.GroupKind())
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return nil, "", err
 	}
 	if workload.Controlled(obj) {
 		return nil, "", nil
 	}
-	current, stamped := workload.TemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation)
+	if _, ref := r.reg.TemplateRef(obj); ref {
+		// Never stamped (see admission's templateRefAnswer); a referenced
+		// Deployment rolls on its own and Argo follows it.
+		return nil, "", nil
+	}
+	current, stamped := r.reg.TemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation)
 	if workload.RolloutsDisabled(obj) {
 		if changed {
 			rolloutsSkipped.WithLabelValues(r.kind.Kind, "opted-out").Inc()
@@ -311,7 +341,7 @@ func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed 
 		}
 		return nil, "", nil
 	}
-	spec, _ := workload.PodSpec(obj)
+	spec, _ := r.reg.PodSpec(obj)
 	hash, counted, err := r.inv.TemplateHash(ctx, r.keys.Current().Bytes(), req.Namespace, spec, includeSecrets)
 	if err != nil || counted == 0 || hash == current {
 		return nil, "", err

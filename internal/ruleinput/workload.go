@@ -19,10 +19,15 @@ type TargetLookup func(kind refs.Kind, name string) (Target, error)
 // and the facts of each target, looked up once per object. Admission and
 // `configward check` both build their input here, which is what makes them
 // give the same findings.
-func WorkloadInput(req Request, obj client.Object, object, oldObject []byte, lookup TargetLookup) (Input, error) {
+//
+// reg reads the pod template of obj (nil: the built-in kinds); a declared
+// kind's field paths are rooted at its declared template path, so its
+// findings read like a Deployment's with the kind and path substituted.
+func WorkloadInput(req Request, reg *workload.Registry, obj client.Object, object, oldObject []byte, lookup TargetLookup) (Input, error) {
 	kind := req.Kind
-	spec, _ := workload.PodSpec(obj)
-	podSpecPath := strings.Join(workload.PodSpecPath(kind), ".")
+	spec, _ := reg.PodSpec(obj)
+	k, _ := reg.KindOf(obj)
+	podSpecPath := strings.Join(reg.PodSpecPath(k.GroupKind()), ".")
 	type id struct {
 		kind refs.Kind
 		name string
