@@ -30,7 +30,8 @@ var (
 // suiteController are the settings of the suite's configward controller:
 // a short batch window so specs wait less, and no pacing, which one spec
 // turns on for itself.
-var suiteController = manager.Controller{Common: manager.Common{ChangeControl: suiteChangeControl}, RolloutBatchWindow: rolloutBatchWindow}
+var suiteController = manager.Controller{Common: manager.Common{ChangeControl: suiteChangeControl, WorkloadKindsFile: workloadKindsFile},
+	RolloutBatchWindow: rolloutBatchWindow}
 
 // kwokNodes is how many fake nodes run the suite's pods.
 const kwokNodes = 3
@@ -42,19 +43,26 @@ func TestE2E(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	var err error
+	argoCRDs, err := framework.ArgoRolloutCRDs()
+	Expect(err).NotTo(HaveOccurred())
 	env, err = framework.Start(framework.Options{
 		Register: func(p *manager.WebhookProcess) error {
 			registerHarnessWebhook(p)
 			return nil
 		},
-		Webhook: configureChangeControl,
+		Webhook: func(o *manager.Webhook) {
+			configureChangeControl(o)
+			o.WorkloadKindsFile = workloadKindsFile
+		},
+		// Argo Rollouts' real CRD, declared as a custom workload kind to
+		// both processes (argo_rollout_test.go).
+		ExtraCRDPaths: []string{argoCRDs},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(env.StartCluster(kwokNodes)).To(Succeed())
 	grantTestIdentities()
 	installHarnessWebhook()
-	_, err = env.InstallWebhookConfigurations(context.Background(), skipUnmanagedNamespaces)
+	_, err = env.InstallWebhookConfigurations(context.Background(), skipUnmanagedNamespaces, declareRolloutRules)
 	Expect(err).NotTo(HaveOccurred())
 	stopController, err = env.StartController(suiteController)
 	Expect(err).NotTo(HaveOccurred())
