@@ -128,6 +128,22 @@ volumes: [{name: flags, configMap: {name: hot-flags}}]
 		Consistently(rolloutState(ns, "web"), settle).Should(Equal(templateState{Generation: 1}), "Argo follows the Deployment; the Rollout itself stays untouched")
 	})
 
+	It("refuses deleting a ConfigMap a Rollout still uses, naming the Rollout", func() {
+		ns := newNamespace("inuse-rollout", nil)
+		apply(configMap(ns, "flags", map[string]string{"a": "1"}, nil), argoRollout(ns, "web", fmt.Sprintf(envFromSpec, "flags"), ""))
+		Eventually(func() int {
+			return as(human, "", "-n", ns, "delete", "configmap", "flags", "--dry-run=server").ExitCode
+		}, 10*time.Second, 200*time.Millisecond).Should(Equal(1))
+		res := as(human, "", "-n", ns, "delete", "configmap", "flags")
+		Expect(res.ExitCode).To(Equal(1))
+		Expect(res.Stderr).To(Equal(fmt.Sprintf("Error from server (Forbidden): admission webhook \"changes.validate.configward.dev\" denied the request: "+
+			"[config-in-use-delete] ConfigMap %s/flags is used by Rollout web: their pods fail to start or to refresh it once it is gone. "+
+			"Remove the references (or the workloads) first.\n", ns)))
+
+		Expect(env.Kubectl("", "-n", ns, "delete", "rollouts.argoproj.io", "web").ExitCode).To(Equal(0))
+		Eventually(func() int { return as(human, "", "-n", ns, "delete", "configmap", "flags").ExitCode }, 10*time.Second, 200*time.Millisecond).Should(Equal(0))
+	})
+
 	It("warns that a Rollout whose workloadRef names a PodTemplate will not roll", func() {
 		ns := rolloutNamespace()
 		res := env.Kubectl(strings.Join([]string{
