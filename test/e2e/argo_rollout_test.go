@@ -12,9 +12,14 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/scheme"
+	"github.com/configward/configward/internal/workload"
 	"github.com/configward/configward/test/framework"
 )
 
@@ -158,3 +163,47 @@ volumes: [{name: flags, configMap: {name: hot-flags}}]
 		Expect(rolloutState(ns, "web")()).To(Equal(templateState{Generation: 1}))
 	})
 })
+
+var _ = Describe("custom workload kinds whose CRD is not served", func() {
+	It("are logged and skipped at start instead of failing the process", func() {
+		decls, err := workload.ParseDeclarations([]byte(`
+- {group: argoproj.io, version: v1alpha1, kind: Rollout, resource: rollouts, podTemplatePath: spec.template}
+- {group: widgets.example.com, version: v1, kind: Widget, resource: widgets, podTemplatePath: spec.template}
+`))
+		Expect(err).NotTo(HaveOccurred())
+		reg, err := workload.NewRegistry(decls)
+		Expect(err).NotTo(HaveOccurred())
+		opts := inventory.CacheOptions()
+		opts.Scheme = scheme.Scheme()
+		c, err := cache.New(env.Config, opts)
+		Expect(err).NotTo(HaveOccurred())
+		inv, err := inventory.Start(context.Background(), c, reg, reg.Kinds())
+		Expect(err).NotTo(HaveOccurred())
+		var started []string
+		for _, k := range inv.ConsumerKinds() {
+			started = append(started, k.GroupKind().String())
+		}
+		Expect(started).To(ContainElements("Rollout.argoproj.io", "Deployment.apps"))
+		Expect(started).NotTo(ContainElement("Widget.widgets.example.com"))
+		Expect(kindAvailable()).To(And(HaveKeyWithValue("Widget.widgets.example.com", 0.0), HaveKeyWithValue("Rollout.argoproj.io", 1.0)))
+	})
+})
+
+// kindAvailable reads configward_workload_kind_available by kind.
+func kindAvailable() map[string]float64 {
+	families, err := metrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	out := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() == "configward_workload_kind_available" {
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "kind" {
+						out[l.GetValue()] = m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+	}
+	return out
+}
