@@ -86,6 +86,10 @@ func (h *ConfigHash) Handle(ctx context.Context, req admission.Request) admissio
 	if workload.RolloutsDisabled(obj) {
 		return admission.Allowed("rollouts disabled by " + v1alpha1.RolloutAnnotation)
 	}
+	if err := h.Kinds.PodSpecError(obj); err != nil {
+		return admission.Allowed("").WithWarnings(fmt.Sprintf("configward cannot read the pod template of %s %s/%s (%v); no config hash stamped",
+			kind.Kind, req.Namespace, objectName(req, obj), err))
+	}
 	if kind.Kind == "Pod" && kind.Group == "" && req.Operation == admissionv1.Update {
 		// A Pod's hash records the config it started with; a later update
 		// (a label, an image) does not restart it with the config of now.

@@ -76,6 +76,9 @@ func TestConfigHashCustomKinds(t *testing.T) {
 		{name: "stale hash", kinds: argoKinds(t),
 			req:  create(rolloutJSON(`{"metadata":{"annotations":{"configward.dev/config-hash":"sha256:old"}},"spec":{"containers":[{"name":"app","image":"app","envFrom":[{"configMapRef":{"name":"app"}}]}]}}`, "")),
 			want: expect{allowed: true, code: 200, patches: []jsonpatch.Operation{{Operation: "add", Path: "/spec/template/metadata/annotations/configward.dev~1config-hash", Value: appHash}}}},
+		{name: "a template that is no pod template", kinds: argoKinds(t), req: create(rolloutJSON(`{"spec":{"containers":"app"}}`, "")),
+			want: allowed("").withWarnings("configward cannot read the pod template of Rollout shop/web (spec.template.spec is not a pod spec: " +
+				"cannot restore slice from string); no config hash stamped")},
 		{name: "workloadRef to a Deployment: never stamped", kinds: argoKinds(t),
 			req:  create(rolloutJSON("", `{"apiVersion":"apps/v1","kind":"Deployment","name":"web-base"}`)),
 			want: allowed("takes its pod template from Deployment/web-base, which carries the config hash")},
@@ -121,4 +124,13 @@ func TestValidateWorkloadsCustomKind(t *testing.T) {
 	if out := serveReview(t, h, "application/json", body); !out.Response.Allowed {
 		t.Fatalf("an undeclared kind was judged: %+v", out.Response.Result)
 	}
+}
+
+// A template the rules cannot read is refused, never judged as empty.
+func TestValidateWorkloadsUnreadableTemplate(t *testing.T) {
+	h := workloadCache(t)
+	h.Kinds = argoKinds(t)
+	r := req{op: admissionv1.Create, kind: rolloutKind, resource: rolloutResource, name: "web", user: "alice",
+		object: rolloutJSON(`{"spec":{"containers":[{"name":"app","volumeMounts":"all"}]}}`, "")}
+	errored(400, "configward: the Rollout in this request cannot be judged: spec.template.spec is not a pod spec").check(t, h.Handle(context.Background(), r.build(t)))
 }

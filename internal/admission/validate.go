@@ -103,6 +103,10 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 	if err := h.Decoder.DecodeRaw(req.Object, obj); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the %s in this request cannot be decoded: %w", kind.Kind, err))
 	}
+	if err := h.Kinds.PodSpecError(obj); err != nil {
+		// A template the rules cannot read must not pass unjudged.
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the %s in this request cannot be judged: %w", kind.Kind, err))
+	}
 	if req.SubResource == "" && h.Kinds.ControlledByWorkload(obj) {
 		// The rules ran on the workload that owns it (a Deployment's
 		// ReplicaSets, any workload's Pods); refusing what it creates would

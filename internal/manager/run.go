@@ -281,8 +281,12 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 		// next leader wait for it to expire.
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         inventory.CacheOptions(),
-		NewClient:                     guardedClient,
-		Controller:                    config.Controller{SkipNameValidation: &o.Restartable},
+		// Declared custom kinds are read as unstructured objects; like the
+		// typed ones they come from the cache (inventory.Start registers
+		// their informers), not from a GET per reconcile.
+		Client:     client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		NewClient:  guardedClient,
+		Controller: config.Controller{SkipNameValidation: &o.Restartable},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating controller manager: %w", err)

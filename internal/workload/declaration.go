@@ -134,8 +134,8 @@ func (d *Declaration) validate() error {
 		check(c.Why != "", "notRolledWhen[%d].why is required: it is what the Event tells people", i)
 	}
 	if d.Group != "" {
-		if _, builtinKind := builtin.byGK[d.GroupKindOf()]; builtinKind {
-			errs = append(errs, fmt.Errorf("%s is a built-in workload kind; declare only custom kinds", d.GroupKindOf()))
+		if _, builtinKind := builtin.byGK[d.GroupKind()]; builtinKind {
+			errs = append(errs, fmt.Errorf("%s is a built-in workload kind; declare only custom kinds", d.GroupKind()))
 		}
 	}
 	return errors.Join(errs...)
@@ -153,8 +153,8 @@ func checkPath(p string) error {
 	return nil
 }
 
-// GroupKindOf is the declared kind's GroupKind.
-func (d *Declaration) GroupKindOf() schema.GroupKind {
+// GroupKind is the declared kind's GroupKind.
+func (d *Declaration) GroupKind() schema.GroupKind {
 	return schema.GroupKind{Group: d.Group, Kind: d.Kind}
 }
 

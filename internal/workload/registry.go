@@ -233,10 +233,24 @@ func (r *Registry) PodSpec(obj runtime.Object) (*corev1.PodSpec, bool) {
 		return nil, false
 	}
 	if row.custom != nil {
-		return unstructuredPodSpec(obj.(*unstructured.Unstructured), row.templatePath), true
+		spec, _ := unstructuredPodSpec(obj.(*unstructured.Unstructured), row.templatePath)
+		return spec, true
 	}
 	_, spec := row.template(obj)
 	return spec, true
+}
+
+// PodSpecError says why a declared kind's pod template in obj cannot be
+// read as a pod spec (a CRD whose schema lets anything through), so the
+// webhooks can say so instead of judging an empty spec. It is nil for
+// typed objects, and when there is no template at all.
+func (r *Registry) PodSpecError(obj runtime.Object) error {
+	row, ok := r.rowOf(obj)
+	if !ok || row.custom == nil {
+		return nil
+	}
+	_, err := unstructuredPodSpec(obj.(*unstructured.Unstructured), row.templatePath)
+	return err
 }
 
 // TemplateAnnotations returns the pod template's annotations (the Pod's own
@@ -345,16 +359,19 @@ func (row *kindRow) templateMeta() []string {
 }
 
 // unstructuredPodSpec converts the pod spec under path into a typed copy.
-// A spec that does not convert (a CRD whose schema lets anything through)
-// gives an empty one: there is nothing configward could read from it.
-func unstructuredPodSpec(u *unstructured.Unstructured, path []string) *corev1.PodSpec {
+// A spec that does not convert gives an empty one and the reason.
+func unstructuredPodSpec(u *unstructured.Unstructured, path []string) (*corev1.PodSpec, error) {
+	specPath := append(append([]string(nil), path...), "spec")
+	m, found, err := unstructured.NestedMap(u.Object, specPath...)
+	if err != nil {
+		return &corev1.PodSpec{}, fmt.Errorf("%s is not an object", strings.Join(specPath, "."))
+	}
+	if !found {
+		return &corev1.PodSpec{}, nil
+	}
 	spec := &corev1.PodSpec{}
-	m, found, err := unstructured.NestedMap(u.Object, append(append([]string(nil), path...), "spec")...)
-	if !found || err != nil {
-		return spec
-	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, spec); err != nil {
-		return &corev1.PodSpec{}
+		return &corev1.PodSpec{}, fmt.Errorf("%s is not a pod spec: %w", strings.Join(specPath, "."), err)
 	}
-	return spec
+	return spec, nil
 }
