@@ -18,7 +18,7 @@ func ArgoRolloutCRDs() (string, error) {
 	}
 	dirs, _ := filepath.Glob(filepath.Join(RepoRoot(), "bin", "crds", "argo-rollouts-*"))
 	if len(dirs) == 0 {
-		return "", errors.New("Argo Rollouts' CRD is not in bin/crds: run `make argo-crds` (part of `make test`) or set CONFIGWARD_ARGO_CRDS")
+		return "", errors.New("the Rollout CRD of Argo Rollouts is not in bin/crds: run `make argo-crds` (part of `make test`) or set CONFIGWARD_ARGO_CRDS")
 	}
 	sort.Strings(dirs)
 	dir := dirs[len(dirs)-1]
@@ -27,7 +27,7 @@ func ArgoRolloutCRDs() (string, error) {
 
 func checkCRD(dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, "rollout-crd.yaml")); err != nil {
-		return fmt.Errorf("Argo Rollouts' CRD: %w (run `make argo-crds`)", err)
+		return fmt.Errorf("the Rollout CRD of Argo Rollouts: %w (run `make argo-crds`)", err)
 	}
 	return nil
 }
