@@ -103,6 +103,21 @@ var _ = Describe("custom workload kinds: Argo Rollouts (real CRD)", func() {
 				", which rolls the pods through the workload's own update strategy"))
 	})
 
+	It("re-stamps a paused Rollout but says, from its declared notRolledWhen, that running pods keep the old config", func() {
+		ns := rolloutNamespace()
+		paused := strings.Replace(argoRollout(ns, "web", fmt.Sprintf(envFromSpec, "web-config"), ""), "  replicas: 1\n", "  replicas: 1\n  paused: true\n", 1)
+		apply(configMap(ns, "web-config", map[string]string{"k": "1"}, nil), paused)
+		Expect(rolloutState(ns, "web")()).To(HaveField("Hash", HavePrefix("hmac-sha256:")))
+
+		apply(configMap(ns, "web-config", map[string]string{"k": "2"}, nil))
+		want := expectedHash(ns, map[string][]string{"web-config": nil})
+		Eventually(rolloutState(ns, "web"), 10*time.Second).Should(Equal(templateState{Generation: 2, Hash: want}))
+		Eventually(func() []string { return eventsFor(ns, "web", "ConfigChangedNotRolled") }, 10*time.Second).Should(ConsistOf(
+			"ConfigMap/web-config changed: updated configward.dev/config-hash to " + want + ", but the Rollout is paused: " +
+				"running pods keep the old config until it is resumed (kubectl argo rollouts resume)"))
+		Expect(eventsFor(ns, "web", "ConfigChanged")).To(BeEmpty())
+	})
+
 	It("refuses a subPath mount of hot config in a Rollout with the Deployment's message", func() {
 		ns := rulesNamespace()
 		res := env.Kubectl(argoRollout(ns, "checkout", `containers:
