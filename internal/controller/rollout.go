@@ -48,8 +48,8 @@ var (
 	rolloutsSkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_rollouts_skipped_total",
 		Help: "Workloads whose consumed config changed but whose running pods were not replaced, by kind and reason: " +
-			"opted-out, policy-disabled and job-immutable leave the template as it is; on-delete, paused and replicaset " +
-			"get the new hash, but their own update strategy does not replace running pods.",
+			"opted-out, policy-disabled and job-immutable leave the template as it is; on-delete, paused, replicaset and declared " +
+			"(a custom kind's notRolledWhen) get the new hash, but their own update strategy does not replace running pods.",
 	}, []string{"kind", "reason"})
 )
 
