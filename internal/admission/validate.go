@@ -200,7 +200,7 @@ func (h *ValidateWorkloads) checkRequest(req admission.Request) (workload.Kind, 
 // input gathers the facts the rules need from the inventory; no API call
 // is made.
 func (h *ValidateWorkloads) input(ctx context.Context, req admission.Request, kind workload.Kind, obj client.Object, name string) (ruleinput.Input, error) {
-	return ruleinput.WorkloadInput(ruleinput.Request{
+	return ruleinput.WorkloadInputOf(ruleinput.Request{
 		Operation: string(req.Operation), Username: req.UserInfo.Username, Groups: req.UserInfo.Groups,
 		DryRun: ptr.Deref(req.DryRun, false), Kind: kind.Kind, Namespace: req.Namespace, Name: name,
 		SubResource: req.SubResource,

@@ -149,7 +149,7 @@ func checkObject(ctx context.Context, policies *policystore.Active, set objectSe
 	}
 	ns := o.Obj.GetNamespace()
 	var unknown []Result
-	input, err := ruleinput.WorkloadInput(ruleinput.Request{Operation: "CREATE", Kind: kind, Namespace: ns, Name: o.Obj.GetName()},
+	input, err := ruleinput.WorkloadInputOf(ruleinput.Request{Operation: "CREATE", Kind: kind, Namespace: ns, Name: o.Obj.GetName()},
 		opts.Kinds, o.Obj, raw, nil, func(k refs.Kind, name string) (ruleinput.Target, error) {
 			return set.target(k, ns, name, opts.Complete), nil
 		})

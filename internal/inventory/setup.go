@@ -63,10 +63,14 @@ func startKind(ctx context.Context, c cache.Cache, reg *workload.Registry, k wor
 	return nil
 }
 
-// RolloutKinds are the workload kinds of reg whose pod template configward
-// keeps in step with their config: every workload kind but bare Pods, whose
-// spec is immutable.
-func RolloutKinds(reg *workload.Registry) []workload.Kind {
+// RolloutKinds are the built-in workload kinds whose pod template
+// configward keeps in step with their config (see RolloutKindsOf).
+func RolloutKinds() []workload.Kind { return RolloutKindsOf(nil) }
+
+// RolloutKindsOf are the workload kinds of reg whose pod template
+// configward keeps in step with their config: every workload kind but bare
+// Pods, whose spec is immutable.
+func RolloutKindsOf(reg *workload.Registry) []workload.Kind {
 	var out []workload.Kind
 	for _, k := range reg.Kinds() {
 		if k.GroupKind() != (workload.Kind{Version: "v1", Kind: "Pod"}).GroupKind() {

@@ -295,7 +295,7 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	inv, err := inventory.Start(context.Background(), mgr.GetCache(), kinds, inventory.RolloutKinds(kinds))
+	inv, err := inventory.Start(context.Background(), mgr.GetCache(), kinds, inventory.RolloutKindsOf(kinds))
 	if err != nil {
 		return nil, err
 	}
