@@ -277,16 +277,16 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        o.LeaderElectionID,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		// Declared custom kinds are read as unstructured objects; like the
+		// typed ones they come from the cache (inventory.Start registers
+		// their informers), not from a GET per reconcile.
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		// Hand the lease over at once on a clean shutdown instead of making the
 		// next leader wait for it to expire.
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         inventory.CacheOptions(),
-		// Declared custom kinds are read as unstructured objects; like the
-		// typed ones they come from the cache (inventory.Start registers
-		// their informers), not from a GET per reconcile.
-		Client:     client.Options{Cache: &client.CacheOptions{Unstructured: true}},
-		NewClient:  guardedClient,
-		Controller: config.Controller{SkipNameValidation: &o.Restartable},
+		NewClient:                     guardedClient,
+		Controller:                    config.Controller{SkipNameValidation: &o.Restartable},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating controller manager: %w", err)
