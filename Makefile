@@ -68,8 +68,24 @@ build: ## Build bin/configward, and bin/kubectl-configward, the same binary as a
 	ln -f $(BIN)/configward $(BIN)/kubectl-configward
 
 .PHONY: test
-test: controlplane helm generate manifests test-image fuzz-smoke ## Run every test: unit, Rego, the envtest suites, the Helm chart, the container image and a short run of every fuzz target.
-	CONFIGWARD_HELM=$(HELM) $(GO) test ./... -count=1 -timeout 30m
+test: controlplane helm argo-crds generate manifests test-image fuzz-smoke ## Run every test: unit, Rego, the envtest suites, the Helm chart, the container image and a short run of every fuzz target.
+	CONFIGWARD_HELM=$(HELM) CONFIGWARD_ARGO_CRDS=$(ARGO_CRDS) $(GO) test ./... -count=1 -timeout 30m
+
+# Argo Rollouts' Rollout CRD, so the custom-workload-kind e2e specs run
+# against the real schema. It is copied out of the module, fetched through
+# the Go module proxy outside any go.mod (a temporary directory), so the
+# product never depends on argo-rollouts. v1.10.1: later releases declare a
+# newer Go than the one pinned for this project.
+ARGO_VERSION := v1.10.1
+ARGO_CRDS    := $(BIN)/crds/argo-rollouts-$(ARGO_VERSION)
+
+.PHONY: argo-crds
+argo-crds: $(ARGO_CRDS)/rollout-crd.yaml ## Fetch Argo Rollouts' Rollout CRD for the e2e specs (cached).
+$(ARGO_CRDS)/rollout-crd.yaml:
+	mkdir -p $(ARGO_CRDS)
+	tmp=$$(mktemp -d) && dir=$$(cd $$tmp && GOFLAGS=-mod=mod $(GO) mod download -json github.com/argoproj/argo-rollouts@$(ARGO_VERSION) \
+		| grep '"Dir":' | cut -d'"' -f4) && rmdir $$tmp && test -n "$$dir" && \
+		install -m 0644 "$$dir/manifests/crds/rollout-crd.yaml" $@.tmp && mv $@.tmp $@
 
 # Fuzz targets, as package:target. `go test ./...` runs each one's seed
 # corpus (f.Add seeds and testdata/fuzz, where every crasher found is kept);

@@ -13,6 +13,7 @@ import (
 	"github.com/configward/configward/internal/check"
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/rules"
+	"github.com/configward/configward/internal/workload"
 )
 
 // exitError carries the process exit code out of a command. check uses 1
@@ -38,6 +39,7 @@ func newCheckCommand() *cobra.Command {
 		complete  bool
 		namespace string
 		policies  []string
+		kindsFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "check -f PATH [-f PATH ...]",
@@ -76,7 +78,11 @@ unusable input (a bad flag, an unreadable file, YAML that does not parse).`,
 			if !slices.Contains(check.Formats, output) {
 				return exitError{2, fmt.Errorf("-o must be one of %s, not %q", strings.Join(check.Formats, ", "), output)}
 			}
-			objs, err := check.Load(files, cmd.InOrStdin())
+			kinds, err := workload.LoadDeclarations(kindsFile)
+			if err != nil {
+				return exitError{2, fmt.Errorf("--workload-kinds: %w", err)}
+			}
+			objs, err := check.LoadKinds(kinds, files, cmd.InOrStdin())
 			if err != nil {
 				return exitError{2, err}
 			}
@@ -89,7 +95,7 @@ unusable input (a bad flag, an unreadable file, YAML that does not parse).`,
 					return exitError{2, err}
 				}
 			}
-			results, err := check.Run(cmd.Context(), store.Current(), objs, check.Options{Complete: complete, Namespace: namespace})
+			results, err := check.Run(cmd.Context(), store.Current(), objs, check.Options{Complete: complete, Namespace: namespace, Kinds: kinds})
 			if err != nil {
 				return exitError{2, err}
 			}
@@ -113,6 +119,7 @@ unusable input (a bad flag, an unreadable file, YAML that does not parse).`,
 	cmd.Flags().BoolVar(&complete, "complete", false, "The manifests are every object of their namespaces: report references to objects not among them as missing, not unknown.")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "Namespace assumed for objects that do not set one.")
 	cmd.Flags().StringArrayVar(&policies, "policy", nil, "ConfigPolicy manifests (a file, a directory, or -) to take rule actions, exemptions and custom rules from, as the cluster would. Repeatable.")
+	cmd.Flags().StringVar(&kindsFile, "workload-kinds", "", "A file declaring custom workload kinds (a YAML list of {group, version, kind, resource, podTemplatePath, ...}, the chart's workloadKinds), judged like the built-in ones. Use the file the cluster's configward runs with.")
 	return cmd
 }
 

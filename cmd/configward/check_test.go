@@ -232,3 +232,52 @@ func TestCheckListsItemByItem(t *testing.T) {
 		t.Fatalf("exit %d, want 1 with the List's Deployment denied at its mount\n%s", code, out)
 	}
 }
+
+const workloadKinds = "../../internal/check/testdata/kinds/workload-kinds.yaml"
+
+// An Argo Rollout declared with --workload-kinds gets exactly the findings
+// of the equivalent Deployment, kind substituted; undeclared, it is not
+// judged at all.
+func TestCheckJudgesDeclaredKindsLikeDeployments(t *testing.T) {
+	dir := t.TempDir()
+	deploy, err := os.ReadFile(shop + "/deploy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config, err := os.ReadFile(shop + "/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rollout := strings.NewReplacer("apiVersion: apps/v1", "apiVersion: argoproj.io/v1alpha1", "kind: Deployment", "kind: Rollout").Replace(string(deploy))
+	if err := os.WriteFile(dir+"/deploy.yaml", []byte(rollout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/config.yaml", config, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deployOut, deployCode := runCLI(t, "", "check", "-f", shop)
+	rolloutOut, rolloutCode := runCLI(t, "", "check", "-f", dir, "--workload-kinds", workloadKinds)
+	want := strings.NewReplacer(shop, dir, "Deployment shop/checkout", "Rollout shop/checkout").Replace(deployOut)
+	if rolloutOut != want || rolloutCode != deployCode {
+		t.Fatalf("the Rollout's check (exit %d):\n%s\nwant the Deployment's (exit %d), kind substituted:\n%s", rolloutCode, rolloutOut, deployCode, want)
+	}
+	if !strings.Contains(rolloutOut, "Deny [subpath-config] Rollout shop/checkout") {
+		t.Fatalf("the comparison must include the subPath denial:\n%s", rolloutOut)
+	}
+
+	undeclared, _ := runCLI(t, "", "check", "-f", dir)
+	if strings.Contains(undeclared, "Rollout") {
+		t.Fatalf("an undeclared kind was judged:\n%s", undeclared)
+	}
+}
+
+func TestCheckRefusesABadWorkloadKindsFile(t *testing.T) {
+	bad := t.TempDir() + "/kinds.yaml"
+	if err := os.WriteFile(bad, []byte("- {group: argoproj.io, version: v1alpha1, kind: Rollout, podTemplatePath: spec.template}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runCLI(t, "", "check", "-f", shop, "--workload-kinds", bad)
+	if code != 2 || !strings.Contains(out, "--workload-kinds: workload kinds in "+bad+": workload kind 1 (Rollout.argoproj.io): resource is required") {
+		t.Fatalf("exit %d, want 2 with the problem named:\n%s", code, out)
+	}
+}

@@ -23,8 +23,8 @@ var statusFormats = []string{"table", "wide", "json", "yaml"}
 
 func newStatusCommand() *cobra.Command {
 	var (
-		namespace, kubeconfig, kubeContext, output string
-		allNamespaces                              bool
+		namespace, kubeconfig, kubeContext, output, kindsFile string
+		allNamespaces                                         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "status [KIND/NAME]",
@@ -52,9 +52,13 @@ Also a kubectl plugin: put the binary on PATH as kubectl-configward and run
 			if !slices.Contains(statusFormats, output) {
 				return usageError(cmd, fmt.Errorf("-o must be one of %s, not %q", strings.Join(statusFormats, ", "), output))
 			}
-			opts := status.Options{Kinds: inventory.RolloutKinds()}
+			reg, err := workload.LoadDeclarations(kindsFile)
+			if err != nil {
+				return exitError{2, fmt.Errorf("--workload-kinds: %w", err)}
+			}
+			opts := status.Options{Kinds: inventory.RolloutKindsOf(reg), Registry: reg}
 			if len(args) == 1 {
-				k, name, err := parseWorkloadArg(args[0])
+				k, name, err := parseWorkloadArg(opts.Kinds, args[0])
 				if err != nil {
 					return usageError(cmd, err)
 				}
@@ -119,6 +123,7 @@ Also a kubectl plugin: put the binary on PATH as kubectl-configward and run
 	f.StringVarP(&output, "output", "o", "table", "Output format: table, wide (with hashes), json or yaml.")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "Path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
 	f.StringVar(&kubeContext, "context", "", "The kubeconfig context to use.")
+	f.StringVar(&kindsFile, "workload-kinds", "", "A file declaring custom workload kinds (the chart's workloadKinds, as for check), shown like the built-in ones.")
 	return cmd
 }
 
@@ -128,7 +133,7 @@ var shortNames = map[string]string{"deploy": "Deployment", "sts": "StatefulSet",
 // parseWorkloadArg reads KIND/NAME the way kubectl does: the kind by its
 // name, plural, short name, any case, optionally with its group
 // ("deploy/web", "deployments.apps/web", "CronJob/nightly").
-func parseWorkloadArg(arg string) (workload.Kind, string, error) {
+func parseWorkloadArg(kinds []workload.Kind, arg string) (workload.Kind, string, error) {
 	kindName, name, ok := strings.Cut(arg, "/")
 	if !ok || kindName == "" || name == "" {
 		return workload.Kind{}, "", fmt.Errorf("expected KIND/NAME (for example deployment/web), not %q", arg)
@@ -137,7 +142,7 @@ func parseWorkloadArg(arg string) (workload.Kind, string, error) {
 	if s, ok := shortNames[kindName]; ok {
 		kindName = strings.ToLower(s)
 	}
-	for _, k := range inventory.RolloutKinds() {
+	for _, k := range kinds {
 		if (kindName == strings.ToLower(k.Kind) || kindName == k.Resource) && (!hasGroup || group == k.Group) {
 			return k, name, nil
 		}

@@ -22,7 +22,6 @@ import (
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/internal/schemastore"
-	"github.com/configward/configward/internal/workload"
 )
 
 // ValidateConfigChangesPath is where change control is served.
@@ -157,11 +156,11 @@ func (h *ValidateConfigChanges) Handle(ctx context.Context, req admission.Reques
 // with the API server, since a pipeline that deletes a Deployment and then
 // its ConfigMap can be faster than the cache.
 func (h *ValidateConfigChanges) consumers(ctx context.Context, kind, namespace, name string) ([]string, error) {
-	cached, err := h.Inventory.Consumers(ctx, workload.Kinds, refs.Kind(kind), namespace, name)
+	cached, err := h.Inventory.Consumers(ctx, h.Inventory.ConsumerKinds(), refs.Kind(kind), namespace, name)
 	if err != nil {
 		return nil, err
 	}
-	live := changecontrol.Live(cached)
+	live := changecontrol.Live(h.Inventory.Registry(), cached)
 	if len(live) == 0 {
 		return nil, nil
 	}
@@ -219,8 +218,9 @@ func (h *ValidateConfigChanges) decode(kind string, raw runtime.RawExtension, sc
 func (h *ValidateConfigChanges) confirm(ctx context.Context, consumers []client.Object) ([]string, error) {
 	var current []client.Object
 	for _, c := range consumers {
-		k, _ := workload.KindOf(c)
-		fresh, _ := workload.New(k.Kind)
+		reg := h.Inventory.Registry()
+		k, _ := reg.KindOf(c)
+		fresh, _ := reg.New(k.GroupKind())
 		err := h.Live.Get(ctx, client.ObjectKeyFromObject(c), fresh)
 		if apierrors.IsNotFound(err) {
 			continue
@@ -230,5 +230,5 @@ func (h *ValidateConfigChanges) confirm(ctx context.Context, consumers []client.
 		}
 		current = append(current, fresh)
 	}
-	return changecontrol.Names(changecontrol.Live(current)), nil
+	return changecontrol.Names(h.Inventory.Registry(), changecontrol.Live(h.Inventory.Registry(), current)), nil
 }

@@ -75,7 +75,7 @@ func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field s
 func newCache(t testing.TB, objs ...client.Object) client.Client {
 	t.Helper()
 	b := fake.NewClientBuilder().WithScheme(testScheme).WithObjects(objs...)
-	if err := inventory.IndexConsumers(context.Background(), builderIndexer{b}, workload.Kinds); err != nil {
+	if err := inventory.IndexConsumers(context.Background(), builderIndexer{b}, nil, workload.Kinds); err != nil {
 		t.Fatal(err)
 	}
 	b.WithInterceptorFuncs(interceptor.Funcs{

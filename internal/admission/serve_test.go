@@ -96,7 +96,7 @@ func TestReviewHandler(t *testing.T) {
 type typedHandler struct{ got admission.Request }
 
 func (h *typedHandler) objectFor(k metav1.GroupVersionKind) runtime.Object {
-	return workloadObjectFor(k)
+	return workloadObjectFor(nil, k)
 }
 func (h *typedHandler) Handle(_ context.Context, r admission.Request) admission.Response {
 	h.got = r

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -62,6 +63,9 @@ type ValidateWorkloads struct {
 	Namespaces client.Reader
 	Decoder    admission.Decoder
 	Recorder
+	// Kinds are the workload kinds judged: the built-in ones (nil) plus
+	// declared custom kinds.
+	Kinds *workload.Registry
 }
 
 // objectFor lets the review handler decode a workload with its review in
@@ -71,16 +75,20 @@ func (h *ValidateWorkloads) objectFor(k metav1.GroupVersionKind) runtime.Object 
 	if h.Policies != nil && h.Policies.Current().Version.WantsObjects {
 		return nil
 	}
-	return workloadObjectFor(k)
+	return workloadObjectFor(h.Kinds, k)
 }
 
-// workloadObjectFor is a new object of a workload kind, nil for another.
-func workloadObjectFor(k metav1.GroupVersionKind) runtime.Object {
-	kind, ok := workload.Lookup(k.Kind)
-	if !ok || kind.Group != k.Group || k.Version != "v1" {
+// workloadObjectFor is a new object of a built-in workload kind, nil for
+// another. A declared custom kind is nil too: its review is decoded the
+// general way, keeping the object's bytes, and the handler decodes them
+// into an Unstructured (the one-pass decode needs a Go type).
+func workloadObjectFor(reg *workload.Registry, k metav1.GroupVersionKind) runtime.Object {
+	gk := schema.GroupKind{Group: k.Group, Kind: k.Kind}
+	kind, ok := reg.Lookup(gk)
+	if !ok || reg.Custom(gk) || k.Version != kind.Version {
 		return nil
 	}
-	obj, _ := workload.New(kind.Kind)
+	obj, _ := reg.New(gk)
 	return obj
 }
 
@@ -90,11 +98,15 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 	if !ok {
 		return resp
 	}
-	obj, _ := workload.New(kind.Kind)
+	obj, _ := h.Kinds.New(kind.GroupKind())
 	if err := h.Decoder.DecodeRaw(req.Object, obj); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the %s in this request cannot be decoded: %w", kind.Kind, err))
 	}
-	if req.SubResource == "" && workload.ControlledByWorkload(obj) {
+	if err := h.Kinds.PodSpecError(obj); err != nil {
+		// A template the rules cannot read must not pass unjudged.
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the %s in this request cannot be judged: %w", kind.Kind, err))
+	}
+	if req.SubResource == "" && h.Kinds.ControlledByWorkload(obj) {
 		// The rules ran on the workload that owns it (a Deployment's
 		// ReplicaSets, any workload's Pods); refusing what it creates would
 		// only stop an admitted workload from scaling, and judging it again
@@ -140,7 +152,7 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: evaluating rules for %s %s/%s: %w", kind.Kind, req.Namespace, name, err))
 	}
-	unchanged := req.Operation == admissionv1.Update && h.podSpecUnchanged(kind.Kind, req, obj)
+	unchanged := req.Operation == admissionv1.Update && h.podSpecUnchanged(kind, req, obj)
 	out := rules.Apply(active.Settings(ns), findings, obj.GetAnnotations(), rules.Options{Unchanged: unchanged})
 	// Findings are recorded when the pod spec is written: the same findings
 	// on every scale or rollout re-stamp would bury the Events that matter
@@ -148,13 +160,13 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 	return respond(out, req, obj, h.Recorder, !unchanged)
 }
 
-func (h *ValidateWorkloads) podSpecUnchanged(kind string, req admission.Request, obj client.Object) bool {
-	old, _ := workload.New(kind)
+func (h *ValidateWorkloads) podSpecUnchanged(kind workload.Kind, req admission.Request, obj client.Object) bool {
+	old, _ := h.Kinds.New(kind.GroupKind())
 	if !present(req.OldObject) || h.Decoder.DecodeRaw(req.OldObject, old) != nil {
 		return false
 	}
-	oldSpec, _ := workload.PodSpec(old)
-	newSpec, _ := workload.PodSpec(obj)
+	oldSpec, _ := h.Kinds.PodSpec(old)
+	newSpec, _ := h.Kinds.PodSpec(obj)
 	return equality.Semantic.DeepEqual(oldSpec, newSpec)
 }
 
@@ -165,8 +177,8 @@ func (h *ValidateWorkloads) checkRequest(req admission.Request) (workload.Kind, 
 	if req.Resource.Resource == "" {
 		return workload.Kind{}, admission.Denied("configward: malformed admission request: the resource is not set"), false
 	}
-	kind, known := workload.Lookup(req.Kind.Kind)
-	if !known || kind.Group != req.Kind.Group {
+	kind, known := h.Kinds.Lookup(schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind})
+	if !known {
 		return kind, admission.Allowed(fmt.Sprintf("configward has no workload rules for %s", req.Kind)), false
 	}
 	if req.Resource.Resource != kind.Resource || req.Resource.Group != kind.Group {
@@ -175,7 +187,7 @@ func (h *ValidateWorkloads) checkRequest(req admission.Request) (workload.Kind, 
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return kind, admission.Allowed(""), false
 	}
-	if req.SubResource != "" && !(kind.Kind == "Pod" && req.SubResource == "ephemeralcontainers") {
+	if req.SubResource != "" && !(kind.Kind == "Pod" && kind.Group == "" && req.SubResource == "ephemeralcontainers") {
 		return kind, admission.Allowed(""), false
 	}
 	if !present(req.Object) {
@@ -187,9 +199,9 @@ func (h *ValidateWorkloads) checkRequest(req admission.Request) (workload.Kind, 
 // input gathers the facts the rules need from the inventory; no API call
 // is made.
 func (h *ValidateWorkloads) input(ctx context.Context, req admission.Request, kind workload.Kind, obj client.Object, name string) (ruleinput.Input, error) {
-	return ruleinput.WorkloadInput(ruleinput.Request{
+	return ruleinput.WorkloadInputOf(ruleinput.Request{
 		Operation: string(req.Operation), Username: req.UserInfo.Username, Groups: req.UserInfo.Groups,
 		DryRun: ptr.Deref(req.DryRun, false), Kind: kind.Kind, Namespace: req.Namespace, Name: name,
 		SubResource: req.SubResource,
-	}, obj, req.Object.Raw, req.OldObject.Raw, h.Inventory.Targets(ctx, req.Namespace))
+	}, h.Kinds, obj, req.Object.Raw, req.OldObject.Raw, h.Inventory.Targets(ctx, req.Namespace))
 }

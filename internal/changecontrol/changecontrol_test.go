@@ -255,7 +255,7 @@ func TestLive(t *testing.T) {
 		&batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "nightly"}},
 	}
 	want := []string{"CronJob nightly", "Deployment web", "Pod bare", "Pod operated"}
-	if got := Names(Live(objs)); !reflect.DeepEqual(got, want) {
+	if got := Names(nil, Live(nil, objs)); !reflect.DeepEqual(got, want) {
 		t.Errorf("Live = %q, want %q", got, want)
 	}
 }

@@ -18,10 +18,13 @@ import (
 //     the Deployment and then its ConfigMap is not held up by pods that are
 //     already going;
 //   - it is a Pod that has finished, or a Job that has.
-func Live(objs []client.Object) []client.Object {
+//
+// reg says which kinds are workloads (nil: the built-in ones); with an Argo
+// Rollout declared, a Rollout's ReplicaSets stand for nothing on their own.
+func Live(reg *workload.Registry, objs []client.Object) []client.Object {
 	var out []client.Object
 	for _, o := range objs {
-		if o.GetDeletionTimestamp() == nil && !workload.ControlledByWorkload(o) && !finished(o) {
+		if o.GetDeletionTimestamp() == nil && !reg.ControlledByWorkload(o) && !finished(o) {
 			out = append(out, o)
 		}
 	}
@@ -29,10 +32,10 @@ func Live(objs []client.Object) []client.Object {
 }
 
 // Names names workloads as "Kind name", sorted, for messages.
-func Names(objs []client.Object) []string {
+func Names(reg *workload.Registry, objs []client.Object) []string {
 	out := make([]string, 0, len(objs))
 	for _, o := range objs {
-		k, _ := workload.KindOf(o)
+		k, _ := reg.KindOf(o)
 		out = append(out, k.Kind+" "+o.GetName())
 	}
 	slices.Sort(out)

@@ -38,6 +38,10 @@ type Options struct {
 	Complete bool
 	// Namespace is assumed for objects that do not set one.
 	Namespace string
+	// Kinds are the workload kinds judged: the built-in ones (nil) plus
+	// the custom kinds declared with --workload-kinds, which LoadKinds
+	// must have been given too.
+	Kinds *workload.Registry
 }
 
 // Result is one finding on one manifest.
@@ -131,11 +135,12 @@ func checkObject(ctx context.Context, policies *policystore.Active, set objectSe
 		}
 		return nil, nil
 	}
-	kind := o.Obj.GetObjectKind().GroupVersionKind().Kind
-	if _, ok := workload.Lookup(kind); !ok {
+	gvk := o.Obj.GetObjectKind().GroupVersionKind()
+	kind := gvk.Kind
+	if _, ok := opts.Kinds.Lookup(gvk.GroupKind()); !ok {
 		return nil, nil
 	}
-	if kind == "Pod" && metav1.GetControllerOf(o.Obj) != nil {
+	if kind == "Pod" && gvk.Group == "" && metav1.GetControllerOf(o.Obj) != nil {
 		return nil, nil
 	}
 	raw, err := json.Marshal(o.Obj)
@@ -144,8 +149,8 @@ func checkObject(ctx context.Context, policies *policystore.Active, set objectSe
 	}
 	ns := o.Obj.GetNamespace()
 	var unknown []Result
-	input, err := ruleinput.WorkloadInput(ruleinput.Request{Operation: "CREATE", Kind: kind, Namespace: ns, Name: o.Obj.GetName()},
-		o.Obj, raw, nil, func(k refs.Kind, name string) (ruleinput.Target, error) {
+	input, err := ruleinput.WorkloadInputOf(ruleinput.Request{Operation: "CREATE", Kind: kind, Namespace: ns, Name: o.Obj.GetName()},
+		opts.Kinds, o.Obj, raw, nil, func(k refs.Kind, name string) (ruleinput.Target, error) {
 			return set.target(k, ns, name, opts.Complete), nil
 		})
 	if err != nil {

@@ -16,8 +16,11 @@ import (
 	"strings"
 
 	"github.com/configward/configward/internal/scheme"
+	"github.com/configward/configward/internal/workload"
 	yamlnode "go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -45,8 +48,12 @@ func (e InputError) Unwrap() error { return e.Err }
 // Load reads every manifest in paths: files, directories (*.yaml, *.yml,
 // *.json, recursively) and "-" for stdin. Kinds configward does not know are
 // skipped; a document that is not a Kubernetes object is an InputError.
-func Load(paths []string, stdin io.Reader) ([]Object, error) {
-	decoder := serializer.NewCodecFactory(scheme.Scheme()).UniversalDeserializer()
+func Load(paths []string, stdin io.Reader) ([]Object, error) { return LoadKinds(nil, paths, stdin) }
+
+// LoadKinds is Load that also reads the custom workload kinds declared in
+// kinds, as unstructured objects (nil: the built-in kinds only).
+func LoadKinds(kinds *workload.Registry, paths []string, stdin io.Reader) ([]Object, error) {
+	decoder := declaredKinds{serializer.NewCodecFactory(scheme.Scheme()).UniversalDeserializer(), kinds}
 	var out []Object
 	for _, p := range paths {
 		if p == "-" {
@@ -216,6 +223,27 @@ func decodeManifest(js []byte, at Object, decoder runtime.Decoder) ([]Object, er
 	}
 	at.Obj = co
 	return []Object{at}, nil
+}
+
+// declaredKinds decodes what the scheme knows as typed objects, and the
+// declared custom kinds, which no scheme knows, as unstructured ones; other
+// kinds stay not registered (and are skipped).
+type declaredKinds struct {
+	runtime.Decoder
+	kinds *workload.Registry
+}
+
+func (d declaredKinds) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	obj, gvk, err := d.Decoder.Decode(data, defaults, into)
+	if err == nil || !runtime.IsNotRegisteredError(err) {
+		return obj, gvk, err
+	}
+	u := &unstructured.Unstructured{}
+	if json.Unmarshal(data, &u.Object) != nil || !d.kinds.Custom(u.GroupVersionKind().GroupKind()) {
+		return obj, gvk, err
+	}
+	declared := u.GroupVersionKind()
+	return u, &declared, nil
 }
 
 // withListKind returns a List's item, with the List's apiVersion and its kind

@@ -73,11 +73,16 @@ type DriftOptions struct {
 
 // SetupDrift registers the drift controller, which reconciles namespaces.
 func SetupDrift(mgr ctrl.Manager, inv *inventory.Inventory, opts DriftOptions) error {
-	d := &driftJudge{client: mgr.GetClient(), inv: inv, opts: opts, kinds: inventory.RolloutKinds()}
+	d := &driftJudge{client: mgr.GetClient(), inv: inv, opts: opts, reg: inv.Registry()}
+	for _, k := range inv.ConsumerKinds() {
+		if k.GroupKind() != podKind {
+			d.kinds = append(d.kinds, k) // built-in and declared custom kinds
+		}
+	}
 	b := ctrl.NewControllerManagedBy(mgr).Named("drift")
 	watched := []client.Object{&corev1.Pod{}, &appsv1.ReplicaSet{}, &batchv1.Job{}}
 	for _, k := range d.kinds {
-		obj, _ := workload.New(k.Kind)
+		obj, _ := d.reg.New(k.GroupKind())
 		watched = append(watched, obj)
 	}
 	var configChanged func(namespace string)
@@ -160,6 +165,7 @@ type driftJudge struct {
 	inv    *inventory.Inventory
 	opts   DriftOptions
 	kinds  []workload.Kind
+	reg    *workload.Registry
 	// findings evaluates rules and schemas on existing objects, for the
 	// Reports; nil when Reports are off.
 	findings *findingsEvaluator
@@ -218,7 +224,7 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 	var objs []workloadObject
 	seen := map[drift.Key]bool{}
 	for _, k := range d.kinds {
-		list, _ := workload.NewList(k.Kind)
+		list, _ := d.reg.NewList(k.GroupKind())
 		if err := d.client.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return nil, nil, fmt.Errorf("listing %s: %w", k.Resource, err)
 		}
@@ -231,11 +237,11 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 			// Unstamped workloads too: the rollout controller may be about
 			// to stamp one for a change it logged.
 			seen[dk] = true
-			template, stamped := workload.TemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation)
+			template, stamped := d.reg.TemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation)
 			if !stamped {
 				continue
 			}
-			spec, _ := workload.PodSpec(obj)
+			spec, _ := d.reg.PodSpec(obj)
 			wanted, counted, err := d.inv.TemplateHash(ctx, key, ns, spec, includeSecrets)
 			if err != nil {
 				return nil, nil, err
@@ -250,7 +256,7 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 				Namespace: ns, Name: obj.GetName(), UID: obj.GetUID(),
 				Template: template, Wanted: wanted,
 				TemplateHold: drift.TemplateHoldOf(k.Kind, obj, enabled),
-				PodHold:      drift.PodHoldOf(k.Kind, obj),
+				PodHold:      drift.PodHoldOf(d.reg, k.Kind, obj),
 			}, drift.CountPods(wanted, byWorkload[obj.GetUID()]))
 			s.Changed, s.ChangedAt = d.opts.Changes.Last(dk)
 			if len(s.Changed) == 0 {

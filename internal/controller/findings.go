@@ -170,7 +170,7 @@ func (e *findingsEvaluator) evalWorkload(ctx context.Context, w workloadObject, 
 			return nil, err
 		}
 	}
-	input, err := ruleinput.WorkloadInput(ruleinput.Request{Operation: "CREATE", Kind: w.kind.Kind, Namespace: ns, Name: w.obj.GetName()},
+	input, err := ruleinput.WorkloadInputOf(ruleinput.Request{Operation: "CREATE", Kind: w.kind.Kind, Namespace: ns, Name: w.obj.GetName()}, e.inv.Registry(),
 		w.obj, object, nil, e.inv.Targets(ctx, ns))
 	if err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,8 +47,8 @@ var (
 	rolloutsSkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_rollouts_skipped_total",
 		Help: "Workloads whose consumed config changed but whose running pods were not replaced, by kind and reason: " +
-			"opted-out, policy-disabled and job-immutable leave the template as it is; on-delete, paused and replicaset " +
-			"get the new hash, but their own update strategy does not replace running pods.",
+			"opted-out, policy-disabled and job-immutable leave the template as it is; on-delete, paused, replicaset and declared " +
+			"(a custom kind's notRolledWhen) get the new hash, but their own update strategy does not replace running pods.",
 	}, []string{"kind", "reason"})
 )
 
@@ -76,8 +77,9 @@ type RolloutOptions struct {
 	Changes *drift.Changes
 }
 
-// SetupRollouts registers one rollout controller per workload kind, all
-// paced by one rate.
+// SetupRollouts registers one rollout controller per workload kind the
+// inventory watches (built-in and declared custom kinds; see
+// inventory.Start), all paced by one rate.
 func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptions) error {
 	pace := rate.NewLimiter(rate.Inf, 0)
 	if opts.Changes == nil {
@@ -86,10 +88,15 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 	if opts.Rate > 0 {
 		pace = rate.NewLimiter(rate.Limit(opts.Rate), max(1, int(opts.Rate)))
 	}
-	for _, k := range inventory.RolloutKinds() {
+	reg := inv.Registry()
+	for _, k := range inv.ConsumerKinds() {
+		if k.GroupKind() == podKind {
+			continue // a Pod's spec is immutable
+		}
 		r := &rollout{
 			client:   mgr.GetClient(),
 			inv:      inv,
+			reg:      reg,
 			events:   mgr.GetEventRecorder("configward-rollout"),
 			kind:     k,
 			window:   opts.BatchWindow,
@@ -98,7 +105,7 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			keys:     opts.Keys,
 			changes:  opts.Changes,
 		}
-		obj, _ := workload.New(k.Kind)
+		obj, _ := reg.New(k.GroupKind())
 		rotated := make(chan event.GenericEvent, 1)
 		opts.Keys.OnChange(func(*hashkey.Key) {
 			select {
@@ -107,7 +114,7 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			}
 		})
 		err := ctrl.NewControllerManagedBy(mgr).
-			Named("rollout-"+strings.ToLower(k.Kind)).
+			Named(controllerName(reg, k)).
 			// The workload's own create and template changes: catches hashes
 			// that went stale while configward was down or the webhook was
 			// bypassed. Status updates do not change the generation.
@@ -117,15 +124,33 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			WatchesRawSource(source.Channel(rotated, handler.EnqueueRequestsFromMapFunc(r.everyWorkload))).
 			Complete(r)
 		if err != nil {
-			return fmt.Errorf("setting up the %s rollout controller: %w", k.Kind, err)
+			return fmt.Errorf("setting up the %s rollout controller: %w", k.GroupKind(), err)
 		}
 	}
 	return nil
 }
 
+var (
+	podKind = schema.GroupKind{Kind: "Pod"}
+	jobKind = schema.GroupKind{Group: "batch", Kind: "Job"}
+)
+
+// controllerName names a kind's rollout controller. Names must be unique
+// in a manager, and a declared kind may share its Kind with a built-in one
+// (apps.kruise.io StatefulSet), so a declared kind's name carries its
+// group; built-in ones keep the names their metrics have always had.
+func controllerName(reg *workload.Registry, k workload.Kind) string {
+	name := "rollout-" + strings.ToLower(k.Kind)
+	if reg.Custom(k.GroupKind()) {
+		name += "-" + strings.ReplaceAll(k.Group, ".", "-")
+	}
+	return name
+}
+
 type rollout struct {
 	client   client.Client
 	inv      *inventory.Inventory
+	reg      *workload.Registry
 	events   recorder.EventRecorder
 	kind     workload.Kind
 	window   time.Duration
@@ -148,7 +173,7 @@ func (r *rollout) putBack(nn types.NamespacedName, changed []string) {
 // everyWorkload lists every workload of the controller's kind, for a key
 // rotation: each stamped one gets a hash under the new key.
 func (r *rollout) everyWorkload(ctx context.Context, _ client.Object) []reconcile.Request {
-	list, _ := workload.NewList(r.kind.Kind)
+	list, _ := r.reg.NewList(r.kind.GroupKind())
 	if err := r.client.List(ctx, list); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing workloads after the config-hash key changed", "kind", r.kind.Kind)
 		return nil
@@ -230,7 +255,7 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if len(changed) > 0 {
 		what = strings.Join(changed, ", ")
 	}
-	if r.kind.Kind == "Job" {
+	if r.kind.GroupKind() == jobKind {
 		// A Job's pod template is immutable; the next Job picks the change up.
 		if len(changed) > 0 {
 			rolloutsSkipped.WithLabelValues(r.kind.Kind, "job-immutable").Inc()
@@ -255,7 +280,7 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	}
 
 	before := obj.DeepCopyObject().(client.Object)
-	workload.SetTemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation, hash)
+	r.reg.SetTemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation, hash)
 	// The optimistic lock makes a concurrent writer win; the conflict
 	// retries and the hash is recomputed on the fresh object.
 	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -263,7 +288,7 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		r.putBack(req.NamespacedName, changed)
 		return reconcile.Result{}, err
 	}
-	if stored, _ := workload.TemplateAnnotations(obj); stored[v1alpha1.ConfigHashAnnotation] != hash {
+	if stored, _ := r.reg.TemplateAnnotations(obj); stored[v1alpha1.ConfigHashAnnotation] != hash {
 		// The mutating webhook stamps what its own cache computes; one
 		// that has not seen the change yet writes the old hash back, and
 		// nothing rolls. Try again once its cache has caught up.
@@ -271,7 +296,7 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
-	if rep := workload.PodReplacement(obj); rep.Reason != "" {
+	if rep := r.reg.PodReplacement(obj); rep.Reason != "" {
 		rolloutsSkipped.WithLabelValues(r.kind.Kind, rep.Reason).Inc()
 		log.Info("config changed; pod template updated, pods not replaced", "kind", r.kind.Kind, "changed", changed, "reason", rep.Reason)
 		r.events.Eventf(obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
@@ -297,14 +322,19 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 // date. changed says whether config it consumes changed since the last
 // reconcile, for the metrics of workloads left alone.
 func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed bool) (client.Object, string, error) {
-	obj, _ := workload.New(r.kind.Kind)
+	obj, _ := r.reg.New(r.kind.GroupKind())
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return nil, "", err
 	}
 	if workload.Controlled(obj) {
 		return nil, "", nil
 	}
-	current, stamped := workload.TemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation)
+	if _, ref := r.reg.TemplateRef(obj); ref {
+		// Never stamped (see admission's templateRefAnswer); a referenced
+		// Deployment rolls on its own and Argo follows it.
+		return nil, "", nil
+	}
+	current, stamped := r.reg.TemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation)
 	if workload.RolloutsDisabled(obj) {
 		if changed {
 			rolloutsSkipped.WithLabelValues(r.kind.Kind, "opted-out").Inc()
@@ -327,7 +357,7 @@ func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed 
 		}
 		return nil, "", nil
 	}
-	spec, _ := workload.PodSpec(obj)
+	spec, _ := r.reg.PodSpec(obj)
 	hash, counted, err := r.inv.TemplateHash(ctx, r.keys.Current().Bytes(), req.Namespace, spec, includeSecrets)
 	if err != nil || counted == 0 || hash == current {
 		return nil, "", err

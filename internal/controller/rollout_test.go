@@ -10,6 +10,8 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/inventory"
+
+	"github.com/configward/configward/internal/workload"
 )
 
 // cached passes a ConfigMap or Secret through the cache transform, since
@@ -102,5 +104,33 @@ func TestContentChanged(t *testing.T) {
 				t.Fatalf("contentChanged = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A manager refuses two controllers of one name; a declared kind may share
+// its Kind with a built-in one (OpenKruise's StatefulSet).
+func TestControllerNamesAreUniqueAcrossGroups(t *testing.T) {
+	decls, err := workload.ParseDeclarations([]byte(`[{group: apps.kruise.io, version: v1beta1, kind: StatefulSet, resource: statefulsets, podTemplatePath: spec.template},
+ {group: argoproj.io, version: v1alpha1, kind: Rollout, resource: rollouts, podTemplatePath: spec.template}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := workload.NewRegistry(decls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, k := range reg.Kinds() {
+		name := controllerName(reg, k)
+		if other, dup := seen[name]; dup {
+			t.Errorf("%s and %s share the controller name %q", other, k.GroupKind(), name)
+		}
+		seen[name] = k.GroupKind().String()
+	}
+	if got := controllerName(reg, workload.Kind{Group: "apps", Version: "v1", Kind: "Deployment"}); got != "rollout-deployment" {
+		t.Errorf("a built-in kind's controller was renamed: %q", got)
+	}
+	if got := controllerName(reg, workload.Kind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Rollout"}); got != "rollout-rollout-argoproj-io" {
+		t.Errorf("Rollout's controller: %q", got)
 	}
 }

@@ -191,13 +191,13 @@ func TemplateHoldOf(kind string, obj metav1.Object, rolloutsEnabled bool) Hold {
 }
 
 // PodHoldOf says why a new template does not replace obj's running pods,
-// if it does not: workload.PodReplacement's reasons, and a CronJob's
-// started Jobs.
-func PodHoldOf(kind string, obj runtime.Object) Hold {
+// if it does not: the registry's reasons (built-in, and a declared kind's
+// notRolledWhen), and a CronJob's started Jobs.
+func PodHoldOf(reg *workload.Registry, kind string, obj runtime.Object) Hold {
 	if kind == "CronJob" {
 		return StartedJobs
 	}
-	rep := workload.PodReplacement(obj)
+	rep := reg.PodReplacement(obj)
 	return Hold{Reason: rep.Reason, Why: rep.Why, Until: rep.Until}
 }
 

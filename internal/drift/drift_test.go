@@ -97,10 +97,10 @@ func TestHolds(t *testing.T) {
 		t.Fatalf("Job: %+v", h)
 	}
 	d.Spec.Paused = true
-	if h := PodHoldOf("Deployment", d); h.Reason != "paused" || h.Until != "it is resumed (kubectl rollout resume)" {
+	if h := PodHoldOf(nil, "Deployment", d); h.Reason != "paused" || h.Until != "it is resumed (kubectl rollout resume)" {
 		t.Fatalf("paused: %+v", h)
 	}
-	if h := PodHoldOf("CronJob", &batchv1.CronJob{}); h != StartedJobs {
+	if h := PodHoldOf(nil, "CronJob", &batchv1.CronJob{}); h != StartedJobs {
 		t.Fatalf("CronJob: %+v", h)
 	}
 }

@@ -62,10 +62,24 @@ type Object struct {
 // Inventory answers questions about ConfigMaps and Secrets from the cache.
 type Inventory struct {
 	reader client.Reader
+	// kinds are the workload kinds whose informers (with the consumer
+	// index) run; reg knows how to read them.
+	kinds []workload.Kind
+	reg   *workload.Registry
 }
 
-// New wraps a reader that is a cache configured with CacheOptions.
-func New(reader client.Reader) *Inventory { return &Inventory{reader: reader} }
+// New wraps a reader that is a cache configured with CacheOptions and
+// indexed (IndexConsumers) for the built-in workload kinds.
+func New(reader client.Reader) *Inventory {
+	return &Inventory{reader: reader, kinds: workload.Kinds}
+}
+
+// ConsumerKinds are the workload kinds Consumers can answer for: those Start
+// was given, less declared kinds whose CRD was not served.
+func (inv *Inventory) ConsumerKinds() []workload.Kind { return inv.kinds }
+
+// Registry is the registry of workload kinds the inventory reads with.
+func (inv *Inventory) Registry() *workload.Registry { return inv.reg }
 
 // CacheOptions configures the manager's cache: values are digested on the
 // way in, managed fields are dropped, and informers are never started
@@ -158,27 +172,39 @@ const ConsumersIndex = "configward.dev/consumes"
 func IndexValue(kind refs.Kind, name string) string { return string(kind) + "/" + name }
 
 // IndexConsumers registers ConsumersIndex for every workload kind.
-func IndexConsumers(ctx context.Context, indexer client.FieldIndexer, kinds []workload.Kind) error {
+func IndexConsumers(ctx context.Context, indexer client.FieldIndexer, reg *workload.Registry, kinds []workload.Kind) error {
 	for _, k := range kinds {
-		obj, _ := workload.New(k.Kind)
-		if err := indexer.IndexField(ctx, obj, ConsumersIndex, consumedBy); err != nil {
-			return fmt.Errorf("indexing %s by consumed config: %w", k.Kind, err)
+		if err := indexConsumers(ctx, indexer, reg, k); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func consumedBy(obj client.Object) []string {
-	spec, ok := workload.PodSpec(obj)
+func indexConsumers(ctx context.Context, indexer client.FieldIndexer, reg *workload.Registry, k workload.Kind) error {
+	obj, ok := reg.New(k.GroupKind())
 	if !ok {
-		return nil
+		return fmt.Errorf("%s is not a workload kind", k.GroupKind())
 	}
-	cs := refs.Consumed(refs.FromPodSpec(spec))
-	out := make([]string, 0, len(cs))
-	for _, c := range cs {
-		out = append(out, IndexValue(c.Kind, c.Name))
+	if err := indexer.IndexField(ctx, obj, ConsumersIndex, consumedBy(reg)); err != nil {
+		return fmt.Errorf("indexing %s by consumed config: %w", k.GroupKind(), err)
 	}
-	return out
+	return nil
+}
+
+func consumedBy(reg *workload.Registry) client.IndexerFunc {
+	return func(obj client.Object) []string {
+		spec, ok := reg.PodSpec(obj)
+		if !ok {
+			return nil
+		}
+		cs := refs.Consumed(refs.FromPodSpec(spec))
+		out := make([]string, 0, len(cs))
+		for _, c := range cs {
+			out = append(out, IndexValue(c.Kind, c.Name))
+		}
+		return out
+	}
 }
 
 // Consumers lists the workloads of the given kinds in namespace that consume
@@ -186,7 +212,10 @@ func consumedBy(obj client.Object) []string {
 func (inv *Inventory) Consumers(ctx context.Context, kinds []workload.Kind, kind refs.Kind, namespace, name string) ([]client.Object, error) {
 	var out []client.Object
 	for _, k := range kinds {
-		list, _ := workload.NewList(k.Kind)
+		list, ok := inv.reg.NewList(k.GroupKind())
+		if !ok {
+			return nil, fmt.Errorf("%s is not a workload kind", k.GroupKind())
+		}
 		if err := inv.reader.List(ctx, list, client.InNamespace(namespace),
 			client.MatchingFields{ConsumersIndex: IndexValue(kind, name)}); err != nil {
 			return nil, err

@@ -4,45 +4,85 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/configward/configward/internal/workload"
 )
 
 // Start registers the informers the inventory reads, so they start and sync
 // with the manager's cache (and count for readiness) instead of lazily on the
-// first request. The informers of consumerKinds are registered too, with
-// the consumer index, so Consumers can answer for those kinds.
-func Start(ctx context.Context, c cache.Cache, consumerKinds []workload.Kind) (*Inventory, error) {
-	objs := []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}}
-	if len(consumerKinds) > 0 {
-		if err := IndexConsumers(ctx, c, consumerKinds); err != nil {
-			return nil, err
-		}
-		for _, k := range consumerKinds {
-			obj, _ := workload.New(k.Kind)
-			objs = append(objs, obj)
-		}
-	}
-	for _, o := range objs {
+// first request. The informers of consumerKinds (kinds of reg) are
+// registered too, with the consumer index, so Consumers can answer for
+// those kinds.
+//
+// A declared kind whose CRD is not served now is logged and left out (see
+// Inventory.ConsumerKinds): one missing CRD must not take down the webhook
+// or controller for every other kind. Serving it later needs a restart.
+func Start(ctx context.Context, c cache.Cache, reg *workload.Registry, consumerKinds []workload.Kind) (*Inventory, error) {
+	for _, o := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}} {
 		if _, err := c.GetInformer(ctx, o); err != nil {
 			return nil, fmt.Errorf("starting informer for %T: %w", o, err)
 		}
 	}
-	return New(c), nil
+	inv := &Inventory{reader: c, reg: reg}
+	for _, k := range consumerKinds {
+		err := startKind(ctx, c, reg, k)
+		if err != nil && reg.Custom(k.GroupKind()) {
+			kindAvailable.WithLabelValues(k.GroupKind().String()).Set(0)
+			ctrl.Log.WithName("inventory").Error(err, "declared workload kind is not served by the API server; configward neither stamps, rolls nor judges it until restarted after its CRD is installed",
+				"kind", k.GroupKind().String(), "version", k.Version, "resource", k.Resource)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if reg.Custom(k.GroupKind()) {
+			kindAvailable.WithLabelValues(k.GroupKind().String()).Set(1)
+		}
+		inv.kinds = append(inv.kinds, k)
+	}
+	return inv, nil
 }
 
-// RolloutKinds are the workload kinds whose pod template configward keeps in
-// step with their config: every workload kind but bare Pods, whose spec is
-// immutable.
-func RolloutKinds() []workload.Kind {
+// startKind indexes one workload kind and registers its informer. For a
+// kind whose resource the API server does not serve, indexing fails
+// before any informer is registered, so nothing is left behind.
+func startKind(ctx context.Context, c cache.Cache, reg *workload.Registry, k workload.Kind) error {
+	if err := indexConsumers(ctx, c, reg, k); err != nil {
+		return err
+	}
+	obj, _ := reg.New(k.GroupKind())
+	if _, err := c.GetInformer(ctx, obj); err != nil {
+		return fmt.Errorf("starting informer for %s: %w", k.GroupKind(), err)
+	}
+	return nil
+}
+
+// RolloutKinds are the built-in workload kinds whose pod template
+// configward keeps in step with their config (see RolloutKindsOf).
+func RolloutKinds() []workload.Kind { return RolloutKindsOf(nil) }
+
+// RolloutKindsOf are the workload kinds of reg whose pod template
+// configward keeps in step with their config: every workload kind but bare
+// Pods, whose spec is immutable.
+func RolloutKindsOf(reg *workload.Registry) []workload.Kind {
 	var out []workload.Kind
-	for _, k := range workload.Kinds {
-		if k.Kind != "Pod" {
+	for _, k := range reg.Kinds() {
+		if k.GroupKind() != (workload.Kind{Version: "v1", Kind: "Pod"}).GroupKind() {
 			out = append(out, k)
 		}
 	}
 	return out
 }
+
+var kindAvailable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "configward_workload_kind_available",
+	Help: "1 when a declared custom workload kind is served by the API server and watched, 0 when its CRD was not served at start (configward then ignores it until restarted).",
+}, []string{"kind"})
+
+func init() { metrics.Registry.MustRegister(kindAvailable) }

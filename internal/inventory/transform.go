@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/digest"
@@ -127,7 +128,16 @@ func withoutValues(env []corev1.EnvVar) []corev1.EnvVar {
 // TransformWorkload drops managed fields, the largest part of most objects
 // and never read by configward, kubectl's last-applied configuration, and
 // the inline env values of its pod template (see withoutValues).
+//
+// A declared custom kind arrives as *unstructured.Unstructured, whose
+// accessors return copies and whose template path this transform does not
+// know (the cache's default transform is one function for every kind):
+// every env list anywhere in it loses its inline values instead.
 func TransformWorkload(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		transformUnstructured(u)
+		return u, nil
+	}
 	if o, ok := obj.(client.Object); ok {
 		o.SetManagedFields(nil)
 		if a := o.GetAnnotations(); a != nil {
@@ -145,6 +155,36 @@ func TransformWorkload(obj any) (any, error) {
 		}
 	}
 	return obj, nil
+}
+
+func transformUnstructured(u *unstructured.Unstructured) {
+	unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
+	unstructured.RemoveNestedField(u.Object, "metadata", "annotations", lastApplied)
+	dropEnvValues(u.Object)
+}
+
+// dropEnvValues deletes "value" from every entry of every list named env
+// under v: the containers' env of a pod template, wherever the kind keeps
+// it. valueFrom stays, since it is what configward reads.
+func dropEnvValues(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, child := range t {
+			if list, ok := child.([]any); ok && k == "env" {
+				for _, e := range list {
+					if m, ok := e.(map[string]any); ok {
+						delete(m, "value")
+					}
+				}
+				continue
+			}
+			dropEnvValues(child)
+		}
+	case []any:
+		for _, child := range t {
+			dropEnvValues(child)
+		}
+	}
 }
 
 // onlyConfigward keeps the configward.dev/ entries of a label or

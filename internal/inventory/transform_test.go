@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
@@ -181,5 +182,39 @@ func TestTransformsKeepNoValues(t *testing.T) {
 		if got := spec.Containers[0].Env[1].ValueFrom.SecretKeyRef.Name; got != "db" {
 			t.Errorf("%s lost its reference: %q", name, got)
 		}
+	}
+}
+
+// A declared kind is cached unstructured: the same things must go as for a
+// Deployment, wherever the kind keeps its pod template.
+func TestTransformUnstructuredWorkload(t *testing.T) {
+	const canary = "canary-7f3a9c"
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+		"metadata": map[string]any{"name": "web",
+			"annotations":   map[string]any{lastApplied: `{"env":"` + canary + `"}`, "keep": "me"},
+			"managedFields": []any{map[string]any{"manager": canary}}},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"containers": []any{map[string]any{"name": "c", "env": []any{
+				map[string]any{"name": "PASSWORD", "value": canary},
+				map[string]any{"name": "FROM", "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": "db", "key": "password"}}},
+			}}},
+			"initContainers": []any{map[string]any{"name": "i", "env": []any{map[string]any{"name": "P", "value": canary}}}},
+		}}},
+	}}
+	out, err := TransformWorkload(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dump := fmt.Sprintf("%#v", out); strings.Contains(dump, canary) {
+		t.Fatalf("the cached Rollout holds a value: %s", dump)
+	}
+	got := out.(*unstructured.Unstructured)
+	if got.GetAnnotations()["keep"] != "me" {
+		t.Errorf("other annotations were dropped: %v", got.GetAnnotations())
+	}
+	name, _, _ := unstructured.NestedString(got.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["env"].([]any)[1].(map[string]any), "valueFrom", "secretKeyRef", "name")
+	if name != "db" {
+		t.Errorf("the reference was dropped: %q", name)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/webhookserver"
+	"github.com/configward/configward/internal/workload"
 )
 
 // Common are the settings both processes share.
@@ -53,6 +54,23 @@ type Common struct {
 	// GCPercent is the garbage collector's target (GOGC) set at start
 	// unless GOGC is set; 0 leaves Go's default.
 	GCPercent int
+	// WorkloadKindsFile declares custom workload kinds (--workload-kinds);
+	// WorkloadKinds, when set, is used instead (tests build it in place).
+	WorkloadKindsFile string
+	WorkloadKinds     *workload.Registry
+}
+
+// Kinds returns the workload kinds the process handles: the built-in ones
+// plus those declared in WorkloadKindsFile.
+func (c *Common) Kinds() (*workload.Registry, error) {
+	if c.WorkloadKinds != nil {
+		return c.WorkloadKinds, nil
+	}
+	reg, err := workload.LoadDeclarations(c.WorkloadKindsFile)
+	if err != nil {
+		return nil, fmt.Errorf("--workload-kinds: %w", err)
+	}
+	return reg, nil
 }
 
 // AddFlags registers the shared flags.
@@ -77,6 +95,8 @@ func (c *Common) AddFlags(fs *pflag.FlagSet) {
 		"Namespace of the Secret holding the installation's config-hash key: configward's own (the chart sets it). Defaults to $POD_NAMESPACE, else configward.")
 	fs.StringVar(&c.HashKeySecret, "hash-key-secret", "configward-hash-key",
 		"Name of the Secret holding the config-hash key. configward creates it when missing; deleting it rotates the key, which re-stamps (and so rolls) every workload once, paced.")
+	fs.StringVar(&c.WorkloadKindsFile, "workload-kinds", "",
+		"A file declaring custom workload kinds (a YAML list of {group, version, kind, resource, podTemplatePath, templateRefPath, notRolledWhen}; the chart's workloadKinds), stamped, rolled and judged like the built-in ones. A declared kind whose CRD is not served at start is logged and ignored until a restart.")
 	fs.IntVar(&c.GCPercent, "gc-percent", DefaultGCPercent,
 		"The Go garbage collector's target (as GOGC): collect when the heap has grown this many percent over what the last collection kept. Higher spends less CPU on collection and more memory. Ignored when GOGC is set; 0 leaves Go's default (100).")
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", DefaultMemoryLimitRatio,
@@ -108,6 +128,9 @@ func (c *Common) Validate() error {
 	}
 	if c.HashKeyNamespace == "" || c.HashKeySecret == "" {
 		return fmt.Errorf("--hash-key-namespace and --hash-key-secret must name the Secret of the config-hash key")
+	}
+	if _, err := c.Kinds(); err != nil {
+		return err
 	}
 	_, err := c.ChangeControl.Settings()
 	return err

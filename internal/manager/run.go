@@ -30,7 +30,6 @@ import (
 	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/scheme"
 	"github.com/configward/configward/internal/webhookserver"
-	"github.com/configward/configward/internal/workload"
 	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -41,18 +40,27 @@ import (
 // confirmedEffects returns the Effects of the webhook's decisions: recorded
 // at once when it authenticates its callers, else confirmed from the
 // informers of every kind it judges.
-func confirmedEffects(mgr ctrlmanager.Manager, trusted bool) (*admission.Effects, error) {
+//
+// Effects are keyed by Kind alone (as requests name them), so a declared
+// kind sharing its Kind with a built-in one shares its key space; the
+// content fingerprint still tells their objects apart.
+func confirmedEffects(mgr ctrlmanager.Manager, trusted bool, inv *inventory.Inventory) (*admission.Effects, error) {
 	effects := admission.NewEffects(trusted)
-	objs := map[string]client.Object{"ConfigMap": &corev1.ConfigMap{}, "Secret": &corev1.Secret{}, "Namespace": &corev1.Namespace{}}
-	for _, k := range workload.Kinds {
-		objs[k.Kind], _ = workload.New(k.Kind)
+	type watched struct {
+		kind string
+		obj  client.Object
 	}
-	for kind, obj := range objs {
-		informer, err := mgr.GetCache().GetInformer(context.Background(), obj)
+	objs := []watched{{"ConfigMap", &corev1.ConfigMap{}}, {"Secret", &corev1.Secret{}}, {"Namespace", &corev1.Namespace{}}}
+	for _, k := range inv.ConsumerKinds() {
+		obj, _ := inv.Registry().New(k.GroupKind())
+		objs = append(objs, watched{k.Kind, obj})
+	}
+	for _, w := range objs {
+		informer, err := mgr.GetCache().GetInformer(context.Background(), w.obj)
 		if err != nil {
 			return nil, err
 		}
-		if err := effects.Watch(informer, kind); err != nil {
+		if err := effects.Watch(informer, w.kind); err != nil {
 			return nil, err
 		}
 	}
@@ -167,7 +175,11 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	// fields) so that a delete of config still in use is refused from
 	// memory; Namespaces (watchPolicies) for their labels and whether they
 	// are terminating.
-	inv, err := inventory.Start(context.Background(), mgr.GetCache(), workload.Kinds)
+	kinds, err := o.Kinds()
+	if err != nil {
+		return nil, err
+	}
+	inv, err := inventory.Start(context.Background(), mgr.GetCache(), kinds, kinds.Kinds())
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +192,7 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 		return nil, err
 	}
 	decoder := admission.Decoder{Scheme: mgr.GetScheme()}
-	effects, err := confirmedEffects(mgr, srv.AuthenticatesCallers())
+	effects, err := confirmedEffects(mgr, srv.AuthenticatesCallers(), inv)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +202,7 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 		return nil, err
 	}
 	srv.Register(admission.ConfigHashPath, admission.Webhook("config-hash",
-		&admission.ConfigHash{Inventory: inv, Keys: keys, Decoder: decoder, Namespaces: mgr.GetCache(), Policies: policies, Effects: effects}))
+		&admission.ConfigHash{Inventory: inv, Keys: keys, Decoder: decoder, Namespaces: mgr.GetCache(), Policies: policies, Effects: effects, Kinds: kinds}))
 	schemaInformer, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.ConfigSchema{})
 	if err != nil {
 		return nil, err
@@ -207,7 +219,7 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	srv.Register(admission.ValidateConfigPoliciesPath, admission.Webhook("validate-configpolicies",
 		&admission.ValidateConfigPolicies{Decoder: decoder, Policies: policies}))
 	srv.Register(admission.ValidateWorkloadsPath, admission.Webhook("validate-workloads", &admission.ValidateWorkloads{
-		Inventory: inv, Policies: policies, Namespaces: mgr.GetCache(), Decoder: decoder, Recorder: rec,
+		Inventory: inv, Policies: policies, Namespaces: mgr.GetCache(), Decoder: decoder, Recorder: rec, Kinds: kinds,
 	}))
 	srv.Register(admission.ValidateConfigChangesPath, admission.Webhook("validate-config-changes", &admission.ValidateConfigChanges{
 		Inventory: inv, Cache: mgr.GetCache(), Live: mgr.GetAPIReader(), Decoder: decoder,
@@ -283,6 +295,10 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        o.LeaderElectionID,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		// Declared custom kinds are read as unstructured objects; like the
+		// typed ones they come from the cache (inventory.Start registers
+		// their informers), not from a GET per reconcile.
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		// Hand the lease over at once on a clean shutdown instead of making the
 		// next leader wait for it to expire.
 		LeaderElectionReleaseOnCancel: true,
@@ -293,7 +309,11 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating controller manager: %w", err)
 	}
-	inv, err := inventory.Start(context.Background(), mgr.GetCache(), inventory.RolloutKinds())
+	kinds, err := o.Kinds()
+	if err != nil {
+		return nil, err
+	}
+	inv, err := inventory.Start(context.Background(), mgr.GetCache(), kinds, inventory.RolloutKindsOf(kinds))
 	if err != nil {
 		return nil, err
 	}

@@ -18,11 +18,21 @@ type TargetLookup func(kind refs.Kind, name string) (Target, error)
 // of the given kind: its references with field paths rooted at the object,
 // and the facts of each target, looked up once per object. Admission and
 // `configward check` both build their input here, which is what makes them
-// give the same findings.
+// give the same findings. It reads the built-in kinds only; see
+// WorkloadInputOf.
 func WorkloadInput(req Request, obj client.Object, object, oldObject []byte, lookup TargetLookup) (Input, error) {
+	return WorkloadInputOf(req, nil, obj, object, oldObject, lookup)
+}
+
+// WorkloadInputOf is WorkloadInput for the kinds of reg (nil: the built-in
+// ones). A declared kind's field paths are rooted at its declared template
+// path, so its findings read like a Deployment's with the kind and path
+// substituted.
+func WorkloadInputOf(req Request, reg *workload.Registry, obj client.Object, object, oldObject []byte, lookup TargetLookup) (Input, error) {
 	kind := req.Kind
-	spec, _ := workload.PodSpec(obj)
-	podSpecPath := strings.Join(workload.PodSpecPath(kind), ".")
+	spec, _ := reg.PodSpec(obj)
+	k, _ := reg.KindOf(obj)
+	podSpecPath := strings.Join(reg.PodSpecPath(k.GroupKind()), ".")
 	type id struct {
 		kind refs.Kind
 		name string

@@ -37,8 +37,10 @@ type Options struct {
 	// Kind and Name, when set, pick one workload.
 	Kind workload.Kind
 	Name string
-	// Kinds are the workload kinds to look at.
-	Kinds []workload.Kind
+	// Kinds are the workload kinds to look at, of Registry (nil: the
+	// built-in kinds only).
+	Kinds    []workload.Kind
+	Registry *workload.Registry
 }
 
 // Item is one workload's drift as `configward status` shows it.
@@ -101,8 +103,14 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 		if o.Name != "" && k != o.Kind {
 			continue
 		}
-		list, _ := workload.NewList(k.Kind)
-		if err := c.List(ctx, list, in...); err != nil {
+		list, _ := o.Registry.NewList(k.GroupKind())
+		err := c.List(ctx, list, in...)
+		if meta.IsNoMatchError(err) {
+			// A declared kind whose CRD this cluster does not serve.
+			res.Notes = append(res.Notes, fmt.Sprintf("the cluster does not serve %s: skipped", k.GroupVersionKind()))
+			continue
+		}
+		if err != nil {
 			return res, fmt.Errorf("listing %s: %w", k.Resource, err)
 		}
 		for _, obj := range workload.Items(list) {
@@ -110,7 +118,7 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 				continue
 			}
 			found = true
-			template, stamped := workload.TemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation)
+			template, stamped := o.Registry.TemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation)
 			if !stamped || workload.Controlled(obj) || obj.GetDeletionTimestamp() != nil {
 				continue
 			}
@@ -119,7 +127,7 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 				Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(),
 				Template: template, Wanted: template,
 				TemplateHold: drift.TemplateHoldOf(k.Kind, obj, true),
-				PodHold:      drift.PodHoldOf(k.Kind, obj),
+				PodHold:      drift.PodHoldOf(o.Registry, k.Kind, obj),
 			}
 			r := report.StoredConfigCurrent(reports[obj.GetUID()])
 			// A Report written for another template is behind: the live

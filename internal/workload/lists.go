@@ -2,19 +2,30 @@ package workload
 
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// NewList returns an empty list of a built-in workload kind, for a client
+// or cache List.
+func NewList(kind string) (client.ObjectList, bool) { return builtin.NewList(builtinGK(kind)) }
+
 // NewList returns an empty list of the workload kind, for a client or
-// cache List.
-func NewList(kind string) (client.ObjectList, bool) {
-	k, ok := Lookup(kind)
+// cache List: typed for a built-in kind, unstructured for a declared one.
+func (r *Registry) NewList(gk schema.GroupKind) (client.ObjectList, bool) {
+	row, ok := r.row(gk)
 	if !ok {
 		return nil, false
 	}
-	gvk := k.GroupVersionKind()
+	gvk := row.GroupVersionKind()
 	gvk.Kind += "List"
+	if row.custom != nil {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk)
+		return list, true
+	}
 	obj, err := clientgoscheme.Scheme.New(gvk)
 	if err != nil {
 		return nil, false // every kind of the table has a list type in client-go

@@ -1,7 +1,14 @@
 // Package workload maps the workload kinds configward stamps to their pod
-// template: where it sits in the object, and how to read and annotate it on
-// a typed object. Kinds are named by their Kind alone ("Deployment") because
-// the set is fixed and no two of them share a Kind.
+// template: where it sits in the object, and how to read and annotate it.
+//
+// Kinds live in a Registry keyed by GroupKind: the built-in kinds (typed Go
+// objects) plus the custom kinds a platform team declares (see
+// Declaration), handled as *unstructured.Unstructured with the pod template
+// at a declared path. The group is part of the key because OpenKruise ships
+// an apps.kruise.io StatefulSet beside apps' own. The package-level
+// functions answer for the built-in kinds only; code that must see custom
+// kinds holds a *Registry, passed to it at start (a nil *Registry is the
+// built-in one, so zero-valued handlers keep working).
 package workload
 
 import (
@@ -30,6 +37,11 @@ func (k Kind) GroupVersionKind() schema.GroupVersionKind {
 	return schema.GroupVersionKind{Group: k.Group, Version: k.Version, Kind: k.Kind}
 }
 
+// GroupKind returns the kind as a schema.GroupKind, the registry's key.
+func (k Kind) GroupKind() schema.GroupKind {
+	return schema.GroupKind{Group: k.Group, Kind: k.Kind}
+}
+
 // GroupVersionResource returns the kind's resource as a schema.GroupVersionResource.
 func (k Kind) GroupVersionResource() schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: k.Group, Version: k.Version, Resource: k.Resource}
@@ -38,12 +50,14 @@ func (k Kind) GroupVersionResource() schema.GroupVersionResource {
 // kindRow is everything configward knows of one workload kind: its names,
 // where its pod template sits (nil for a Pod, which is its own template;
 // metadata and spec hang off it), how to make an empty one, and how to
-// reach the template inside a typed object.
+// reach the template inside a typed object. A declared (custom) kind has
+// no template accessor and its Declaration instead.
 type kindRow struct {
 	Kind
 	templatePath []string
 	new          func() client.Object
 	template     func(runtime.Object) (*metav1.ObjectMeta, *corev1.PodSpec)
+	custom       *Declaration
 }
 
 // row builds a kindRow from the template accessor of one Go type.
@@ -58,8 +72,7 @@ func row[T client.Object](k Kind, templatePath []string, template func(T) (*meta
 
 var specTemplate = []string{"spec", "template"}
 
-// table is the one list of workload kinds; everything kind-specific in this
-// package reads it.
+// table is the one list of built-in workload kinds.
 var table = []kindRow{
 	row(Kind{"apps", "v1", "Deployment", "deployments"}, specTemplate, func(o *appsv1.Deployment) (*metav1.ObjectMeta, *corev1.PodSpec) {
 		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
@@ -84,88 +97,51 @@ var table = []kindRow{
 	}),
 }
 
-// Kinds lists every workload kind whose pod template gets the config hash.
-var Kinds = func() []Kind {
-	out := make([]Kind, len(table))
-	for i, r := range table {
-		out[i] = r.Kind
-	}
-	return out
-}()
+// builtin is the registry of the built-in kinds alone.
+var builtin = mustRegistry(table)
 
-// byType finds a kind's row from a typed object.
-var byType = func() map[reflect.Type]*kindRow {
-	m := map[reflect.Type]*kindRow{}
-	for i := range table {
-		m[reflect.TypeOf(table[i].new())] = &table[i]
-	}
-	return m
-}()
+// Builtin returns the registry of the built-in kinds, which is also what a
+// nil *Registry means.
+func Builtin() *Registry { return builtin }
 
-func lookupRow(kind string) (*kindRow, bool) {
-	for i := range table {
-		if table[i].Kind.Kind == kind {
-			return &table[i], true
+// Kinds lists every built-in workload kind whose pod template gets the
+// config hash.
+var Kinds = builtin.Kinds()
+
+// Lookup returns the built-in Kind named kind, if it is one. Built-in kinds
+// do not share a Kind; code that may see custom kinds uses Registry.Lookup.
+func Lookup(kind string) (Kind, bool) {
+	for _, r := range builtin.rows {
+		if r.Kind.Kind == kind {
+			return r.Kind, true
 		}
 	}
-	return nil, false
+	return Kind{}, false
 }
 
-// Lookup returns the Kind named kind, if it is a workload kind.
-func Lookup(kind string) (Kind, bool) {
-	r, ok := lookupRow(kind)
-	if !ok {
-		return Kind{}, false
-	}
-	return r.Kind, true
+// builtinGK is the GroupKind of the built-in kind named kind, or an empty
+// one (which no registry holds).
+func builtinGK(kind string) schema.GroupKind {
+	k, _ := Lookup(kind)
+	return k.GroupKind()
 }
 
-func templatePath(kind string) ([]string, bool) {
-	r, ok := lookupRow(kind)
-	if !ok {
-		return nil, false
-	}
-	return r.templatePath, true
-}
+// PodTemplatePath returns the JSON field path to a built-in kind's pod
+// template metadata, or nil for a kind that is not one.
+func PodTemplatePath(kind string) []string { return builtin.PodTemplatePath(builtinGK(kind)) }
 
-func under(kind, field string) []string {
-	p, ok := templatePath(kind)
-	if !ok {
-		return nil
-	}
-	return append(p, field)
-}
+// PodSpecPath returns the JSON field path to a built-in kind's pod spec, or
+// nil for a kind that is not one.
+func PodSpecPath(kind string) []string { return builtin.PodSpecPath(builtinGK(kind)) }
 
-// PodTemplatePath returns the JSON field path to the pod template's
-// metadata, or nil for a kind that is not a workload kind.
-func PodTemplatePath(kind string) []string { return under(kind, "metadata") }
+// AnnotationPatchPath returns the JSON pointer (RFC 6901) to a built-in
+// kind's pod template annotations map, or "".
+func AnnotationPatchPath(kind string) string { return builtin.AnnotationPatchPath(builtinGK(kind)) }
 
-// PodSpecPath returns the JSON field path to the pod spec, or nil for a kind
-// that is not a workload kind.
-func PodSpecPath(kind string) []string { return under(kind, "spec") }
-
-// AnnotationPatchPath returns the JSON pointer (RFC 6901) to the pod
-// template's annotations map, or "" for a kind that is not a workload kind.
-// A JSON patch must "add" the whole map there when the template has no
-// annotations yet, because adding a key under a missing map fails.
-func AnnotationPatchPath(kind string) string {
-	p := PodTemplatePath(kind)
-	if p == nil {
-		return ""
-	}
-	return "/" + strings.Join(append(p, "annotations"), "/")
-}
-
-// AnnotationKeyPatchPath returns the JSON pointer to one annotation of the
-// pod template, or "" for a kind that is not a workload kind. The key is
-// escaped because annotation keys such as "configward.dev/config-hash"
-// contain "/", which would otherwise split the pointer.
+// AnnotationKeyPatchPath returns the JSON pointer to one annotation of a
+// built-in kind's pod template, or "".
 func AnnotationKeyPatchPath(kind, key string) string {
-	p := AnnotationPatchPath(kind)
-	if p == "" {
-		return ""
-	}
-	return p + "/" + pointerEscaper.Replace(key)
+	return builtin.AnnotationKeyPatchPath(builtinGK(kind), key)
 }
 
 // pointerEscaper escapes a JSON-pointer token (RFC 6901).
@@ -182,39 +158,30 @@ func RolloutsDisabled(obj metav1.Object) bool {
 // comparing templates, so changing an owned template breaks its rollouts.
 func Controlled(obj metav1.Object) bool { return metav1.GetControllerOf(obj) != nil }
 
-// ControlledByWorkload reports whether a workload of a known kind controls
-// obj. Only such an owner stands for obj: it was judged, and it is what a
-// delete of config in use would break. Any other controller (a ConfigMap
-// named as owner, an unknown operator) proves nothing.
-func ControlledByWorkload(obj metav1.Object) bool {
-	ref := metav1.GetControllerOf(obj)
-	if ref == nil {
-		return false
-	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil {
-		return false
-	}
-	k, ok := Lookup(ref.Kind)
-	return ok && k.Group == gv.Group
-}
+// ControlledByWorkload reports whether a built-in workload controls obj
+// (see Registry.ControlledByWorkload).
+func ControlledByWorkload(obj metav1.Object) bool { return builtin.ControlledByWorkload(obj) }
 
 // Replacement says what a change of a workload's pod template does to the
 // pods it already runs.
 type Replacement struct {
 	// Reason is empty when the workload's own update strategy replaces its
 	// pods; otherwise a short label for metrics (on-delete, paused,
-	// replicaset).
+	// replicaset, declared).
 	Reason string
 	// Why and Until complete, for people, "running pods keep the old
 	// config: <Why>; they get the new one when <Until>".
 	Why, Until string
 }
 
-// PodReplacement tells whether changing obj's pod template replaces the
-// pods it runs. A CronJob's next Job uses the new template, which is its
-// rollout. Jobs are not covered: their template cannot change.
-func PodReplacement(obj runtime.Object) Replacement {
+// PodReplacement tells whether changing a built-in workload's pod template
+// replaces the pods it runs (see Registry.PodReplacement).
+func PodReplacement(obj runtime.Object) Replacement { return builtin.PodReplacement(obj) }
+
+// builtinReplacement is PodReplacement of the typed kinds. A CronJob's next
+// Job uses the new template, which is its rollout. Jobs are not covered:
+// their template cannot change.
+func builtinReplacement(obj runtime.Object) Replacement {
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
 		if o.Spec.Paused {
@@ -234,74 +201,32 @@ func PodReplacement(obj runtime.Object) Replacement {
 	return Replacement{}
 }
 
-// New returns an empty typed object of kind with its TypeMeta set, so it can
-// be used with a client or decoded into directly.
-func New(kind string) (client.Object, bool) {
-	r, ok := lookupRow(kind)
-	if !ok {
-		return nil, false
-	}
-	obj := r.new()
-	obj.GetObjectKind().SetGroupVersionKind(r.GroupVersionKind())
-	return obj, true
-}
+// New returns an empty typed object of a built-in kind with its TypeMeta
+// set, so it can be used with a client or decoded into directly.
+func New(kind string) (client.Object, bool) { return builtin.New(builtinGK(kind)) }
 
-// KindOf names the kind of a typed workload object, which objects read
+// KindOf names the kind of a built-in workload object, which objects read
 // from a cache do not carry in their TypeMeta.
-func KindOf(obj runtime.Object) (Kind, bool) {
-	r, ok := byType[reflect.TypeOf(obj)]
-	if !ok {
-		return Kind{}, false
-	}
-	return r.Kind, true
-}
+func KindOf(obj runtime.Object) (Kind, bool) { return builtin.KindOf(obj) }
 
-// podTemplate returns pointers into obj: the template metadata and pod spec.
-func podTemplate(obj runtime.Object) (*metav1.ObjectMeta, *corev1.PodSpec, bool) {
-	r, ok := byType[reflect.TypeOf(obj)]
-	if !ok {
-		return nil, nil, false
-	}
-	meta, spec := r.template(obj)
-	return meta, spec, true
-}
+// PodSpec returns the pod spec inside a built-in workload. It points into
+// obj, so changes through it change obj.
+func PodSpec(obj runtime.Object) (*corev1.PodSpec, bool) { return builtin.PodSpec(obj) }
 
-// PodSpec returns the pod spec inside obj. It points into obj, so changes
-// through it change obj.
-func PodSpec(obj runtime.Object) (*corev1.PodSpec, bool) {
-	_, spec, ok := podTemplate(obj)
-	return spec, ok
-}
-
-// TemplateAnnotations returns the pod template's annotations (the Pod's own
-// for a Pod). The map may be nil when the template has none.
+// TemplateAnnotations returns a built-in workload's pod template
+// annotations (the Pod's own for a Pod). The map may be nil.
 func TemplateAnnotations(obj runtime.Object) (map[string]string, bool) {
-	meta, _, ok := podTemplate(obj)
-	if !ok {
-		return nil, false
-	}
-	return meta.Annotations, true
+	return builtin.TemplateAnnotations(obj)
 }
 
 // TemplateAnnotation returns one annotation of the pod template, and
 // whether it is set.
 func TemplateAnnotation(obj runtime.Object, key string) (string, bool) {
-	a, _ := TemplateAnnotations(obj)
-	v, ok := a[key]
-	return v, ok
+	return builtin.TemplateAnnotation(obj, key)
 }
 
-// SetTemplateAnnotation sets one annotation on the pod template, creating
-// the map if needed. It reports false, changing nothing, for an object that
-// is not a workload.
+// SetTemplateAnnotation sets one annotation on a built-in workload's pod
+// template, creating the map if needed.
 func SetTemplateAnnotation(obj runtime.Object, key, value string) bool {
-	meta, _, ok := podTemplate(obj)
-	if !ok {
-		return false
-	}
-	if meta.Annotations == nil {
-		meta.Annotations = map[string]string{}
-	}
-	meta.Annotations[key] = value
-	return true
+	return builtin.SetTemplateAnnotation(obj, key, value)
 }

@@ -114,7 +114,7 @@ func startInventoryCache(b *testing.B, cfg *rest.Config) (*inventory.Inventory, 
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	inv, err := inventory.Start(ctx, ca, nil)
+	inv, err := inventory.Start(ctx, ca, nil, nil)
 	if err != nil {
 		cancel()
 		b.Fatal(err)

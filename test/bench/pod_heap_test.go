@@ -55,7 +55,7 @@ func BenchmarkWebhookPodCache(b *testing.B) {
 			b.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		if _, err := inventory.Start(ctx, ca, []workload.Kind{podKind()}); err != nil {
+		if _, err := inventory.Start(ctx, ca, nil, []workload.Kind{podKind()}); err != nil {
 			cancel()
 			b.Fatal(err)
 		}

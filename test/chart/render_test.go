@@ -30,6 +30,7 @@ import (
 
 	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/internal/workload"
 	"github.com/configward/configward/test/framework"
 )
 
@@ -490,11 +491,71 @@ var _ = Describe("the chart, rendered", func() {
 			{"webhook.replicaz=3", "additional properties 'replicaz' not allowed"},
 			{"changeControl.pipelineServiceAccounts={deployer}", "pipelineServiceAccounts/0"},
 			{"webhook.shutdownDelay=5", "shutdownDelay"},
+			{"workloadKinds[0].group=argoproj.io,workloadKinds[0].version=v1alpha1,workloadKinds[0].kind=Rollout,workloadKinds[0].podTemplatePath=spec.template",
+				"at '/workloadKinds/0': missing property 'resource'"},
+			{"workloadKinds[0].group=argoproj.io,workloadKinds[0].version=v1alpha1,workloadKinds[0].kind=Rollout,workloadKinds[0].resource=rollouts,workloadKinds[0].podTemplatePath=",
+				"/workloadKinds/0/podTemplatePath"},
+			{"workloadKinds[0].group=argoproj.io,workloadKinds[0].version=v1alpha1,workloadKinds[0].kind=Rollout,workloadKinds[0].resource=rollouts,workloadKinds[0].podTemplatePath=spec.template,workloadKinds[0].notRolledWhn=x",
+				"additional properties 'notRolledWhn' not allowed"},
 		} {
 			res := helm("template", "configward", chartDir, "--kube-version", "1.37.2", "--set", tc.set)
 			Expect(res.ExitCode).NotTo(Equal(0), tc.set)
 			Expect(res.Stderr).To(ContainSubstring(tc.want), tc.set)
 		}
+	})
+
+	It("renders declared workload kinds: the file both processes read, the flag, a restart on change, webhook rules and RBAC", func() {
+		values := filepath.Join(GinkgoT().TempDir(), "values.yaml")
+		Expect(os.WriteFile(values, []byte(workloadKindsValues), 0o600)).To(Succeed())
+		objs := render("-f", values)
+
+		By("a ConfigMap holding the declaration, which configward itself parses")
+		cm := typed[corev1.ConfigMap](objs, "ConfigMap", "configward-workload-kinds")
+		decls, err := workload.ParseDeclarations([]byte(cm.Data["workload-kinds.yaml"]))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(decls).To(HaveLen(2))
+		Expect(decls[0]).To(Equal(workload.Declaration{Group: "argoproj.io", Version: "v1alpha1", Kind: "Rollout", Resource: "rollouts",
+			PodTemplatePath: "spec.template", TemplateRefPath: "spec.workloadRef",
+			NotRolledWhen: []workload.Condition{{Path: "spec.paused", Equals: "true", Why: "the Rollout is paused", Until: "it is resumed"}}}))
+
+		By("mounted into both pods, passed with --workload-kinds, with a checksum that restarts them on change")
+		changed := render("-f", values, "--set", "workloadKinds[1].resource=clonesetz")
+		for _, name := range []string{"configward-webhook", "configward-controller"} {
+			pod := typed[appsv1.Deployment](objs, "Deployment", name).Spec.Template
+			Expect(pod.Spec.Containers[0].Args).To(ContainElement("--workload-kinds=/etc/configward/workload-kinds/workload-kinds.yaml"), name)
+			Expect(pod.Spec.Containers[0].VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: "workload-kinds", MountPath: "/etc/configward/workload-kinds", ReadOnly: true}), name)
+			Expect(pod.Spec.Volumes).To(ContainElement(HaveField("VolumeSource.ConfigMap.Name", "configward-workload-kinds")), name)
+			sum := pod.Annotations["checksum/workload-kinds"]
+			Expect(sum).To(HaveLen(64), name)
+			Expect(typed[appsv1.Deployment](changed, "Deployment", name).Spec.Template.Annotations["checksum/workload-kinds"]).NotTo(Equal(sum), name)
+		}
+
+		By("one more rule per declared kind in the config-hash and validate webhooks, and nothing else changed")
+		want := generatedWebhookFacts()
+		for _, name := range []string{"config-hash.configward.dev", "validate.configward.dev"} {
+			w := want[name]
+			for _, gvr := range [][3]string{{"argoproj.io", "v1alpha1", "rollouts"}, {"apps.kruise.io", "v1alpha1", "clonesets"}} {
+				w.Rules = append(w.Rules, admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{gvr[0]}, APIVersions: []string{gvr[1]}, Resources: []string{gvr[2]}},
+				})
+			}
+			want[name] = w
+		}
+		Expect(foldCopies(webhookFacts(
+			typed[admissionregistrationv1.MutatingWebhookConfiguration](objs, "MutatingWebhookConfiguration", "configward"),
+			typed[admissionregistrationv1.ValidatingWebhookConfiguration](objs, "ValidatingWebhookConfiguration", "configward"),
+		))).To(Equal(want))
+
+		By("the webhook reads the declared kinds; the controller also patches them")
+		for name, verbs := range map[string][]string{"configward-webhook": {"get", "list", "watch"}, "configward-controller": {"get", "list", "watch", "patch"}} {
+			rules := typed[rbacv1.ClusterRole](objs, "ClusterRole", name).Rules
+			Expect(rules).To(ContainElement(rbacv1.PolicyRule{APIGroups: []string{"argoproj.io"}, Resources: []string{"rollouts"}, Verbs: verbs}), name)
+			Expect(rules).To(ContainElement(rbacv1.PolicyRule{APIGroups: []string{"apps.kruise.io"}, Resources: []string{"clonesets"}, Verbs: verbs}), name)
+		}
+
+		By("nothing of it without declared kinds")
+		Expect(kinds(render())).NotTo(ContainElement("ConfigMap/configward-workload-kinds"))
 	})
 
 	It("stays in step with config/: the same CRDs, webhook rules and RBAC", func() {
@@ -557,3 +618,17 @@ var _ = Describe("the chart, rendered", func() {
 		}
 	})
 })
+
+// workloadKindsValues declares Argo Rollouts' Rollout and OpenKruise's
+// CloneSet, as a platform team would.
+const workloadKindsValues = `workloadKinds:
+- group: argoproj.io
+  version: v1alpha1
+  kind: Rollout
+  resource: rollouts
+  podTemplatePath: spec.template
+  templateRefPath: spec.workloadRef
+  notRolledWhen:
+  - {path: spec.paused, equals: "true", why: the Rollout is paused, until: it is resumed}
+- {group: apps.kruise.io, version: v1alpha1, kind: CloneSet, resource: clonesets, podTemplatePath: spec.template}
+`

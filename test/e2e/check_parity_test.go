@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/configward/configward/internal/check"
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/rules"
+	"github.com/configward/configward/internal/workload"
 	"github.com/configward/configward/test/framework"
 )
 
@@ -84,5 +87,53 @@ var _ = Describe("configward check", func() {
 			}
 			Expect(gotWarnings).To(ConsistOf(warned), kind)
 		}
+	})
+
+	It("gives a declared Rollout the same findings offline as the webhook gives kubectl", func() {
+		ns := rulesNamespace()
+		kinds, err := workload.LoadDeclarations(workloadKindsFile)
+		Expect(err).NotTo(HaveOccurred())
+		manifest := argoRollout(ns, "checkout", `containers:
+- name: api
+  image: app
+  volumeMounts: [{name: flags, mountPath: /etc/app/flags.yaml, subPath: flags.yaml}]
+  env: [{name: DB_PASSWORD, valueFrom: {secretKeyRef: {name: db, key: password}}}]
+volumes: [{name: flags, configMap: {name: hot-flags}}]
+`, "")
+		dir := GinkgoT().TempDir()
+		// The config it references, as rulesNamespace stored it.
+		config := configMap(ns, "hot-flags", map[string]string{"flags.yaml": "a: 1"}, map[string]string{"configward.dev/reload": "hot"}) +
+			"---\n" + fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: %s}\nstringData: {password: not-printed}\n", ns)
+		Expect(os.WriteFile(filepath.Join(dir, "rollout.yaml"), []byte(manifest), 0o600)).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(config), 0o600)).To(Succeed())
+		objs, err := check.LoadKinds(kinds, []string{dir}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(objs).To(HaveLen(3))
+		store, err := policystore.New(context.Background(), logr.Discard())
+		Expect(err).NotTo(HaveOccurred())
+		results, err := check.Run(context.Background(), store.Current(), objs, check.Options{Complete: true, Kinds: kinds})
+		Expect(err).NotTo(HaveOccurred())
+		var denied, warned []string
+		for _, r := range results {
+			switch r.Action {
+			case rules.Deny:
+				denied = append(denied, rules.Line(rules.Finding{Rule: r.Rule, Message: r.Message}))
+			case rules.Warn:
+				warned = append(warned, "Warning: "+rules.Warning(rules.Finding{Rule: r.Rule, Message: r.Message}))
+			}
+		}
+		Expect(denied).To(ConsistOf(HavePrefix("[subpath-config] Rollout " + ns + "/checkout")))
+		Expect(warned).To(ConsistOf(HavePrefix("Warning: [secret-in-env] Rollout " + ns + "/checkout")))
+
+		res := env.Kubectl(manifest, "create", "--dry-run=server", "-f", "-")
+		Expect(res.ExitCode).To(Equal(1))
+		Expect(res.Stderr).To(ContainSubstring("denied the request: " + strings.Join(denied, "\n")))
+		var gotWarnings []string
+		for _, l := range strings.Split(res.Stderr, "\n") {
+			if strings.HasPrefix(l, "Warning: ") {
+				gotWarnings = append(gotWarnings, l)
+			}
+		}
+		Expect(gotWarnings).To(ConsistOf(warned))
 	})
 })

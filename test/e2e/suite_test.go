@@ -31,7 +31,8 @@ var (
 // suiteController are the settings of the suite's configward controller:
 // a short batch window so specs wait less, and no pacing, which one spec
 // turns on for itself.
-var suiteController = manager.Controller{Common: manager.Common{ChangeControl: suiteChangeControl}, RolloutBatchWindow: rolloutBatchWindow}
+var suiteController = manager.Controller{Common: manager.Common{ChangeControl: suiteChangeControl, WorkloadKindsFile: workloadKindsFile},
+	RolloutBatchWindow: rolloutBatchWindow}
 
 // kwokNodes is how many fake nodes run the suite's pods.
 const kwokNodes = 3
@@ -43,22 +44,28 @@ func TestE2E(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	var err error
+	argoCRDs, err := framework.ArgoRolloutCRDs()
+	Expect(err).NotTo(HaveOccurred())
 	env, err = framework.Start(framework.Options{
 		Register: func(p *manager.WebhookProcess) error {
 			registerHarnessWebhook(p)
 			return nil
 		},
-		Webhook: configureChangeControl,
-		// The controller writes OpenReports Reports where their CRD is
-		// served; the chart installs this copy on request.
-		ExtraCRDPaths: []string{filepath.Join(framework.RepoRoot(), "charts", "configward", "files", "openreports")},
+		Webhook: func(o *manager.Webhook) {
+			configureChangeControl(o)
+			o.WorkloadKindsFile = workloadKindsFile
+		},
+		// Argo Rollouts' real CRD, declared as a custom workload kind to
+		// both processes (argo_rollout_test.go), and OpenReports' Report CRD,
+		// whose Reports the controller writes where it is served (the chart
+		// installs this copy on request).
+		ExtraCRDPaths: []string{argoCRDs, filepath.Join(framework.RepoRoot(), "charts", "configward", "files", "openreports")},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(env.StartCluster(kwokNodes)).To(Succeed())
 	grantTestIdentities()
 	installHarnessWebhook()
-	_, err = env.InstallWebhookConfigurations(context.Background(), skipUnmanagedNamespaces)
+	_, err = env.InstallWebhookConfigurations(context.Background(), skipUnmanagedNamespaces, declareRolloutRules)
 	Expect(err).NotTo(HaveOccurred())
 	stopController, err = env.StartController(suiteController)
 	Expect(err).NotTo(HaveOccurred())

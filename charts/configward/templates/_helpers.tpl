@@ -174,3 +174,60 @@ privileged: false
 capabilities:
   drop: [ALL]
 {{- end -}}
+
+{{- /*
+Custom workload kinds (values workloadKinds): one file, rendered into a
+ConfigMap and mounted into both pods, that both processes read with
+--workload-kinds. The checksum annotation restarts both pods when the
+declaration changes: the processes read it only at start.
+*/}}
+{{- define "configward.workloadKinds.annotations" -}}
+{{- if .Values.workloadKinds }}
+checksum/workload-kinds: {{ toYaml .Values.workloadKinds | sha256sum }}
+{{- end }}
+{{- end }}
+
+{{- define "configward.workloadKinds.arg" -}}
+{{- if .Values.workloadKinds }}
+- --workload-kinds=/etc/configward/workload-kinds/workload-kinds.yaml
+{{- end }}
+{{- end }}
+
+{{- define "configward.workloadKinds.volumeMount" -}}
+{{- if .Values.workloadKinds }}
+- name: workload-kinds
+  mountPath: /etc/configward/workload-kinds
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "configward.workloadKinds.volume" -}}
+{{- if .Values.workloadKinds }}
+- name: workload-kinds
+  configMap:
+    name: {{ include "configward.fullname" . }}-workload-kinds
+{{- end }}
+{{- end }}
+
+{{- /*
+One admission rule per declared kind, for the config-hash and validate
+webhooks (the only two that judge workloads).
+*/}}
+{{- define "configward.workloadKinds.rules" -}}
+{{- range .Values.workloadKinds }}
+- apiGroups: [{{ .group | quote }}]
+  apiVersions: [{{ .version | quote }}]
+  operations: [CREATE, UPDATE]
+  resources: [{{ .resource | quote }}]
+{{- end }}
+{{- end }}
+
+{{- /* RBAC on the declared kinds: verbs is a list. */}}
+{{- define "configward.workloadKinds.rbac" -}}
+{{- $verbs := .verbs -}}
+{{- range .root.Values.workloadKinds }}
+- apiGroups: [{{ .group | quote }}]
+  resources: [{{ .resource | quote }}]
+  verbs: [{{ join ", " $verbs }}]
+{{- end }}
+{{- end }}

@@ -1,0 +1,203 @@
+package workload
+
+import (
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+const argoDecl = `
+- group: argoproj.io
+  version: v1alpha1
+  kind: Rollout
+  resource: rollouts
+  podTemplatePath: spec.template
+  templateRefPath: spec.workloadRef
+  notRolledWhen:
+  - {path: spec.paused, equals: "true", why: the Rollout is paused, until: it is resumed}
+- group: apps.kruise.io
+  version: v1beta1
+  kind: StatefulSet
+  resource: statefulsets
+  podTemplatePath: spec.template
+`
+
+var rolloutGK = schema.GroupKind{Group: "argoproj.io", Kind: "Rollout"}
+
+func argoRegistry(t *testing.T) *Registry {
+	t.Helper()
+	decls, err := ParseDeclarations([]byte(argoDecl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRegistry(decls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestDeclarationErrors(t *testing.T) {
+	tests := []struct{ name, yaml, want string }{
+		{"unknown field", `[{group: a.io, version: v1, kind: A, resource: as, podTemplatePath: spec.template, notRolledWhn: []}]`, `unknown field "notRolledWhn"`},
+		{"missing resource", `[{group: a.io, version: v1, kind: A, podTemplatePath: spec.template}]`, "resource is required"},
+		{"empty path", `[{group: a.io, version: v1, kind: A, resource: as, podTemplatePath: ""}]`, "podTemplatePath: the path is empty"},
+		{"bad path", `[{group: a.io, version: v1, kind: A, resource: as, podTemplatePath: spec..template}]`, "is not a dotted field path"},
+		{"built-in collision", `[{group: apps, version: v1, kind: Deployment, resource: deployments, podTemplatePath: spec.template}]`, "Deployment.apps is a built-in workload kind"},
+		{"duplicate", `[{group: a.io, version: v1, kind: A, resource: as, podTemplatePath: spec.template}, {group: a.io, version: v2, kind: A, resource: as, podTemplatePath: spec.template}]`, "declared twice"},
+		{"no group", `[{version: v1, kind: A, resource: as, podTemplatePath: spec.template}]`, "group is required"},
+		{"condition without why", `[{group: a.io, version: v1, kind: A, resource: as, podTemplatePath: spec.template, notRolledWhen: [{path: spec.paused, equals: "true"}]}]`, "notRolledWhen[0].why is required"},
+		{"not a list", `group: a.io`, "expected a list"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseDeclarations([]byte(tt.yaml))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestEmptyDeclarations(t *testing.T) {
+	for _, y := range []string{"", "[]", "# nothing\n"} {
+		decls, err := ParseDeclarations([]byte(y))
+		if err != nil || len(decls) != 0 {
+			t.Errorf("%q: %v, %v", y, decls, err)
+		}
+	}
+}
+
+// An apps.kruise.io StatefulSet is its own kind, not apps' StatefulSet.
+func TestGroupKindKeys(t *testing.T) {
+	r := argoRegistry(t)
+	kruise, ok := r.Lookup(schema.GroupKind{Group: "apps.kruise.io", Kind: "StatefulSet"})
+	if !ok || kruise.Version != "v1beta1" || !r.Custom(kruise.GroupKind()) {
+		t.Fatalf("kruise StatefulSet = %+v, %v", kruise, ok)
+	}
+	apps, ok := r.Lookup(schema.GroupKind{Group: "apps", Kind: "StatefulSet"})
+	if !ok || r.Custom(apps.GroupKind()) {
+		t.Fatalf("apps StatefulSet = %+v, %v", apps, ok)
+	}
+	if o, _ := r.New(apps.GroupKind()); o == nil {
+		t.Fatal("no typed StatefulSet")
+	} else if _, typed := o.(*appsv1.StatefulSet); !typed {
+		t.Fatalf("apps StatefulSet is a %T", o)
+	}
+	if o, _ := r.New(kruise.GroupKind()); o == nil {
+		t.Fatal("no kruise StatefulSet")
+	} else if u, isU := o.(*unstructured.Unstructured); !isU || u.GetAPIVersion() != "apps.kruise.io/v1beta1" {
+		t.Fatalf("kruise StatefulSet is a %T", o)
+	}
+	if Builtin().Custom(kruise.GroupKind()) {
+		t.Fatal("the built-in registry knows a custom kind")
+	}
+}
+
+func rollout(t *testing.T, r *Registry, doc string) *unstructured.Unstructured {
+	t.Helper()
+	u, _ := r.New(rolloutGK)
+	if err := yamlInto(doc, u.(*unstructured.Unstructured)); err != nil {
+		t.Fatal(err)
+	}
+	return u.(*unstructured.Unstructured)
+}
+
+const rolloutDoc = `
+apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: web, namespace: shop}
+spec:
+  template:
+    spec:
+      containers:
+      - name: app
+        env: [{name: PASSWORD, value: hunter2}, {name: FLAGS, valueFrom: {configMapKeyRef: {name: flags, key: f}}}]
+        volumeMounts: [{name: cfg, mountPath: /etc/app}]
+      volumes: [{name: cfg, configMap: {name: web-config}}]
+`
+
+func TestUnstructuredTemplate(t *testing.T) {
+	r := argoRegistry(t)
+	u := rollout(t, r, rolloutDoc)
+	spec, ok := r.PodSpec(u)
+	if !ok || len(spec.Volumes) != 1 || spec.Volumes[0].ConfigMap.Name != "web-config" || spec.Containers[0].Env[1].ValueFrom == nil {
+		t.Fatalf("PodSpec = %+v, %v", spec, ok)
+	}
+	if k, ok := r.KindOf(u); !ok || k.Resource != "rollouts" {
+		t.Fatalf("KindOf = %+v, %v", k, ok)
+	}
+	if _, ok := Builtin().PodSpec(u); ok {
+		t.Fatal("the built-in registry reads a Rollout")
+	}
+	if r.TemplateMetadataPresent(u) {
+		t.Fatal("the template has no metadata yet")
+	}
+	if !r.SetTemplateAnnotation(u, hashKey, "abc") {
+		t.Fatal("SetTemplateAnnotation failed")
+	}
+	if v, ok := r.TemplateAnnotation(u, hashKey); !ok || v != "abc" {
+		t.Fatalf("annotation = %q, %v", v, ok)
+	}
+	if got, _, _ := unstructured.NestedString(u.Object, "spec", "template", "metadata", "annotations", hashKey); got != "abc" {
+		t.Fatalf("stored at the declared path: %q", got)
+	}
+	r.RemoveTemplateAnnotation(u, hashKey)
+	if _, ok := r.TemplateAnnotation(u, hashKey); ok {
+		t.Fatal("annotation not removed")
+	}
+	if got := r.AnnotationKeyPatchPath(rolloutGK, hashKey); got != "/spec/template/metadata/annotations/configward.dev~1config-hash" {
+		t.Fatalf("patch path %q", got)
+	}
+	if got := strings.Join(r.PodSpecPath(rolloutGK), "."); got != "spec.template.spec" {
+		t.Fatalf("PodSpecPath %q", got)
+	}
+}
+
+func TestDeclaredNotRolledWhen(t *testing.T) {
+	r := argoRegistry(t)
+	u := rollout(t, r, rolloutDoc)
+	if rep := r.PodReplacement(u); rep.Reason != "" {
+		t.Fatalf("unpaused: %+v", rep)
+	}
+	_ = unstructured.SetNestedField(u.Object, true, "spec", "paused")
+	rep := r.PodReplacement(u)
+	if rep.Reason != "declared" || rep.Why != "the Rollout is paused" || rep.Until != "it is resumed" {
+		t.Fatalf("paused: %+v", rep)
+	}
+}
+
+func TestTemplateRefAndControl(t *testing.T) {
+	r := argoRegistry(t)
+	u := rollout(t, r, `
+apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: web}
+spec:
+  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: web-base}
+`)
+	ref, ok := r.TemplateRef(u)
+	if !ok || ref.GroupKind() != (schema.GroupKind{Group: "apps", Kind: "Deployment"}) || ref.Name != "web-base" || ref.Path != "spec.workloadRef" {
+		t.Fatalf("TemplateRef = %+v, %v", ref, ok)
+	}
+	if _, ok := r.TemplateRef(rollout(t, r, rolloutDoc)); ok {
+		t.Fatal("a Rollout with its own template has a reference")
+	}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: "web", UID: "1", Controller: new(true)}}}}
+	if !r.ControlledByWorkload(rs) {
+		t.Fatal("a Rollout's ReplicaSet is not controlled by a workload")
+	}
+	if ControlledByWorkload(rs) {
+		t.Fatal("without the declaration, a Rollout is no workload")
+	}
+}
+
+func yamlInto(doc string, u *unstructured.Unstructured) error {
+	return sigsyaml.Unmarshal([]byte(doc), &u.Object)
+}
