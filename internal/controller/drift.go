@@ -34,9 +34,10 @@ import (
 // The drift controller answers "which pods run which config": for every
 // stamped top-level workload it compares the hash its config gives now
 // with the hash its pods started with, per namespace, and publishes the
-// result as gauges and, where the OpenReports CRD is served, as one Report
-// per workload. It writes nothing else and rolls nothing; the rollout
-// controller does that.
+// result as gauges and, where the OpenReports CRD is served, in one Report
+// per object, with what the rules find on existing workloads and the
+// schemas on stored ConfigMaps (findings.go). It writes nothing else and
+// rolls nothing; the rollout controller does that.
 //
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=openreports.io,resources=reports,verbs=get;list;watch;create;update;delete
@@ -125,16 +126,7 @@ func SetupDrift(mgr ctrl.Manager, inv *inventory.Inventory, opts DriftOptions) e
 
 // everyNamespace enqueues every namespace, when the rules in force change.
 func (d *driftJudge) everyNamespace(ctx context.Context, _ client.Object) []reconcile.Request {
-	var list corev1.NamespaceList
-	if err := d.client.List(ctx, &list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing namespaces after the ConfigPolicies in force changed")
-		return nil
-	}
-	out := make([]reconcile.Request, len(list.Items))
-	for i, ns := range list.Items {
-		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: ns.Name}}
-	}
-	return out
+	return namespaceRequests(ctx, d.client, "to judge them again after the ConfigPolicies in force changed")
 }
 
 // namespaceOf enqueues the namespace of whatever changed, a little later,

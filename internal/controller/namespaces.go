@@ -56,9 +56,15 @@ type namespaceLabels struct {
 }
 
 func (r *namespaceLabels) everyNamespace(ctx context.Context, _ *corev1.Namespace) []reconcile.Request {
+	return namespaceRequests(ctx, r.client, "to re-label after a ConfigPolicy change")
+}
+
+// namespaceRequests is a request per namespace, for a change that
+// concerns them all; why completes the log line when they cannot be listed.
+func namespaceRequests(ctx context.Context, c client.Reader, why string) []reconcile.Request {
 	var list corev1.NamespaceList
-	if err := r.client.List(ctx, &list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing namespaces to re-label after a ConfigPolicy change")
+	if err := c.List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing namespaces "+why)
 		return nil
 	}
 	out := make([]reconcile.Request, len(list.Items))
