@@ -7,6 +7,7 @@ import (
 
 	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -217,7 +218,7 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 	seen := map[drift.Key]bool{}
 	for _, k := range d.kinds {
 		list, _ := d.reg.NewList(k.GroupKind())
-		if err := d.client.List(ctx, list, client.InNamespace(ns)); err != nil {
+		if err := d.client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 			return nil, nil, fmt.Errorf("listing %s: %w", k.Resource, err)
 		}
 		for _, obj := range workload.Items(list) {
@@ -265,15 +266,18 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 // config hash.
 func (d *driftJudge) podsByWorkload(ctx context.Context, ns string) (map[types.UID]map[string]int, error) {
 	var pods corev1.PodList
-	if err := d.client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+	// The cache's objects themselves, never changed here: copying every
+	// pod and workload of a namespace on each judgement was most of its
+	// cost.
+	if err := d.client.List(ctx, &pods, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	var rss appsv1.ReplicaSetList
-	if err := d.client.List(ctx, &rss, client.InNamespace(ns)); err != nil {
+	if err := d.client.List(ctx, &rss, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing replicasets: %w", err)
 	}
 	var jobs batchv1.JobList
-	if err := d.client.List(ctx, &jobs, client.InNamespace(ns)); err != nil {
+	if err := d.client.List(ctx, &jobs, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", err)
 	}
 	return drift.PodsOfCluster(pods.Items, rss.Items, jobs.Items), nil
@@ -301,7 +305,7 @@ func publishGauges(ns string, statuses []drift.Status) {
 // storedReports lists configward's Reports in ns, by name.
 func (d *driftJudge) storedReports(ctx context.Context, ns string) (map[string]*openreports.Report, error) {
 	var list openreports.ReportList
-	if err := d.client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{report.ManagedByLabel: report.Source}); err != nil {
+	if err := d.client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{report.ManagedByLabel: report.Source}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing reports: %w", err)
 	}
 	out := make(map[string]*openreports.Report, len(list.Items))
@@ -311,12 +315,20 @@ func (d *driftJudge) storedReports(ctx context.Context, ns string) (map[string]*
 	return out, nil
 }
 
+// reportWriters bounds the Report writes of one namespace in flight: the
+// first judgement of a namespace of thousands of workloads creates a Report
+// each, and one at a time that took tens of seconds.
+const reportWriters = 8
+
 // writeReports makes the stored Reports of ns say what results say,
 // one Report per object with results, writing only those that differ, and
 // deletes the Reports of objects with nothing left to report.
 func (d *driftJudge) writeReports(ctx context.Context, ns string, results map[types.UID][]subjectResults, stored map[string]*openreports.Report) error {
 	now := time.Now()
 	wanted := map[string]bool{}
+	// The group's context ends when Wait returns: only the writes use it.
+	writes, writeCtx := errgroup.WithContext(ctx)
+	writes.SetLimit(reportWriters)
 	for uid, parts := range results {
 		var all []openreports.ReportResult
 		for _, p := range parts {
@@ -331,15 +343,24 @@ func (d *driftJudge) writeReports(ctx context.Context, ns string, results map[ty
 		want := report.Build(parts[0].subject, all, prev, now)
 		switch {
 		case prev == nil:
-			if err := d.client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("creating report %s/%s: %w", ns, name, err)
-			}
+			writes.Go(func() error {
+				if err := d.client.Create(writeCtx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+					return fmt.Errorf("creating report %s/%s: %w", ns, name, err)
+				}
+				return nil
+			})
 		case report.Differs(prev, want):
 			want.ResourceVersion = prev.ResourceVersion
-			if err := d.client.Update(ctx, want); err != nil {
-				return fmt.Errorf("updating report %s/%s: %w", ns, name, err)
-			}
+			writes.Go(func() error {
+				if err := d.client.Update(writeCtx, want); err != nil {
+					return fmt.Errorf("updating report %s/%s: %w", ns, name, err)
+				}
+				return nil
+			})
 		}
+	}
+	if err := writes.Wait(); err != nil {
+		return err
 	}
 	for name, r := range stored {
 		if !wanted[name] {

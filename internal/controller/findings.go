@@ -110,7 +110,7 @@ func (e *findingsEvaluator) namespace(ctx context.Context, ns string, workloads 
 	}
 
 	var cms corev1.ConfigMapList
-	if err := e.cache.List(ctx, &cms, client.InNamespace(ns)); err != nil {
+	if err := e.cache.List(ctx, &cms, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing configmaps: %w", err)
 	}
 	for i := range cms.Items {
