@@ -203,9 +203,12 @@ func countPods(ctx context.Context, c client.Reader, in []client.ListOption) (ma
 	var pods corev1.PodList
 	var rss appsv1.ReplicaSetList
 	var jobs batchv1.JobList
-	for _, l := range []client.ObjectList{&pods, &rss, &jobs} {
-		if err := c.List(ctx, l, in...); err != nil {
-			return nil, fmt.Errorf("listing %T: %w", l, err)
+	for _, l := range []struct {
+		resource string
+		list     client.ObjectList
+	}{{"pods", &pods}, {"replicasets", &rss}, {"jobs", &jobs}} {
+		if err := c.List(ctx, l.list, in...); err != nil {
+			return nil, fmt.Errorf("listing %s: %w", l.resource, err)
 		}
 	}
 	return drift.PodsOfCluster(pods.Items, rss.Items, jobs.Items), nil

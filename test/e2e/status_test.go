@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -198,6 +201,45 @@ func reportOf(ns string, obj client.Object) func() []string {
 		return out
 	}
 }
+
+var _ = Describe("configward status for a user with fewer rights", func() {
+	It("works without the right to read Reports and says what it cannot see; stops at a kind it may not list", func() {
+		ns := rolloutNamespace()
+		applyWhenSeen(ns, []string{configMap(ns, "cfg", map[string]string{"k": "1"}, nil)}, map[string][]string{"cfg": nil},
+			replicatedDeployment(ns, "web", "cfg", 2))
+		rolloutStatus(ns, "deployment/web")
+		Eventually(status("-n", ns), rolloutTimeout).Should(HaveField("ExitCode", 0))
+
+		// What `configward status` lists, and not Reports (nor Secrets).
+		readable := []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets", "replicasets"}, Verbs: []string{"list"}},
+			{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}, Verbs: []string{"list"}},
+		}
+		grant := func(user string, rules []rbacv1.PolicyRule) string {
+			role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user}, Rules: rules}
+			Expect(env.Client.Create(context.Background(), role)).To(Succeed())
+			Expect(env.Client.Create(context.Background(), &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+				Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+			})).To(Succeed())
+			kubeconfig, err := env.UserKubeconfig(user)
+			Expect(err).NotTo(HaveOccurred())
+			return kubeconfig
+		}
+
+		res := env.Status("--kubeconfig", grant("status-viewer", readable), "-n", ns)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(res.Stdout).To(MatchRegexp(`(?m)^Deployment/web\s+2/2\s+0\s+done\s`))
+		Expect(res.Stderr).To(ContainSubstring("note: you may not list reports.openreports.io: each workload is compared with its pod template's hash"))
+
+		res = env.Status("--kubeconfig", grant("status-partial", readable[:2]), "-n", ns)
+		Expect(res.ExitCode).To(Equal(2))
+		Expect(res.Stderr).To(ContainSubstring(`listing jobs`))
+		Expect(res.Stderr).To(ContainSubstring(`forbidden`))
+	})
+})
 
 var _ = Describe("OpenReports", func() {
 	It("carry rule findings on existing workloads and ConfigSchema violations of stored ConfigMaps, until they are fixed", func() {
