@@ -69,6 +69,8 @@ const MaxResults = 200
 func Build(subject corev1.ObjectReference, results []openreports.ReportResult, prev *openreports.Report, now time.Time) *openreports.Report {
 	stamp := metav1.Timestamp{Seconds: now.Unix(), Nanos: int32(now.Nanosecond())}
 	sort.SliceStable(results, func(i, j int) bool { return resultOrder(results[i]) < resultOrder(results[j]) })
+	// The summary counts every result, also those cut below.
+	summary := summarize(results)
 	if len(results) > MaxResults {
 		results = results[:MaxResults]
 	}
@@ -98,7 +100,7 @@ func Build(subject corev1.ObjectReference, results []openreports.ReportResult, p
 		Scope:   &subject,
 		Results: results,
 	}
-	r.Summary = summarize(r.Results)
+	r.Summary = summary
 	return r
 }
 

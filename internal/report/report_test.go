@@ -158,6 +158,9 @@ func TestBuildBoundsTheReport(t *testing.T) {
 	if len(r.Results) != MaxResults || r.Results[0].Rule != ConfigCurrent {
 		t.Fatalf("%d results, first %s", len(r.Results), r.Results[0].Rule)
 	}
+	if r.Summary != (openreports.ReportSummary{Pass: 1, Warn: 1000}) {
+		t.Fatalf("summary %+v: it must count the results cut too", r.Summary)
+	}
 	js, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
