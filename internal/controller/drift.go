@@ -248,8 +248,8 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 				APIVersion: k.GroupVersionKind().GroupVersion().String(), Kind: k.Kind,
 				Namespace: ns, Name: obj.GetName(), UID: obj.GetUID(),
 				Template: template, Wanted: wanted,
-				TemplateHold: drift.TemplateHoldOf(k.Kind, obj, enabled),
-				PodHold:      drift.PodHoldOf(d.reg, k.Kind, obj),
+				TemplateHold: drift.TemplateHoldOf(k.GroupKind(), obj, enabled),
+				PodHold:      drift.PodHoldOf(d.reg, k.GroupKind(), obj),
 			}, drift.CountPods(wanted, byWorkload[obj.GetUID()]))
 			s.Changed, s.ChangedAt = d.opts.Changes.Last(dk)
 			if len(s.Changed) == 0 {

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/report"
@@ -113,8 +114,18 @@ func (e *findingsEvaluator) namespace(ctx context.Context, ns string, workloads 
 	if err := e.cache.List(ctx, &cms, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing configmaps: %w", err)
 	}
+	// Most namespaces have no ConfigSchema: then only a ConfigMap naming one
+	// (which does not exist) has anything to report, and asking the schema
+	// store for every ConfigMap on every judgement is wasted.
+	var schemas v1alpha1.ConfigSchemaList
+	if err := e.cache.List(ctx, &schemas, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing configschemas: %w", err)
+	}
 	for i := range cms.Items {
 		cm := &cms.Items[i]
+		if _, names := cm.Annotations[v1alpha1.SchemaAnnotation]; len(schemas.Items) == 0 && !names {
+			continue
+		}
 		gov, missing, err := e.schemas.For(ctx, cm)
 		if err != nil {
 			return nil, err

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
@@ -175,16 +176,23 @@ func PodsByWorkload(pods []Pod, owners Owners) map[types.UID]map[string]int {
 // Hashes lists the hashes of a Pods in a stable order, for printing.
 func (p Pods) Hashes() []string { return slices.Sorted(maps.Keys(p.ByHash)) }
 
+// The built-in kinds whose holds are their own; a declared kind of another
+// group may share their Kind.
+var (
+	jobKind     = schema.GroupKind{Group: "batch", Kind: "Job"}
+	cronJobKind = schema.GroupKind{Group: "batch", Kind: "CronJob"}
+)
+
 // TemplateHoldOf says why configward leaves obj's template with a stale
 // hash, if it does: the workload opts out, a ConfigPolicy turns rollouts
 // off (rolloutsEnabled false), or it is a Job.
-func TemplateHoldOf(kind string, obj metav1.Object, rolloutsEnabled bool) Hold {
+func TemplateHoldOf(kind schema.GroupKind, obj metav1.Object, rolloutsEnabled bool) Hold {
 	switch {
 	case workload.RolloutsDisabled(obj):
 		return OptedOut
 	case !rolloutsEnabled:
 		return PolicyDisabled
-	case kind == "Job":
+	case kind == jobKind:
 		return JobImmutable
 	}
 	return Hold{}
@@ -193,8 +201,8 @@ func TemplateHoldOf(kind string, obj metav1.Object, rolloutsEnabled bool) Hold {
 // PodHoldOf says why a new template does not replace obj's running pods,
 // if it does not: the registry's reasons (built-in, and a declared kind's
 // notRolledWhen), and a CronJob's started Jobs.
-func PodHoldOf(reg *workload.Registry, kind string, obj runtime.Object) Hold {
-	if kind == "CronJob" {
+func PodHoldOf(reg *workload.Registry, kind schema.GroupKind, obj runtime.Object) Hold {
+	if kind == cronJobKind {
 		return StartedJobs
 	}
 	rep := reg.PodReplacement(obj)

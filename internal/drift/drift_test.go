@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
@@ -81,26 +82,32 @@ func TestPodsByWorkload(t *testing.T) {
 	}
 }
 
+var deploymentKind = schema.GroupKind{Group: "apps", Kind: "Deployment"}
+
 func TestHolds(t *testing.T) {
 	d := &appsv1.Deployment{}
-	if h := TemplateHoldOf("Deployment", d, true); h.Reason != "" {
+	if h := TemplateHoldOf(deploymentKind, d, true); h.Reason != "" {
 		t.Fatalf("a plain Deployment is held: %+v", h)
 	}
-	if h := TemplateHoldOf("Deployment", d, false); h != PolicyDisabled {
+	if h := TemplateHoldOf(deploymentKind, d, false); h != PolicyDisabled {
 		t.Fatalf("rollouts off: %+v", h)
 	}
 	d.Annotations = map[string]string{v1alpha1.RolloutAnnotation: v1alpha1.RolloutDisabled}
-	if h := TemplateHoldOf("Deployment", d, true); h != OptedOut {
+	if h := TemplateHoldOf(deploymentKind, d, true); h != OptedOut {
 		t.Fatalf("opted out: %+v", h)
 	}
-	if h := TemplateHoldOf("Job", &batchv1.Job{}, true); h != JobImmutable {
+	if h := TemplateHoldOf(jobKind, &batchv1.Job{}, true); h != JobImmutable {
 		t.Fatalf("Job: %+v", h)
 	}
 	d.Spec.Paused = true
-	if h := PodHoldOf(nil, "Deployment", d); h.Reason != "paused" || h.Until != "it is resumed (kubectl rollout resume)" {
+	if h := PodHoldOf(nil, deploymentKind, d); h.Reason != "paused" || h.Until != "it is resumed (kubectl rollout resume)" {
 		t.Fatalf("paused: %+v", h)
 	}
-	if h := PodHoldOf(nil, "CronJob", &batchv1.CronJob{}); h != StartedJobs {
+	if h := PodHoldOf(nil, cronJobKind, &batchv1.CronJob{}); h != StartedJobs {
 		t.Fatalf("CronJob: %+v", h)
+	}
+	// A declared kind of another group may be called Job: it is not batch's.
+	if h := TemplateHoldOf(schema.GroupKind{Group: "example.com", Kind: "Job"}, &batchv1.Job{}, true); h.Reason != "" {
+		t.Fatalf("example.com Job: %+v", h)
 	}
 }

@@ -132,12 +132,6 @@ func Subject(apiVersion, kind, namespace, name string, uid types.UID) corev1.Obj
 	return corev1.ObjectReference{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name, UID: uid}
 }
 
-// ConfigCurrentResult is the config-current result of a workload's drift:
-// pass when every pod runs the current config.
-func ConfigCurrentResult(s drift.Status) openreports.ReportResult {
-	return configCurrent(s)
-}
-
 // FindingResults are the results of the rules' findings on an existing
 // object, as the namespace's ConfigPolicies decide them: a finding that
 // would be denied now fails, a warned one warns, an audited one warns at
@@ -163,7 +157,9 @@ func FindingResults(out rules.Outcome) []openreports.ReportResult {
 	return res
 }
 
-func configCurrent(s drift.Status) openreports.ReportResult {
+// ConfigCurrentResult is the config-current result of a workload's drift:
+// pass when every pod runs the current config.
+func ConfigCurrentResult(s drift.Status) openreports.ReportResult {
 	props := map[string]string{
 		PropWanted:   s.Wanted,
 		PropTemplate: s.Template,

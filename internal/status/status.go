@@ -126,8 +126,8 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 				APIVersion: k.GroupVersionKind().GroupVersion().String(), Kind: k.Kind,
 				Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(),
 				Template: template, Wanted: template,
-				TemplateHold: drift.TemplateHoldOf(k.Kind, obj, true),
-				PodHold:      drift.PodHoldOf(o.Registry, k.Kind, obj),
+				TemplateHold: drift.TemplateHoldOf(k.GroupKind(), obj, true),
+				PodHold:      drift.PodHoldOf(o.Registry, k.GroupKind(), obj),
 			}
 			r := report.StoredConfigCurrent(reports[obj.GetUID()])
 			// A Report written for another template is behind: the live
