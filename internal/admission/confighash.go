@@ -87,7 +87,7 @@ func (h *ConfigHash) Handle(ctx context.Context, req admission.Request) admissio
 		return admission.Allowed("rollouts disabled by " + v1alpha1.RolloutAnnotation)
 	}
 	if err := h.Kinds.PodSpecError(obj); err != nil {
-		return admission.Allowed("").WithWarnings(fmt.Sprintf("configward cannot read the pod template of %s %s/%s (%v); no config hash stamped",
+		return admission.Allowed("").WithWarnings(fmt.Sprintf("[config-hash] %s %s/%s: %v, so no config hash is stamped and it will not roll when its config changes. Fix the pod template.",
 			kind.Kind, req.Namespace, objectName(req, obj), err))
 	}
 	if kind.Kind == "Pod" && kind.Group == "" && req.Operation == admissionv1.Update {

@@ -77,8 +77,8 @@ func TestConfigHashCustomKinds(t *testing.T) {
 			req:  create(rolloutJSON(`{"metadata":{"annotations":{"configward.dev/config-hash":"sha256:old"}},"spec":{"containers":[{"name":"app","image":"app","envFrom":[{"configMapRef":{"name":"app"}}]}]}}`, "")),
 			want: expect{allowed: true, code: 200, patches: []jsonpatch.Operation{{Operation: "add", Path: "/spec/template/metadata/annotations/configward.dev~1config-hash", Value: appHash}}}},
 		{name: "a template that is no pod template", kinds: argoKinds(t), req: create(rolloutJSON(`{"spec":{"containers":"app"}}`, "")),
-			want: allowed("").withWarnings("configward cannot read the pod template of Rollout shop/web (spec.template.spec is not a pod spec: " +
-				"cannot restore slice from string); no config hash stamped")},
+			want: allowed("").withWarnings("[config-hash] Rollout shop/web: spec.template.spec.containers: expected a list, not string, " +
+				"so no config hash is stamped and it will not roll when its config changes. Fix the pod template.")},
 		{name: "workloadRef to a Deployment: never stamped", kinds: argoKinds(t),
 			req:  create(rolloutJSON("", `{"apiVersion":"apps/v1","kind":"Deployment","name":"web-base"}`)),
 			want: allowed("takes its pod template from Deployment/web-base, which carries the config hash")},
@@ -132,5 +132,6 @@ func TestValidateWorkloadsUnreadableTemplate(t *testing.T) {
 	h.Kinds = argoKinds(t)
 	r := req{op: admissionv1.Create, kind: rolloutKind, resource: rolloutResource, name: "web", user: "alice",
 		object: rolloutJSON(`{"spec":{"containers":[{"name":"app","volumeMounts":"all"}]}}`, "")}
-	errored(400, "configward: the Rollout in this request cannot be judged: spec.template.spec is not a pod spec").check(t, h.Handle(context.Background(), r.build(t)))
+	denied("configward: Rollout shop/web: spec.template.spec.containers.volumeMounts: expected a list, not string, so its pod template cannot be judged "+
+		"(its CRD's schema does not check it). Fix the template and apply again.").check(t, h.Handle(context.Background(), r.build(t)))
 }

@@ -104,7 +104,8 @@ func (h *ValidateWorkloads) Handle(ctx context.Context, req admission.Request) a
 	}
 	if err := h.Kinds.PodSpecError(obj); err != nil {
 		// A template the rules cannot read must not pass unjudged.
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the %s in this request cannot be judged: %w", kind.Kind, err))
+		return admission.Denied(fmt.Sprintf("configward: %s %s/%s: %v, so its pod template cannot be judged (its CRD's schema does not check it). Fix the template and apply again.",
+			kind.Kind, req.Namespace, objectName(req, obj), err))
 	}
 	if req.SubResource == "" && h.Kinds.ControlledByWorkload(obj) {
 		// The rules ran on the workload that owns it (a Deployment's

@@ -34,7 +34,9 @@ func Start(ctx context.Context, c cache.Cache, reg *workload.Registry, consumerK
 		err := startKind(ctx, c, reg, k)
 		if err != nil && reg.Custom(k.GroupKind()) {
 			kindAvailable.WithLabelValues(k.GroupKind().String()).Set(0)
-			ctrl.Log.WithName("inventory").Error(err, "declared workload kind is not served by the API server; configward neither stamps, rolls nor judges it until restarted after its CRD is installed",
+			ctrl.Log.WithName("inventory").Error(err, "cannot watch a declared workload kind: check that the API server serves its group, version and resource "+
+				"(kubectl api-resources --api-group=<group>). Until a restart after that, the controller does not roll it and deletes of config it uses "+
+				"are not checked against it; the webhook still stamps and judges it once served",
 				"kind", k.GroupKind().String(), "version", k.Version, "resource", k.Resource)
 			continue
 		}

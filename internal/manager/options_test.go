@@ -88,7 +88,7 @@ func TestWorkloadKindsFlag(t *testing.T) {
 			t.Errorf("%s: the declared kind is not in the registry", proc)
 		}
 		c.WorkloadKindsFile = bad
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `--workload-kinds: workload kinds in `+bad+`: expected a list`) ||
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `--workload-kinds: workload kinds in `+bad+`: workload kind 1: unknown field "paused"`) ||
 			!strings.Contains(err.Error(), `unknown field "paused"`) {
 			t.Errorf("%s: error %v, want one naming the file and the unknown field", proc, err)
 		}

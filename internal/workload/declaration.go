@@ -77,11 +77,18 @@ func ParseDeclarations(data []byte) ([]Declaration, error) {
 	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
 		return nil, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.DisallowUnknownFields()
-	var decls []Declaration
-	if err := dec.Decode(&decls); err != nil {
-		return nil, fmt.Errorf("expected a list of {group, version, kind, resource, podTemplatePath, templateRefPath, notRolledWhen}: %w", err)
+	const shape = "{group, version, kind, resource, podTemplatePath, templateRefPath, notRolledWhen}"
+	var entries []json.RawMessage
+	if err := json.Unmarshal(js, &entries); err != nil {
+		return nil, fmt.Errorf("expected a list of %s", shape)
+	}
+	decls := make([]Declaration, len(entries))
+	for i, e := range entries {
+		dec := json.NewDecoder(bytes.NewReader(e))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&decls[i]); err != nil {
+			return nil, fmt.Errorf("workload kind %d: %s (each is %s)", i+1, decodeProblem(err), shape)
+		}
 	}
 	if _, err := NewRegistry(decls); err != nil {
 		return nil, err
@@ -100,6 +107,9 @@ var (
 func (d *Declaration) describe() string {
 	if d.Kind == "" && d.Group == "" {
 		return "unnamed"
+	}
+	if d.Group == "" {
+		return d.Kind
 	}
 	return d.Kind + "." + d.Group
 }
@@ -132,6 +142,7 @@ func (d *Declaration) validate() error {
 			errs = append(errs, fmt.Errorf("notRolledWhen[%d].path: %w", i, err))
 		}
 		check(c.Why != "", "notRolledWhen[%d].why is required: it is what the Event tells people", i)
+		check(c.Equals != "", "notRolledWhen[%d].equals is required: the value of path that holds the pods back, quoted (\"true\")", i)
 	}
 	if d.Group != "" {
 		if _, builtinKind := builtin.byGK[d.GroupKind()]; builtinKind {
@@ -191,4 +202,21 @@ func (d *Declaration) replacement(u *unstructured.Unstructured) Replacement {
 		return Replacement{Reason: "declared", Why: c.Why, Until: until}
 	}
 	return Replacement{}
+}
+
+// decodeProblem words a JSON decoding error for people: encoding/json names
+// Go types ("cannot unmarshal bool into Go struct field Condition...").
+func decodeProblem(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		hint := ""
+		if typeErr.Value == "bool" || typeErr.Value == "number" {
+			hint = ` (quote it: "true")`
+		}
+		return fmt.Sprintf("%s: expected %s, not %s%s", typeErr.Field, jsonKind(typeErr.Type), typeErr.Value, hint)
+	}
+	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return "unknown field " + field
+	}
+	return err.Error()
 }

@@ -1,6 +1,8 @@
 package workload
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -82,15 +84,6 @@ func (r *Registry) Kinds() []Kind {
 func (r *Registry) Custom(gk schema.GroupKind) bool {
 	row, ok := r.row(gk)
 	return ok && row.custom != nil
-}
-
-// Declaration returns the declaration of a custom kind.
-func (r *Registry) Declaration(gk schema.GroupKind) (*Declaration, bool) {
-	row, ok := r.row(gk)
-	if !ok || row.custom == nil {
-		return nil, false
-	}
-	return row.custom, true
 }
 
 func (r *Registry) row(gk schema.GroupKind) (*kindRow, bool) {
@@ -371,7 +364,38 @@ func unstructuredPodSpec(u *unstructured.Unstructured, path []string) (*corev1.P
 	}
 	spec := &corev1.PodSpec{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, spec); err != nil {
-		return &corev1.PodSpec{}, fmt.Errorf("%s is not a pod spec: %w", strings.Join(specPath, "."), err)
+		return &corev1.PodSpec{}, notAPodSpec(strings.Join(specPath, "."), m)
 	}
 	return spec, nil
+}
+
+// notAPodSpec names the field of a pod spec that has the wrong type, as
+// encoding/json finds it (the unstructured converter's own error names no
+// field): "spec.template.spec.containers: expected a list, not a string".
+// It never quotes the value, which may be a Secret's.
+func notAPodSpec(specPath string, m map[string]any) error {
+	js, err := json.Marshal(m)
+	if err == nil {
+		var typeErr *json.UnmarshalTypeError
+		if err = json.Unmarshal(js, &corev1.PodSpec{}); errors.As(err, &typeErr) {
+			return fmt.Errorf("%s.%s: expected %s, not %s", specPath, typeErr.Field, jsonKind(typeErr.Type), typeErr.Value)
+		}
+	}
+	return fmt.Errorf("%s is not a pod spec", specPath)
+}
+
+// jsonKind says which JSON a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct, reflect.Pointer:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	default:
+		return "a number"
+	}
 }
