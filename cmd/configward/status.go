@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/scheme"
 	"github.com/configward/configward/internal/status"
 	"github.com/configward/configward/internal/workload"
@@ -56,9 +55,9 @@ Also a kubectl plugin: put the binary on PATH as kubectl-configward and run
 			if err != nil {
 				return exitError{2, fmt.Errorf("--workload-kinds: %w", err)}
 			}
-			opts := status.Options{Kinds: inventory.RolloutKindsOf(reg), Registry: reg}
+			opts := status.Options{Registry: reg}
 			if len(args) == 1 {
-				k, name, err := parseWorkloadArg(opts.Kinds, args[0])
+				k, name, err := parseWorkloadArg(reg, args[0])
 				if err != nil {
 					return usageError(cmd, err)
 				}
@@ -127,25 +126,17 @@ Also a kubectl plugin: put the binary on PATH as kubectl-configward and run
 	return cmd
 }
 
-// shortNames are kubectl's short names of the workload kinds.
-var shortNames = map[string]string{"deploy": "Deployment", "sts": "StatefulSet", "ds": "DaemonSet", "rs": "ReplicaSet", "cj": "CronJob"}
-
 // parseWorkloadArg reads KIND/NAME the way kubectl does: the kind by its
 // name, plural, short name, any case, optionally with its group
 // ("deploy/web", "deployments.apps/web", "CronJob/nightly").
-func parseWorkloadArg(kinds []workload.Kind, arg string) (workload.Kind, string, error) {
+func parseWorkloadArg(reg *workload.Registry, arg string) (workload.Kind, string, error) {
 	kindName, name, ok := strings.Cut(arg, "/")
 	if !ok || kindName == "" || name == "" {
 		return workload.Kind{}, "", fmt.Errorf("expected KIND/NAME (for example deployment/web), not %q", arg)
 	}
-	kindName, group, hasGroup := strings.Cut(strings.ToLower(kindName), ".")
-	if s, ok := shortNames[kindName]; ok {
-		kindName = strings.ToLower(s)
+	k, ok := reg.Resolve(kindName, reg.RolledKinds())
+	if !ok {
+		return workload.Kind{}, "", fmt.Errorf("%q is not a workload kind configward stamps", kindName)
 	}
-	for _, k := range kinds {
-		if (kindName == strings.ToLower(k.Kind) || kindName == k.Resource) && (!hasGroup || group == k.Group) {
-			return k, name, nil
-		}
-	}
-	return workload.Kind{}, "", fmt.Errorf("%q is not a workload kind configward stamps", arg[:strings.Index(arg, "/")])
+	return k, name, nil
 }

@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/workload"
 )
 
 func TestParseWorkloadArg(t *testing.T) {
@@ -20,7 +20,7 @@ func TestParseWorkloadArg(t *testing.T) {
 		{"web", "", "", `expected KIND/NAME (for example deployment/web), not "web"`},
 		{"deployment/", "", "", `expected KIND/NAME (for example deployment/web), not "deployment/"`},
 	} {
-		k, name, err := parseWorkloadArg(inventory.RolloutKinds(), tc.arg)
+		k, name, err := parseWorkloadArg(workload.Builtin(), tc.arg)
 		if tc.err != "" {
 			if err == nil || err.Error() != tc.err {
 				t.Errorf("%s: error %v, want %s", tc.arg, err, tc.err)

@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -22,6 +23,7 @@ import (
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/internal/schemastore"
+	"github.com/configward/configward/internal/webhookserver"
 )
 
 // ValidateConfigChangesPath is where change control is served.
@@ -63,8 +65,7 @@ type ValidateConfigChanges struct {
 	// Live reads the API server directly. It is used on one path only: the
 	// consumers the cache names for a delete are each confirmed to still
 	// exist (see consumers).
-	Live    client.Reader
-	Decoder admission.Decoder
+	Live client.Reader
 	Recorder
 	// ChangeControl returns the change-control settings of a namespace
 	// from the webhook's flags (nil when the namespace is not in the cache);
@@ -77,23 +78,33 @@ type ValidateConfigChanges struct {
 	Schemas *schemastore.Store
 }
 
-// Handle implements admission.Handler.
-func (h *ValidateConfigChanges) Handle(ctx context.Context, req admission.Request) admission.Response {
-	kind := req.Kind.Kind
-	if req.Kind.Group != "" || (kind != "ConfigMap" && kind != "Secret") {
-		return admission.Allowed(fmt.Sprintf("configward has no change-control rules for %s", req.Kind))
+// configKinds is the scope of the webhooks that read ConfigMaps and
+// Secrets; Info names the kind.
+func configKinds(unjudged string, ops []admissionv1.Operation, kinds ...string) webhookserver.Scope[string] {
+	return webhookserver.Scope[string]{
+		Operations: ops,
+		Unjudged:   unjudged,
+		Kind: func(gk schema.GroupKind) (webhookserver.Kind[string], bool) {
+			if gk.Group != "" || !slices.Contains(kinds, gk.Kind) {
+				return webhookserver.Kind[string]{}, false
+			}
+			if gk.Kind == "Secret" {
+				return webhookserver.Kind[string]{Info: gk.Kind, Resource: "secrets", New: func() client.Object { return &corev1.Secret{} }}, true
+			}
+			return webhookserver.Kind[string]{Info: gk.Kind, Resource: "configmaps", New: func() client.Object { return &corev1.ConfigMap{} }}, true
+		},
 	}
-	if want := map[string]string{"ConfigMap": "configmaps", "Secret": "secrets"}[kind]; req.Resource.Resource != want || req.Resource.Group != "" {
-		return malformed(req, "the kind does not match the resource")
-	}
-	needsOld := req.Operation == admissionv1.Update || req.Operation == admissionv1.Delete
-	needsNew := req.Operation == admissionv1.Create || req.Operation == admissionv1.Update
-	if !needsOld && !needsNew {
-		return admission.Allowed("")
-	}
-	if (needsOld && len(req.OldObject.Raw) == 0) || (needsNew && len(req.Object.Raw) == 0) {
-		return admission.Denied(fmt.Sprintf("configward: malformed admission request: %s of a %s without the objects it needs", req.Operation, kind))
-	}
+}
+
+// Scope implements webhookserver.Handler.
+func (h *ValidateConfigChanges) Scope() webhookserver.Scope[string] {
+	return configKinds("configward has no change-control rules for %s",
+		[]admissionv1.Operation{admissionv1.Create, admissionv1.Update, admissionv1.Delete}, "ConfigMap", "Secret")
+}
+
+// Review implements webhookserver.Handler.
+func (h *ValidateConfigChanges) Review(ctx context.Context, rv *webhookserver.Review[string]) admission.Response {
+	req, kind := rv.Request, rv.Kind.Info
 	if why, ok := changecontrol.KubernetesWriter(req.UserInfo); ok {
 		// Never blocked, and so never made to wait on a lookup it does not
 		// need: a cache or API error must not stop garbage collection or
@@ -105,17 +116,17 @@ func (h *ValidateConfigChanges) Handle(ctx context.Context, req admission.Reques
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: looking up ConfigSchemas: %w", err))
 	}
 	r := changecontrol.Request{Operation: string(req.Operation), User: req.UserInfo, Kind: kind, Namespace: req.Namespace}
-	var old, obj client.Object
-	if needsOld {
-		if old, r.Old, err = h.decode(kind, req.OldObject, schemaLabels); err != nil {
-			return admission.Errored(http.StatusBadRequest, err)
+	var old client.Object
+	if req.Operation != admissionv1.Create {
+		if old, err = rv.OldObject(); err != nil {
+			return webhookserver.Undecodable(err)
 		}
-		obj = old
+		r.Old = contentOf(old, schemaLabels)
 	}
-	if needsNew {
-		if obj, r.New, err = h.decode(kind, req.Object, schemaLabels); err != nil {
-			return admission.Errored(http.StatusBadRequest, err)
-		}
+	obj := old
+	if rv.Object != nil {
+		obj = rv.Object
+		r.New = contentOf(obj, schemaLabels)
 	}
 	if r.Name = obj.GetName(); r.Name == "" {
 		r.Name = req.Name
@@ -156,7 +167,7 @@ func (h *ValidateConfigChanges) Handle(ctx context.Context, req admission.Reques
 // with the API server, since a pipeline that deletes a Deployment and then
 // its ConfigMap can be faster than the cache.
 func (h *ValidateConfigChanges) consumers(ctx context.Context, kind, namespace, name string) ([]string, error) {
-	cached, err := h.Inventory.Consumers(ctx, h.Inventory.ConsumerKinds(), refs.Kind(kind), namespace, name)
+	cached, err := h.Inventory.Consumers(ctx, h.Inventory.WatchedKinds(), refs.Kind(kind), namespace, name)
 	if err != nil {
 		return nil, err
 	}
@@ -197,30 +208,21 @@ func (h *ValidateConfigChanges) breakGlass(resp *admission.Response, obj client.
 	})
 }
 
-// decode reads a ConfigMap or Secret and takes its content.
-func (h *ValidateConfigChanges) decode(kind string, raw runtime.RawExtension, schemaLabels []string) (client.Object, *changecontrol.Content, error) {
-	if kind == "ConfigMap" {
-		var cm corev1.ConfigMap
-		if err := h.Decoder.DecodeRaw(raw, &cm); err != nil {
-			return nil, nil, fmt.Errorf("configward: the ConfigMap in this request cannot be decoded: %w", err)
-		}
-		return &cm, changecontrol.FromConfigMap(&cm, schemaLabels), nil
+// contentOf takes what change control compares of a ConfigMap or Secret.
+func contentOf(obj client.Object, schemaLabels []string) *changecontrol.Content {
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		return changecontrol.FromConfigMap(cm, schemaLabels)
 	}
-	var s corev1.Secret
-	if err := h.Decoder.DecodeRaw(raw, &s); err != nil {
-		// The decoder's message does not quote the object's content.
-		return nil, nil, fmt.Errorf("configward: the Secret in this request cannot be decoded: %w", err)
-	}
-	return &s, changecontrol.FromSecret(&s), nil
+	return changecontrol.FromSecret(obj.(*corev1.Secret))
 }
 
 // confirm re-reads consumers from the API server and returns the live ones.
 func (h *ValidateConfigChanges) confirm(ctx context.Context, consumers []client.Object) ([]string, error) {
+	reg := h.Inventory.Registry()
 	var current []client.Object
 	for _, c := range consumers {
-		reg := h.Inventory.Registry()
-		k, _ := reg.KindOf(c)
-		fresh, _ := reg.New(k.GroupKind())
+		t, _ := reg.TypeOf(c)
+		fresh := t.New()
 		err := h.Live.Get(ctx, client.ObjectKeyFromObject(c), fresh)
 		if apierrors.IsNotFound(err) {
 			continue
@@ -230,5 +232,5 @@ func (h *ValidateConfigChanges) confirm(ctx context.Context, consumers []client.
 		}
 		current = append(current, fresh)
 	}
-	return changecontrol.Names(h.Inventory.Registry(), changecontrol.Live(h.Inventory.Registry(), current)), nil
+	return changecontrol.Names(reg, changecontrol.Live(reg, current)), nil
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/changecontrol"
-	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/schemastore"
 )
 
@@ -88,22 +87,15 @@ func TestValidateConfigChanges(t *testing.T) {
 		want          expect
 	}{
 		// Malformed requests and requests without rules.
-		{name: "empty request", req: req{}, want: allowed("configward has no change-control rules for /, Kind=")},
 		{name: "kind with no rules", req: req{op: admissionv1.Update, kind: deploymentKind, resource: deploymentsRes}, want: allowed("configward has no change-control rules for apps/v1, Kind=Deployment")},
 		{name: "ConfigMap of another group", req: req{op: admissionv1.Update, kind: metav1.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "ConfigMap"}, resource: configMapsResource},
 			want: allowed("configward has no change-control rules for example.com/v1, Kind=ConfigMap")},
-		{name: "resource not set", req: req{op: admissionv1.Update, kind: configMapKind, object: edited(), oldObject: old()},
-			want: denied("configward: malformed admission request: the kind does not match the resource (kind /v1, Kind=ConfigMap, resource /, Resource=)")},
-		{name: "kind does not match resource", req: req{op: admissionv1.Update, kind: configMapKind, resource: secretsResource, object: edited(), oldObject: old()},
-			want: denied("configward: malformed admission request: the kind does not match the resource (kind /v1, Kind=ConfigMap, resource /v1, Resource=secrets)")},
 		// Creates are judged: re-creating governed config deleted by any
 		// route is a change like an edit.
 		{name: "create outside the pipeline", req: req{op: admissionv1.Create, kind: configMapKind, resource: configMapsResource, user: "alice", object: edited()},
 			want: denied(`[out-of-pipeline-edit] alice creates ConfigMap shop/flags outside the pipeline. Create it through the pipeline; in an emergency, ` +
 				`create it with an annotation configward.dev/break-glass: "<reason>" (the creation is recorded).`)},
 		{name: "create by the pipeline", req: req{op: admissionv1.Create, kind: configMapKind, resource: configMapsResource, user: "ci", object: edited()}, want: allowed("")},
-		{name: "create without an object", req: req{op: admissionv1.Create, kind: configMapKind, resource: configMapsResource, user: "alice"},
-			want: denied("configward: malformed admission request: CREATE of a ConfigMap without the objects it needs")},
 		{name: "break-glass create", req: req{op: admissionv1.Create, kind: configMapKind, resource: configMapsResource, user: "alice",
 			object: annotated(edited(), map[string]string{v1alpha1.BreakGlassAnnotation: "INC-9"})},
 			want: expect{allowed: true, code: 200,
@@ -117,22 +109,14 @@ func TestValidateConfigChanges(t *testing.T) {
 		}(), old()), want: denied(`[out-of-pipeline-edit] alice changes metadata.ownerReferences of ConfigMap shop/flags outside the pipeline. ` +
 			`Make the change in version control and let the pipeline apply it; in an emergency, repeat the edit with a new annotation configward.dev/break-glass: "<reason>" (the edit is recorded).`)},
 		{name: "connect is not judged", req: req{op: admissionv1.Connect, kind: configMapKind, resource: configMapsResource}, want: allowed("")},
-		{name: "update without the new object", req: update("alice", nil, old()),
-			want: denied("configward: malformed admission request: UPDATE of a ConfigMap without the objects it needs")},
-		{name: "update without the old object", req: update("alice", edited(), nil),
-			want: denied("configward: malformed admission request: UPDATE of a ConfigMap without the objects it needs")},
-		{name: "delete without the old object", req: req{op: admissionv1.Delete, kind: secretKind, resource: secretsResource, user: "alice", object: secret("db", dbData, nil)},
-			want: denied("configward: malformed admission request: DELETE of a Secret without the objects it needs")},
 		{name: "undecodable old object", req: update("alice", edited(), `{"data": 42}`),
-			want: errored(400, "configward: the ConfigMap in this request cannot be decoded: ")},
+			want: errored(400, "configward: the old ConfigMap in this request cannot be decoded: ")},
 		// The decoder's message must not quote a Secret's value.
 		{name: "undecodable new Secret", req: req{op: admissionv1.Update, kind: secretKind, resource: secretsResource, user: "alice", object: `{"data": {"password": "hunter2-not-base64"}}`, oldObject: secret("db", dbData, nil)},
 			want: expect{code: 400, contains: []string{"configward: the Secret in this request cannot be decoded: illegal base64 data at input byte 7"}, lacks: []string{"hunter2"}}},
 		{name: "Secret with a value of the wrong type", req: req{op: admissionv1.Update, kind: secretKind, resource: secretsResource, user: "alice", object: `{"stringData": {"password": ["hunter2"]}}`, oldObject: secret("db", dbData, nil)},
 			want: expect{code: 400, contains: []string{"configward: the Secret in this request cannot be decoded: "}, lacks: []string{"hunter2"}}},
 		// Subresources are not looked at: this is judged like the object.
-		{name: "subresource", req: func() req { r := update("alice", edited(), old()); r.subResource = "status"; return r }(),
-			want: denied(outOfPipelineUpdate)},
 
 		// Updates.
 		{name: "content update outside the pipeline", req: update("alice", edited(), old()), want: denied(outOfPipelineUpdate)},
@@ -227,7 +211,7 @@ func TestValidateConfigChanges(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cache, live := changesFixture(t, tc.nsPhase)
-			h := &ValidateConfigChanges{Inventory: inventory.New(cache), Cache: cache, Live: live, Decoder: newDecoder(), Schemas: schemastore.New(cache),
+			h := &ValidateConfigChanges{Inventory: newInventory(cache), Cache: cache, Live: live, Schemas: schemastore.New(cache),
 				ChangeControl: governed, Policies: builtinPolicies(t)}
 			if tc.changeControl != nil {
 				h.ChangeControl = tc.changeControl
@@ -236,7 +220,7 @@ func TestValidateConfigChanges(t *testing.T) {
 				h.Policies = policiesWith(t, *tc.policy)
 			}
 			if tc.inventory != nil {
-				h.Inventory = inventory.New(tc.inventory)
+				h.Inventory = newInventory(tc.inventory)
 			}
 			if tc.namespaces != nil {
 				h.Cache = tc.namespaces
@@ -244,7 +228,7 @@ func TestValidateConfigChanges(t *testing.T) {
 			if tc.live != nil {
 				h.Live = tc.live
 			}
-			tc.want.check(t, h.Handle(context.Background(), tc.req.build(t)))
+			tc.want.check(t, serve(h).Handle(context.Background(), tc.req.build(t)))
 		})
 	}
 }
@@ -255,14 +239,14 @@ func TestValidateConfigChangesRecordsBreakGlass(t *testing.T) {
 	for _, dryRun := range []bool{false, true} {
 		cache, live := changesFixture(t, "")
 		rec := events.NewFakeRecorder(10)
-		h := &ValidateConfigChanges{Inventory: inventory.New(cache), Cache: cache, Live: live, Decoder: newDecoder(), Schemas: schemastore.New(cache),
+		h := &ValidateConfigChanges{Inventory: newInventory(cache), Cache: cache, Live: live, Schemas: schemastore.New(cache),
 			Recorder: Recorder{Events: rec}, ChangeControl: governed, Policies: builtinPolicies(t)}
 		counter := breakGlassEdits.WithLabelValues("ConfigMap", "UPDATE")
 		before := testutil.ToFloat64(counter)
 		edited := configMap("flags", map[string]string{"level": "debug"}, map[string]string{v1alpha1.BreakGlassAnnotation: "incident 42"})
 		r := req{op: admissionv1.Update, kind: configMapKind, resource: configMapsResource, name: "flags", user: "alice", dryRun: dryRun,
 			object: edited, oldObject: configMap("flags", map[string]string{"level": "info"}, nil)}
-		resp := h.Handle(context.Background(), r.build(t))
+		resp := serve(h).Handle(context.Background(), r.build(t))
 		if !resp.Allowed || len(resp.Warnings) != 1 || resp.Warnings[0] != breakGlassWarn {
 			t.Fatalf("dry run %v: allowed=%v warnings=%q", dryRun, resp.Allowed, resp.Warnings)
 		}

@@ -1,28 +1,28 @@
-// Package admission holds configward's webhook handlers: each decodes the
-// request once, gathers facts (references, inventory), hands them to the
-// deciding code, and writes the response. Handlers hold no rule logic.
+// Package admission holds configward's webhook handlers: each starts from a
+// review the adapter of webhookserver has checked and decoded, gathers facts
+// (references, inventory), hands them to the deciding code, and writes the
+// response. Handlers hold no rule logic.
 package admission
 
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/effects"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -46,113 +46,102 @@ func init() { metrics.Registry.MustRegister(hashesStamped) }
 type ConfigHash struct {
 	Inventory *inventory.Inventory
 	// Keys hold the installation's key the hash is keyed with.
-	Keys    *hashkey.Source
-	Decoder admission.Decoder
+	Keys *hashkey.Source
 	// Namespaces (a cache) and Policies give the rollout settings of the
 	// ConfigPolicies selecting the namespace.
 	Namespaces client.Reader
 	Policies   *policystore.Store
 	// Effects records the stamped-hash metric only for requests that could
 	// be real.
-	Effects *Effects
-	// Kinds are the workload kinds stamped: the built-in ones (nil) plus
-	// declared custom kinds.
+	Effects *effects.Ledger
+	// Kinds are the workload kinds stamped: the built-in ones plus declared
+	// custom kinds.
 	Kinds *workload.Registry
 }
 
-// objectFor lets the review handler decode a workload with its review in
-// one pass: stamping never needs the object's bytes.
-func (h *ConfigHash) objectFor(k metav1.GroupVersionKind) runtime.Object {
-	return workloadObjectFor(h.Kinds, k)
+// Scope implements webhookserver.Handler: stamping never needs the
+// object's bytes.
+func (h *ConfigHash) Scope() webhookserver.Scope[*workload.Type] {
+	// Nothing to stamp on other kinds; the webhook configuration does not
+	// send them.
+	return workloadScope(h.Kinds, "%s is not a workload kind", nil)
 }
 
-// Handle implements admission.Handler.
-func (h *ConfigHash) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return admission.Allowed("")
+// Review implements webhookserver.Handler.
+func (h *ConfigHash) Review(ctx context.Context, r *webhookserver.Review[*workload.Type]) admission.Response {
+	w := r.Kind.Info.Wrap(r.Object)
+	kind := w.Type.Kind.Kind
+	if ref, ok := w.TemplateRef(); ok {
+		return templateRefAnswer(r, w, ref)
 	}
-	kind, ok := h.Kinds.Lookup(schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind})
-	if !ok {
-		// Nothing to stamp; the webhook configuration should not send these.
-		return admission.Allowed(fmt.Sprintf("%s is not a workload kind", req.Kind))
-	}
-	obj, _ := h.Kinds.New(kind.GroupKind())
-	if err := h.Decoder.DecodeRaw(req.Object, obj); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: cannot decode %s %s/%s: %w", kind.Kind, req.Namespace, req.Name, err))
-	}
-	if ref, ok := h.Kinds.TemplateRef(obj); ok {
-		return templateRefAnswer(req, kind, obj, ref)
-	}
-	if workload.RolloutsDisabled(obj) {
+	if w.RolloutsDisabled() {
 		return admission.Allowed("rollouts disabled by " + v1alpha1.RolloutAnnotation)
 	}
-	if err := h.Kinds.PodSpecError(obj); err != nil {
+	spec, err := w.PodSpec()
+	if err != nil {
 		return admission.Allowed("").WithWarnings(fmt.Sprintf("[config-hash] %s %s/%s: %v, so no config hash is stamped and it will not roll when its config changes. Fix the pod template.",
-			kind.Kind, req.Namespace, objectName(req, obj), err))
+			kind, r.Namespace, r.Name(), err))
 	}
-	if kind.Kind == "Pod" && kind.Group == "" && req.Operation == admissionv1.Update {
+	if w.Type.OwnTemplate && r.Operation == admissionv1.Update {
 		// A Pod's hash records the config it started with; a later update
 		// (a label, an image) does not restart it with the config of now.
 		return admission.Allowed("a Pod keeps the config hash it was created with")
 	}
-	if workload.Controlled(obj) {
+	if w.Controlled() {
 		// Its owner's template carries the hash it was made from. Changing
 		// an owned template would break the owner's bookkeeping: a
 		// Deployment finds its ReplicaSets by comparing templates.
-		return admission.Allowed("controlled by " + metav1.GetControllerOf(obj).Kind + "; its owner carries the config hash")
+		return admission.Allowed("controlled by " + controllerKind(w) + "; its owner carries the config hash")
 	}
-	ns, err := policystore.LookupNamespace(ctx, h.Namespaces, req.Namespace)
+	ns, err := policystore.LookupNamespace(ctx, h.Namespaces, r.Namespace)
 	if err != nil {
-		return admission.Allowed("").WithWarnings(fmt.Sprintf("configward could not read namespace %s (%v); no config hash stamped", req.Namespace, err))
+		return admission.Allowed("").WithWarnings(fmt.Sprintf("configward could not read namespace %s (%v); no config hash stamped", r.Namespace, err))
 	}
 	enabled, includeSecrets := h.Policies.Current().Rollouts(ns)
 	if !enabled {
 		return admission.Allowed("rollouts disabled by ConfigPolicy")
 	}
-	spec, _ := h.Kinds.PodSpec(obj)
-	hash, counted, err := h.Inventory.TemplateHash(ctx, h.Keys.Current().Bytes(), req.Namespace, spec, includeSecrets)
+	hash, counted, err := h.Inventory.TemplateHash(ctx, h.Keys.Current().Bytes(), r.Namespace, spec, includeSecrets)
 	if err != nil {
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
 			"configward could not compute the config hash of %s %s/%s (%v); it will not roll when its config changes until it is applied again",
-			kind.Kind, req.Namespace, objectName(req, obj), err))
+			kind, r.Namespace, r.Name(), err))
 	}
-	annotations, _ := h.Kinds.TemplateAnnotations(obj)
-	current, stamped := annotations[v1alpha1.ConfigHashAnnotation]
+	current, stamped := w.ConfigHash()
 	if counted == 0 {
 		if !stamped {
 			return admission.Allowed("")
 		}
 		// No rollout-mode config any more: a stale hash would only mislead.
-		return h.patched(req, kind, obj, "", jsonpatch.Operation{Operation: "remove", Path: h.Kinds.AnnotationKeyPatchPath(kind.GroupKind(), v1alpha1.ConfigHashAnnotation)})
+		return h.patched(r, w, "", jsonpatch.Operation{Operation: "remove", Path: w.Type.AnnotationKeyPatchPath(v1alpha1.ConfigHashAnnotation)})
 	}
 	if current == hash {
 		return admission.Allowed("")
 	}
 	var warnings []string
-	if req.Operation == admissionv1.Update && h.writerChangedHash(kind, req.OldObject, current) {
+	if r.Operation == admissionv1.Update && writerChangedHash(r, current) {
 		// The hash always describes the config as it is now; a writer that
 		// sets another one (kubectl rollout undo copies an old revision's
 		// template) gets the current one, and is told why.
 		warnings = append(warnings, fmt.Sprintf("[config-hash] %s %s/%s: the config hash was reset to the current config's. "+
 			"A rollback does not bring back old ConfigMap or Secret content; change the config itself to go back.",
-			kind.Kind, req.Namespace, objectName(req, obj)))
+			kind, r.Namespace, r.Name()))
 	}
-	return h.patched(req, kind, obj, hash, h.addHash(kind, obj, annotations, hash)).WithWarnings(warnings...)
+	return h.patched(r, w, hash, addHash(w, hash)).WithWarnings(warnings...)
 }
 
 // addHash is the JSON patch operation that sets the hash. A JSON patch
 // cannot add a key to a map that is not there: without annotations it adds
 // the map, and without template metadata (possible in a custom kind's
 // template, never in a typed one) the metadata.
-func (h *ConfigHash) addHash(kind workload.Kind, obj runtime.Object, annotations map[string]string, hash string) jsonpatch.Operation {
-	gk := kind.GroupKind()
+func addHash(w workload.Object, hash string) jsonpatch.Operation {
 	switch {
-	case annotations != nil:
-		return jsonpatch.Operation{Operation: "add", Path: h.Kinds.AnnotationKeyPatchPath(gk, v1alpha1.ConfigHashAnnotation), Value: hash}
-	case h.Kinds.TemplateMetadataPresent(obj):
-		return jsonpatch.Operation{Operation: "add", Path: h.Kinds.AnnotationPatchPath(gk), Value: map[string]string{v1alpha1.ConfigHashAnnotation: hash}}
+	case w.TemplateAnnotations() != nil:
+		return jsonpatch.Operation{Operation: "add", Path: w.Type.AnnotationKeyPatchPath(v1alpha1.ConfigHashAnnotation), Value: hash}
+	case w.TemplateMetadataPresent():
+		return jsonpatch.Operation{Operation: "add", Path: w.Type.AnnotationPatchPath(), Value: map[string]string{v1alpha1.ConfigHashAnnotation: hash}}
 	default:
-		return jsonpatch.Operation{Operation: "add", Path: "/" + strings.Join(h.Kinds.PodTemplatePath(gk), "/"),
+		return jsonpatch.Operation{Operation: "add", Path: "/" + strings.Join(w.Type.PodTemplatePath(), "/"),
 			Value: map[string]any{"annotations": map[string]string{v1alpha1.ConfigHashAnnotation: hash}}}
 	}
 }
@@ -164,55 +153,48 @@ func (h *ConfigHash) addHash(kind workload.Kind, obj runtime.Object, annotations
 // stamped and rolled as usual, and Argo follows its changes; anything else
 // (a ReplicaSet, a PodTemplate) configward cannot roll through, and the
 // writer is told so.
-func templateRefAnswer(req admission.Request, kind workload.Kind, obj client.Object, ref workload.TemplateRef) admission.Response {
+func templateRefAnswer(r *webhookserver.Review[*workload.Type], w workload.Object, ref workload.TemplateRef) admission.Response {
 	target := ref.Kind + "/" + ref.Name
-	if ref.GroupKind() == (schema.GroupKind{Group: "apps", Kind: "Deployment"}) {
+	rolls, why := ref.RolledThrough()
+	if rolls {
 		return admission.Allowed(fmt.Sprintf("takes its pod template from %s, which carries the config hash", target))
 	}
-	why := fmt.Sprintf("configward does not stamp %ss", ref.Kind)
-	if ref.GroupKind() == (schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}) {
-		why = "configward rolls a referenced template only through a Deployment (a ReplicaSet never replaces its pods)"
-	}
+	kind := w.Type.Kind.Kind
 	return admission.Allowed("").WithWarnings(fmt.Sprintf(
 		"[config-hash] %s %s/%s takes its pod template from %s (%s): %s, so this %s will not roll when its config changes. "+
 			"Reference a Deployment, or put the template in the %s.",
-		kind.Kind, req.Namespace, objectName(req, obj), target, ref.Path, why, kind.Kind, kind.Kind))
+		kind, r.Namespace, r.Name(), target, ref.Path, why, kind, kind))
 }
 
 // writerChangedHash reports whether an update sets a config hash other than
 // the stored one: a rollback, a copied manifest, or configward's own
 // controller when this replica's cache is behind its (the controller
 // notices that its hash did not stick and tries again).
-func (h *ConfigHash) writerChangedHash(kind workload.Kind, oldRaw runtime.RawExtension, written string) bool {
-	old, _ := h.Kinds.New(kind.GroupKind())
-	if !present(oldRaw) || h.Decoder.DecodeRaw(oldRaw, old) != nil {
+func writerChangedHash(r *webhookserver.Review[*workload.Type], written string) bool {
+	old, err := r.OldObject()
+	if err != nil {
 		return false
 	}
-	previous, _ := h.Kinds.TemplateAnnotation(old, v1alpha1.ConfigHashAnnotation)
+	previous, _ := r.Kind.Info.Wrap(old).ConfigHash()
 	return written != "" && written != previous
 }
 
-// patched answers with op, which leaves hash ("" for none) on obj's
+// patched answers with op, which leaves hash ("" for none) on w's
 // template.
-func (h *ConfigHash) patched(req admission.Request, kind workload.Kind, obj client.Object, hash string, op jsonpatch.Operation) admission.Response {
+func (h *ConfigHash) patched(r *webhookserver.Review[*workload.Type], w workload.Object, hash string, op jsonpatch.Operation) admission.Response {
 	// The metric waits, where callers are not authenticated, for the
 	// object as this patch leaves it.
-	stamped := obj.DeepCopyObject().(client.Object)
+	stamped := w.Type.Wrap(w.Obj.DeepCopyObject().(client.Object))
 	if hash == "" {
-		h.Kinds.RemoveTemplateAnnotation(stamped, v1alpha1.ConfigHashAnnotation)
+		stamped.RemoveTemplateAnnotation(v1alpha1.ConfigHashAnnotation)
 	} else {
-		h.Kinds.SetTemplateAnnotation(stamped, v1alpha1.ConfigHashAnnotation, hash)
+		stamped.SetTemplateAnnotation(v1alpha1.ConfigHashAnnotation, hash)
 	}
-	h.Effects.Record(req, stamped, func(client.Object) { hashesStamped.WithLabelValues(kind.Kind).Inc() })
+	h.Effects.Record(r.Request, stamped.Obj, func(client.Object) { hashesStamped.WithLabelValues(w.Type.Kind.Kind).Inc() })
 	return admission.Patched("", op)
 }
 
-func objectName(req admission.Request, obj metav1.Object) string {
-	if req.Name != "" {
-		return req.Name
-	}
-	if obj.GetName() != "" {
-		return obj.GetName()
-	}
-	return obj.GetGenerateName() + "*"
+// controllerKind is the kind of the object that controls w.
+func controllerKind(w workload.Object) string {
+	return metav1.GetControllerOf(w.Obj).Kind
 }

@@ -3,11 +3,14 @@ package admission
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/util/validation/field"
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/webhookserver"
 )
 
 // ValidateConfigPoliciesPath is where ConfigPolicies are checked.
@@ -25,14 +28,36 @@ const ValidateConfigPoliciesPath = "/validate-configpolicies"
 // that cannot be in force with the other policies (a custom rule id another
 // policy declares, Rego that clashes with theirs).
 type ValidateConfigPolicies struct {
-	Decoder  admission.Decoder
 	Policies *policystore.Store
 }
 
-// Handle implements admission.Handler.
-func (h *ValidateConfigPolicies) Handle(ctx context.Context, req admission.Request) admission.Response {
-	var cp v1alpha1.ConfigPolicy
-	return validateObject(req, h.Decoder, "ConfigPolicy", &cp, func() field.ErrorList {
-		return h.Policies.Check(ctx, &cp)
-	})
+// Scope implements webhookserver.Handler.
+func (h *ValidateConfigPolicies) Scope() webhookserver.Scope[string] {
+	return ownKind("ConfigPolicy", "configpolicies", func() client.Object { return &v1alpha1.ConfigPolicy{} })
+}
+
+// Review implements webhookserver.Handler.
+func (h *ValidateConfigPolicies) Review(ctx context.Context, r *webhookserver.Review[string]) admission.Response {
+	cp := r.Object.(*v1alpha1.ConfigPolicy)
+	if errs := h.Policies.Check(ctx, cp); len(errs) > 0 {
+		return invalid("ConfigPolicy", cp.Name, errs)
+	}
+	return admission.Allowed("")
+}
+
+// ownKind is the scope of the webhooks of configward's own kinds: a
+// create or update of one of them, refused as 422 Invalid with every
+// problem its validation finds, so a broken object is never stored in
+// place of a good one.
+func ownKind(kind, resource string, newObject func() client.Object) webhookserver.Scope[string] {
+	return webhookserver.Scope[string]{
+		Operations: []admissionv1.Operation{admissionv1.Create, admissionv1.Update},
+		Unjudged:   "configward does not validate %s here",
+		Kind: func(gk schema.GroupKind) (webhookserver.Kind[string], bool) {
+			if gk != v1alpha1.GroupVersion.WithKind(kind).GroupKind() {
+				return webhookserver.Kind[string]{}, false
+			}
+			return webhookserver.Kind[string]{Info: kind, Resource: resource, New: newObject}, true
+		},
+	}
 }

@@ -41,22 +41,19 @@ func TestValidateConfigPolicies(t *testing.T) {
 		req  req
 		want expect
 	}{
-		{"empty request", req{}, allowed("")},
 		{"delete is not judged", req{op: admissionv1.Delete, kind: configPolicyKind, oldObject: good}, allowed("")},
 		{"connect is not judged", req{op: admissionv1.Connect, kind: configPolicyKind}, allowed("")},
-		{"create without an object", create(nil), errored(400, "configward: the ConfigPolicy in this request cannot be decoded: there is no content to decode")},
 		{"undecodable object", create(`{"spec": 42`), errored(400, "configward: the ConfigPolicy in this request cannot be decoded: ")},
 		{"object of another kind", create(configSchema("x", "", appSchema)),
 			errored(400, "configward: the ConfigPolicy in this request cannot be decoded: unable to decode configward.dev/v1alpha1, Kind=ConfigSchema into *v1alpha1.ConfigPolicy")},
 		// Neither kind nor resource is looked at.
-		{"review without a kind", req{op: admissionv1.Create, object: good}, allowed("")},
-		{"kind with no rules", req{op: admissionv1.Create, kind: deploymentKind, resource: deploymentsRes, object: good}, allowed("")},
+		{"kind with no rules", req{op: admissionv1.Create, kind: deploymentKind, resource: deploymentsRes, object: good}, allowed("configward does not validate apps/v1, Kind=Deployment here")},
 		{"a good policy", create(good), allowed("")},
 		{"an update to a good policy", req{op: admissionv1.Update, kind: configPolicyKind, object: good, oldObject: good}, allowed("")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &ValidateConfigPolicies{Decoder: newDecoder(), Policies: builtinPolicies(t)}
-			tc.want.check(t, h.Handle(context.Background(), tc.req.build(t)))
+			h := &ValidateConfigPolicies{Policies: builtinPolicies(t)}
+			tc.want.check(t, serve(h).Handle(context.Background(), tc.req.build(t)))
 		})
 	}
 }
@@ -91,9 +88,9 @@ func TestValidateConfigPoliciesRefusesInvalidPolicies(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &ValidateConfigPolicies{Decoder: newDecoder(), Policies: builtinPolicies(t)}
+			h := &ValidateConfigPolicies{Policies: builtinPolicies(t)}
 			r := req{op: admissionv1.Update, kind: configPolicyKind, object: configPolicy("bad", tc.spec), oldObject: configPolicy("bad", v1alpha1.ConfigPolicySpec{})}
-			checkInvalid(t, h.Handle(context.Background(), r.build(t)), "ConfigPolicy", "bad", tc.want)
+			checkInvalid(t, serve(h).Handle(context.Background(), r.build(t)), "ConfigPolicy", "bad", tc.want)
 		})
 	}
 }

@@ -9,7 +9,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/internal/schemastore"
+	"github.com/configward/configward/internal/webhookserver"
 )
 
 // Paths of the schema webhooks.
@@ -40,7 +40,6 @@ const (
 // ValidateConfigMaps enforces rule config-schema.
 type ValidateConfigMaps struct {
 	Schemas *schemastore.Store
-	Decoder admission.Decoder
 	// Policies and Namespaces give config-schema's action in the namespace
 	// and whether a ConfigMap may exempt itself.
 	Policies   *policystore.Store
@@ -48,38 +47,31 @@ type ValidateConfigMaps struct {
 	Recorder
 }
 
-// Handle implements admission.Handler.
-func (h *ValidateConfigMaps) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Kind.Kind != "ConfigMap" || req.Kind.Group != "" {
-		return admission.Allowed(fmt.Sprintf("configward has no schema rules for %s", req.Kind))
-	}
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return admission.Allowed("")
-	}
-	if len(req.Object.Raw) == 0 {
-		return admission.Denied("configward: malformed admission request: no ConfigMap in the request")
-	}
-	var cm corev1.ConfigMap
-	if err := h.Decoder.DecodeRaw(req.Object, &cm); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the ConfigMap in this request cannot be decoded: %w", err))
-	}
+// Scope implements webhookserver.Handler.
+func (h *ValidateConfigMaps) Scope() webhookserver.Scope[string] {
+	return configKinds("configward has no schema rules for %s", []admissionv1.Operation{admissionv1.Create, admissionv1.Update}, "ConfigMap")
+}
+
+// Review implements webhookserver.Handler.
+func (h *ValidateConfigMaps) Review(ctx context.Context, r *webhookserver.Review[string]) admission.Response {
+	cm := r.Object.(*corev1.ConfigMap)
 	if cm.Namespace == "" {
-		cm.Namespace = req.Namespace
+		cm.Namespace = r.Namespace
 	}
-	governing, missing, err := h.Schemas.For(ctx, &cm)
+	governing, missing, err := h.Schemas.For(ctx, cm)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: looking up ConfigSchemas: %w", err))
 	}
-	findings := schemastore.Findings(&cm, governing, missing)
+	findings := schemastore.Findings(cm, governing, missing)
 	if len(findings) == 0 {
 		return admission.Allowed("")
 	}
-	ns, err := policystore.LookupNamespace(ctx, h.Namespaces, req.Namespace)
+	ns, err := policystore.LookupNamespace(ctx, h.Namespaces, r.Namespace)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: %w", err))
 	}
-	out := rules.Apply(h.Policies.Current().Settings(ns), findings, cm.Annotations, rules.Options{Unchanged: h.valuesUnchanged(req, &cm)})
-	return respond(out, req, &cm, h.Recorder, true)
+	out := rules.Apply(h.Policies.Current().Settings(ns), findings, cm.Annotations, rules.Options{Unchanged: valuesUnchanged(r, cm)})
+	return respond(out, r.Request, cm, h.Recorder, true)
 }
 
 // valuesUnchanged reports whether an update leaves the ConfigMap's values
@@ -87,31 +79,35 @@ func (h *ValidateConfigMaps) Handle(ctx context.Context, req admission.Request) 
 // writable for everything but its values (the garbage collector removing a
 // dangling owner reference, a controller removing its finalizer); its
 // findings then come back as warnings.
-func (h *ValidateConfigMaps) valuesUnchanged(req admission.Request, cm *corev1.ConfigMap) bool {
-	if req.Operation != admissionv1.Update || len(req.OldObject.Raw) == 0 {
+func valuesUnchanged(r *webhookserver.Review[string], cm *corev1.ConfigMap) bool {
+	if r.Operation != admissionv1.Update {
 		return false
 	}
-	var old corev1.ConfigMap
-	if h.Decoder.DecodeRaw(req.OldObject, &old) != nil {
+	o, err := r.OldObject()
+	if err != nil {
 		return false
 	}
+	old := o.(*corev1.ConfigMap)
 	return maps.Equal(old.Data, cm.Data) && maps.EqualFunc(old.BinaryData, cm.BinaryData, bytes.Equal)
 }
 
 // ValidateConfigSchemas rejects schemas that do not compile, with the
 // compiler's message, so a broken schema never replaces a good one.
-type ValidateConfigSchemas struct {
-	Decoder admission.Decoder
+type ValidateConfigSchemas struct{}
+
+// Scope implements webhookserver.Handler.
+func (h *ValidateConfigSchemas) Scope() webhookserver.Scope[string] {
+	return ownKind("ConfigSchema", "configschemas", func() client.Object { return &v1alpha1.ConfigSchema{} })
 }
 
-// Handle implements admission.Handler.
-func (h *ValidateConfigSchemas) Handle(_ context.Context, req admission.Request) admission.Response {
-	var cs v1alpha1.ConfigSchema
-	return validateObject(req, h.Decoder, "ConfigSchema", &cs, func() field.ErrorList {
-		if cs.Namespace == "" {
-			cs.Namespace = req.Namespace
-		}
-		_, errs := schemastore.Validate(&cs)
-		return errs
-	})
+// Review implements webhookserver.Handler.
+func (h *ValidateConfigSchemas) Review(_ context.Context, r *webhookserver.Review[string]) admission.Response {
+	cs := r.Object.(*v1alpha1.ConfigSchema)
+	if cs.Namespace == "" {
+		cs.Namespace = r.Namespace
+	}
+	if _, errs := schemastore.Validate(cs); len(errs) > 0 {
+		return invalid("ConfigSchema", cs.Name, errs)
+	}
+	return admission.Allowed("")
 }

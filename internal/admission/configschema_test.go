@@ -59,20 +59,14 @@ func TestValidateConfigMaps(t *testing.T) {
 		want    expect
 	}{
 		// Malformed requests and requests without rules.
-		{name: "empty request", req: req{}, want: allowed("configward has no schema rules for /, Kind=")},
 		{name: "kind with no rules", req: req{op: admissionv1.Create, kind: secretKind, resource: secretsResource, object: secret("db", nil, nil)},
 			want: allowed("configward has no schema rules for /v1, Kind=Secret")},
 		{name: "delete is not judged", req: req{op: admissionv1.Delete, kind: configMapKind, resource: configMapsResource, oldObject: broken}, want: allowed("")},
 		{name: "connect is not judged", req: req{op: admissionv1.Connect, kind: configMapKind, resource: configMapsResource}, want: allowed("")},
-		{name: "create without an object", req: create(nil), want: denied("configward: malformed admission request: no ConfigMap in the request")},
 		{name: "undecodable object", req: create(`{"data": 42}`), want: errored(400, "configward: the ConfigMap in this request cannot be decoded: ")},
 		{name: "object of another kind", req: create(secret("app", nil, nil)),
 			want: errored(400, "configward: the ConfigMap in this request cannot be decoded: unable to decode /v1, Kind=Secret into *v1.ConfigMap")},
 		// Neither resource nor subresource is looked at: these are judged.
-		{name: "resource not set", req: req{op: admissionv1.Create, kind: configMapKind, object: cm("app", nil, nil)}, want: denied(appBreaksSchema)},
-		{name: "kind does not match resource", req: req{op: admissionv1.Create, kind: configMapKind, resource: secretsResource, object: cm("app", nil, nil)}, want: denied(appBreaksSchema)},
-		{name: "subresource", req: req{op: admissionv1.Update, kind: configMapKind, resource: configMapsResource, subResource: "status", object: cm("app", nil, nil), oldObject: cm("app", nil, nil)},
-			want: allowed("").withWarnings(rules.Warning(rules.Finding{Rule: rules.ConfigSchema, Message: strings.TrimPrefix(appBreaksSchema, "[config-schema] ")}))},
 
 		// Behaviour.
 		{name: "ConfigMap breaking its schema", req: create(cm("app", nil, nil)), want: denied(appBreaksSchema)},
@@ -127,14 +121,14 @@ func TestValidateConfigMaps(t *testing.T) {
 				configSchema("app", "uid-app", appSchema),
 				configSchema("broken", "uid-broken", v1alpha1.ConfigSchemaSpec{ConfigMapNames: []string{"legacy"}, Keys: []v1alpha1.KeySchema{{Pattern: "([", Format: "json"}}}),
 			)
-			h := &ValidateConfigMaps{Schemas: schemastore.New(c), Decoder: newDecoder(), Policies: builtinPolicies(t), Namespaces: c}
+			h := &ValidateConfigMaps{Schemas: schemastore.New(c), Policies: builtinPolicies(t), Namespaces: c}
 			if tc.policy != nil {
 				h.Policies = policiesWith(t, *tc.policy)
 			}
 			if tc.schemas != nil {
 				h.Schemas = schemastore.New(tc.schemas)
 			}
-			tc.want.check(t, h.Handle(context.Background(), tc.req.build(t)))
+			tc.want.check(t, serve(h).Handle(context.Background(), tc.req.build(t)))
 		})
 	}
 }
@@ -149,22 +143,19 @@ func TestValidateConfigSchemas(t *testing.T) {
 		req  req
 		want expect
 	}{
-		{"empty request", req{}, allowed("")},
 		{"delete is not judged", req{op: admissionv1.Delete, kind: configSchemaKind, oldObject: good}, allowed("")},
 		{"connect is not judged", req{op: admissionv1.Connect, kind: configSchemaKind}, allowed("")},
-		{"create without an object", create(nil), errored(400, "configward: the ConfigSchema in this request cannot be decoded: there is no content to decode")},
 		{"undecodable object", create(`{"spec": 42`), errored(400, "configward: the ConfigSchema in this request cannot be decoded: ")},
 		{"object of another kind", create(&v1alpha1.ConfigPolicy{TypeMeta: metav1.TypeMeta{APIVersion: "configward.dev/v1alpha1", Kind: "ConfigPolicy"}}),
 			errored(400, "configward: the ConfigSchema in this request cannot be decoded: unable to decode configward.dev/v1alpha1, Kind=ConfigPolicy into *v1alpha1.ConfigSchema")},
 		// Neither kind nor resource is looked at.
-		{"review without a kind", req{op: admissionv1.Create, object: good}, allowed("")},
-		{"kind with no rules", req{op: admissionv1.Create, kind: deploymentKind, resource: deploymentsRes, object: good}, allowed("")},
+		{"kind with no rules", req{op: admissionv1.Create, kind: deploymentKind, resource: deploymentsRes, object: good}, allowed("configward does not validate apps/v1, Kind=Deployment here")},
 		{"a good schema", create(good), allowed("")},
 		{"an update to a good schema", req{op: admissionv1.Update, kind: configSchemaKind, object: good, oldObject: good}, allowed("")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &ValidateConfigSchemas{Decoder: newDecoder()}
-			tc.want.check(t, h.Handle(context.Background(), tc.req.build(t)))
+			h := &ValidateConfigSchemas{}
+			tc.want.check(t, serve(h).Handle(context.Background(), tc.req.build(t)))
 		})
 	}
 }
@@ -199,10 +190,10 @@ func TestValidateConfigSchemasRefusesInvalidSchemas(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &ValidateConfigSchemas{Decoder: newDecoder()}
+			h := &ValidateConfigSchemas{}
 			cs := configSchema("bad", "", tc.spec)
 			r := req{op: admissionv1.Create, kind: configSchemaKind, object: cs}
-			checkInvalid(t, h.Handle(context.Background(), r.build(t)), "ConfigSchema", "bad", tc.want)
+			checkInvalid(t, serve(h).Handle(context.Background(), r.build(t)), "ConfigSchema", "bad", tc.want)
 		})
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/digest"
 	"github.com/configward/configward/internal/hashkey"
-	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -64,7 +63,7 @@ func TestConfigHashCustomKinds(t *testing.T) {
 		req   req
 		want  expect
 	}{
-		{name: "undeclared", req: create(rolloutJSON(consumesAppTemplate, "")),
+		{name: "undeclared", kinds: workload.Builtin(), req: create(rolloutJSON(consumesAppTemplate, "")),
 			want: allowed("argoproj.io/v1alpha1, Kind=Rollout is not a workload kind")},
 		{name: "template without metadata: the patch adds it", kinds: argoKinds(t), req: create(rolloutJSON(consumesAppTemplate, "")),
 			want: expect{allowed: true, code: 200, patches: []jsonpatch.Operation{{Operation: "add", Path: "/spec/template/metadata",
@@ -92,8 +91,8 @@ func TestConfigHashCustomKinds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := hashCache(t)
-			h := &ConfigHash{Inventory: inventory.New(c), Keys: hashkey.Fixed(testKey), Decoder: newDecoder(), Namespaces: c, Policies: builtinPolicies(t), Kinds: tc.kinds}
-			tc.want.check(t, h.Handle(context.Background(), tc.req.build(t)))
+			h := &ConfigHash{Inventory: newInventory(c), Keys: hashkey.Fixed(testKey), Namespaces: c, Policies: builtinPolicies(t), Kinds: tc.kinds}
+			tc.want.check(t, serve(h).Handle(context.Background(), tc.req.build(t)))
 		})
 	}
 }
@@ -106,13 +105,10 @@ func TestValidateWorkloadsCustomKind(t *testing.T) {
 	h.Kinds = argoKinds(t)
 	template := `{"spec":{"containers":[{"name":"app","image":"app","volumeMounts":[{"name":"f","mountPath":"/etc/f","subPath":"level"}]}],` +
 		`"volumes":[{"name":"f","configMap":{"name":"flags"}}]}}`
-	if h.objectFor(rolloutKind) != nil {
-		t.Fatal("a declared kind must not be decoded in one pass")
-	}
 	body := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-1","kind":{"group":"argoproj.io","version":"v1alpha1","kind":"Rollout"},` +
 		`"resource":{"group":"argoproj.io","version":"v1alpha1","resource":"rollouts"},"namespace":"shop","name":"web","operation":"CREATE",` +
 		`"userInfo":{"username":"alice"},"object":` + rolloutJSON(template, "") + `}}`
-	out := serveReview(t, h, "application/json", body)
+	out := serveReview(t, serve(h), "application/json", body)
 	want := `[subpath-config] Rollout shop/web container "app" mounts ConfigMap "flags" with subPath "level" at /etc/f ` +
 		`(spec.template.spec.containers[0].volumeMounts[0]): subPath mounts never receive updates, and this ConfigMap is marked configward.dev/reload=hot. ` +
 		`Mount the volume as a directory (drop the subPath) and point the app at the file inside it.`
@@ -120,8 +116,8 @@ func TestValidateWorkloadsCustomKind(t *testing.T) {
 		t.Fatalf("got allowed=%v %+v, want denied with\n%s", out.Response.Allowed, out.Response.Result, want)
 	}
 
-	h.Kinds = nil
-	if out := serveReview(t, h, "application/json", body); !out.Response.Allowed {
+	h.Kinds = workload.Builtin()
+	if out := serveReview(t, serve(h), "application/json", body); !out.Response.Allowed {
 		t.Fatalf("an undeclared kind was judged: %+v", out.Response.Result)
 	}
 }
@@ -133,5 +129,5 @@ func TestValidateWorkloadsUnreadableTemplate(t *testing.T) {
 	r := req{op: admissionv1.Create, kind: rolloutKind, resource: rolloutResource, name: "web", user: "alice",
 		object: rolloutJSON(`{"spec":{"containers":[{"name":"app","volumeMounts":"all"}]}}`, "")}
 	denied("configward: Rollout shop/web: spec.template.spec.containers.volumeMounts: expected a list, not string, so its pod template cannot be judged "+
-		"(its CRD's schema does not check it). Fix the template and apply again.").check(t, h.Handle(context.Background(), r.build(t)))
+		"(its CRD's schema does not check it). Fix the template and apply again.").check(t, serve(h).Handle(context.Background(), r.build(t)))
 }

@@ -3,6 +3,8 @@ package admission
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"sync"
@@ -25,6 +27,7 @@ import (
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/scheme"
+	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -35,7 +38,37 @@ import (
 
 var testScheme = scheme.Scheme()
 
-func newDecoder() admission.Decoder { return Decoder{Scheme: testScheme} }
+func newDecoder() webhookserver.Decoder { return webhookserver.Decoder{Scheme: testScheme} }
+
+// serve is h as the webhook serves it: behind the adapter that checks and
+// decodes each request.
+func serve[K any](h webhookserver.Handler[K]) admission.Handler {
+	return webhookserver.Adapt(h, newDecoder())
+}
+
+// serveReview sends body to h through the webhook's review codec, as the
+// API server would.
+func serveReview(t *testing.T, h admission.Handler, contentType, body string) admissionv1.AdmissionReview {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader(body))
+	req.Header.Set("Content-Type", contentType)
+	webhookserver.Webhook("test", h).ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("HTTP %d, want 200", rec.Code)
+	}
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil {
+		t.Fatalf("not an AdmissionReview answer: %v: %s", err, rec.Body.String())
+	}
+	return out
+}
+
+// newInventory is the inventory of a cache made by newCache, for the
+// built-in kinds, as inventory.Start returns it.
+func newInventory(c client.Reader) *inventory.Inventory {
+	return inventory.Over(c, workload.Builtin(), workload.Builtin().Kinds())
+}
 
 // Kinds and resources the requests name.
 var (
@@ -75,7 +108,7 @@ func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field s
 func newCache(t testing.TB, objs ...client.Object) client.Client {
 	t.Helper()
 	b := fake.NewClientBuilder().WithScheme(testScheme).WithObjects(objs...)
-	if err := inventory.IndexConsumers(context.Background(), builderIndexer{b}, nil, workload.Kinds); err != nil {
+	if err := inventory.IndexConsumers(context.Background(), builderIndexer{b}, workload.Builtin(), workload.Builtin().Kinds()); err != nil {
 		t.Fatal(err)
 	}
 	b.WithInterceptorFuncs(interceptor.Funcs{
@@ -202,8 +235,19 @@ type req struct {
 	oldObject   any
 }
 
+// resources are the resources of the kinds the tests name: a request
+// without one gets its kind's, as the API server sends it.
+var resources = map[string]string{"ConfigPolicy": "configpolicies", "ConfigSchema": "configschemas", "Namespace": "namespaces"}
+
 func (r req) build(t *testing.T) admission.Request {
 	t.Helper()
+	if r.resource.Resource == "" && r.kind.Kind != "" {
+		res, ok := resources[r.kind.Kind]
+		if !ok {
+			res = strings.ToLower(r.kind.Kind) + "s"
+		}
+		r.resource = metav1.GroupVersionResource{Group: r.kind.Group, Version: r.kind.Version, Resource: res}
+	}
 	ns := testNS
 	ar := admissionv1.AdmissionRequest{
 		UID: "uid-1", Operation: r.op, Kind: r.kind, Resource: r.resource, SubResource: r.subResource,

@@ -3,11 +3,11 @@ package admission
 import (
 	"context"
 	"fmt"
-	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -17,6 +17,7 @@ import (
 	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/rules"
+	"github.com/configward/configward/internal/webhookserver"
 )
 
 // RecordNamespaceChangesPath is where namespace relabelling is recorded.
@@ -43,7 +44,6 @@ func init() { metrics.Registry.MustRegister(changeControlTransitions) }
 // configward: an Event on the namespace, an audit annotation, a metric and a
 // warning to the user. It never refuses.
 type RecordNamespaceChanges struct {
-	Decoder admission.Decoder
 	Recorder
 	// ChangeControl and Policies give a namespace's change-control settings
 	// as the change-control webhook computes them.
@@ -51,21 +51,32 @@ type RecordNamespaceChanges struct {
 	Policies      *policystore.Store
 }
 
-// Handle implements admission.Handler.
-func (h *RecordNamespaceChanges) Handle(_ context.Context, req admission.Request) admission.Response {
-	if req.Kind.Group != "" || req.Kind.Kind != "Namespace" || req.Operation != admissionv1.Update {
-		return admission.Allowed("")
+// Scope implements webhookserver.Handler.
+func (h *RecordNamespaceChanges) Scope() webhookserver.Scope[string] {
+	return webhookserver.Scope[string]{
+		Operations: []admissionv1.Operation{admissionv1.Update},
+		Unjudged:   "configward records no changes of %s",
+		Kind: func(gk schema.GroupKind) (webhookserver.Kind[string], bool) {
+			if gk != (schema.GroupKind{Kind: "Namespace"}) {
+				return webhookserver.Kind[string]{}, false
+			}
+			return webhookserver.Kind[string]{Info: gk.Kind, Resource: "namespaces", New: func() client.Object { return &corev1.Namespace{} }}, true
+		},
 	}
-	var old, ns corev1.Namespace
-	if err := h.Decoder.DecodeRaw(req.OldObject, &old); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the old Namespace in this request cannot be decoded: %w", err))
+}
+
+// Review implements webhookserver.Handler.
+func (h *RecordNamespaceChanges) Review(_ context.Context, r *webhookserver.Review[string]) admission.Response {
+	req := r.Request
+	ns := r.Object.(*corev1.Namespace)
+	o, err := r.OldObject()
+	if err != nil {
+		return webhookserver.Undecodable(err)
 	}
-	if err := h.Decoder.DecodeRaw(req.Object, &ns); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the Namespace in this request cannot be decoded: %w", err))
-	}
+	old := o.(*corev1.Namespace)
 	active := h.Policies.Current()
-	before, after := active.ChangeControl(h.ChangeControl, &old).Governed, active.ChangeControl(h.ChangeControl, &ns).Governed
-	cc := active.ChangeControl(h.ChangeControl, &ns)
+	before, after := active.ChangeControl(h.ChangeControl, old).Governed, active.ChangeControl(h.ChangeControl, ns).Governed
+	cc := active.ChangeControl(h.ChangeControl, ns)
 	var notes []string
 	var change string
 	switch {
@@ -98,7 +109,7 @@ func (h *RecordNamespaceChanges) Handle(_ context.Context, req admission.Request
 		return resp
 	}
 	resp.AuditAnnotations = map[string]string{"change-control": notes[0]}
-	h.Effects.Record(req, &ns, func(ref client.Object) {
+	h.Effects.Record(req, ns, func(ref client.Object) {
 		changeControlTransitions.WithLabelValues(change).Inc()
 		for _, n := range notes {
 			if h.Events != nil {

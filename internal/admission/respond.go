@@ -1,14 +1,11 @@
 package admission
 
 import (
-	"fmt"
-	"net/http"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/effects"
 	"github.com/configward/configward/internal/rules"
 )
 
@@ -23,7 +21,7 @@ import (
 // objects, through Effects, which records only what could be real.
 type Recorder struct {
 	Events  recorder.EventRecorder
-	Effects *Effects
+	Effects *effects.Ledger
 }
 
 // respond is the one way every handler turns an outcome into an answer:
@@ -104,35 +102,10 @@ func (rec Recorder) event(obj client.Object, d rules.Decision) {
 	}
 }
 
-// validateObject answers a create or update of one of configward's own
-// objects (a ConfigPolicy, a ConfigSchema): decoded into obj, then allowed,
-// or refused as 422 Invalid with every problem validate finds, so a broken
-// object is never stored in place of a good one.
-func validateObject(req admission.Request, decoder admission.Decoder, kind string, obj client.Object, validate func() field.ErrorList) admission.Response {
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return admission.Allowed("")
-	}
-	if err := decoder.DecodeRaw(req.Object, obj); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the %s in this request cannot be decoded: %w", kind, err))
-	}
-	if errs := validate(); len(errs) > 0 {
-		return invalid(kind, obj.GetName(), errs)
-	}
-	return admission.Allowed("")
-}
-
 // invalid refuses a configward object the way the API server refuses an
 // invalid one: 422 with every problem as a cause, which kubectl prints as
 // `The ConfigPolicy "x" is invalid:` followed by one line per field.
 func invalid(kind, name string, errs field.ErrorList) admission.Response {
 	status := apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind(kind).GroupKind(), name, errs).ErrStatus
 	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status}}
-}
-
-// malformed refuses a request that no API server sends: it is never
-// allowed by accident. kind and resource are printed the way kubectl
-// prints them ("apps/v1, Kind=Deployment", "apps/v1, Resource=pods").
-func malformed(req admission.Request, problem string) admission.Response {
-	return admission.Denied(fmt.Sprintf("configward: malformed admission request: %s (kind %s, resource %s)", problem,
-		schema.GroupVersionKind(req.Kind), schema.GroupVersionResource(req.Resource)))
 }

@@ -29,8 +29,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/effects"
 	"github.com/configward/configward/internal/hashkey"
-	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/webhookserver"
@@ -212,24 +212,12 @@ func newFuzzChains(tb testing.TB) [2]http.Handler {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		inv := inventory.New(cache)
-		decoder := newDecoder()
-		schemas := schemastore.New(cache)
-		effects := NewEffects(trusted)
-		rec := Recorder{Events: &fuzzOut, Effects: effects}
-		srv.Register(ConfigHashPath, Webhook("config-hash",
-			&ConfigHash{Inventory: inv, Keys: hashkey.Fixed(testKey), Decoder: decoder, Namespaces: cache, Policies: policies, Effects: effects}))
-		srv.Register(ValidateConfigMapsPath, Webhook("validate-configmaps",
-			&ValidateConfigMaps{Schemas: schemas, Decoder: decoder, Policies: policies, Namespaces: cache, Recorder: rec}))
-		srv.Register(ValidateConfigSchemasPath, Webhook("validate-configschemas", &ValidateConfigSchemas{Decoder: decoder}))
-		srv.Register(ValidateConfigPoliciesPath, Webhook("validate-configpolicies", &ValidateConfigPolicies{Decoder: decoder, Policies: policies}))
-		srv.Register(ValidateWorkloadsPath, Webhook("validate-workloads",
-			&ValidateWorkloads{Inventory: inv, Policies: policies, Namespaces: cache, Decoder: decoder, Recorder: rec}))
-		srv.Register(ValidateConfigChangesPath, Webhook("validate-config-changes", &ValidateConfigChanges{
-			Inventory: inv, Cache: cache, Live: live, Decoder: decoder, Recorder: rec, ChangeControl: governed, Policies: policies, Schemas: schemas,
-		}))
-		srv.Register(RecordNamespaceChangesPath, Webhook("record-namespaces",
-			&RecordNamespaceChanges{Decoder: decoder, Recorder: rec, ChangeControl: governed, Policies: policies}))
+		ledger := effects.New(trusted)
+		Register(srv, Facts{
+			Scheme: testScheme, Inventory: newInventory(cache), Kinds: workload.Builtin(), Cache: cache, Live: live,
+			Keys: hashkey.Fixed(testKey), Policies: policies, Schemas: schemastore.New(cache), ChangeControl: governed,
+			Recorder: Recorder{Events: &fuzzOut, Effects: ledger},
+		})
 		chains[i] = srv.WebhookMux()
 	}
 	return chains
@@ -533,10 +521,11 @@ func patchApplies(req admissionv1.AdmissionRequest, patch []byte) error {
 	if len(ops) == 0 {
 		return fmt.Errorf("an empty patch")
 	}
-	obj, ok := workload.New(req.Kind.Kind)
+	t, ok := workload.Builtin().Type(schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind})
 	if !ok {
 		return fmt.Errorf("a patch for kind %q", req.Kind.Kind)
 	}
+	obj := t.New()
 	if err := newDecoder().DecodeRaw(req.Object, obj); err != nil {
 		return fmt.Errorf("a patch for an object that does not decode: %w", err)
 	}

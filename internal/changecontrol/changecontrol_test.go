@@ -7,6 +7,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/rules"
+	"github.com/configward/configward/internal/workload"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -255,7 +256,7 @@ func TestLive(t *testing.T) {
 		&batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "nightly"}},
 	}
 	want := []string{"CronJob nightly", "Deployment web", "Pod bare", "Pod operated"}
-	if got := Names(nil, Live(nil, objs)); !reflect.DeepEqual(got, want) {
+	if got := Names(workload.Builtin(), Live(workload.Builtin(), objs)); !reflect.DeepEqual(got, want) {
 		t.Errorf("Live = %q, want %q", got, want)
 	}
 }

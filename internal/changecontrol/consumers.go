@@ -3,8 +3,6 @@ package changecontrol
 import (
 	"slices"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/workload"
@@ -19,12 +17,13 @@ import (
 //     already going;
 //   - it is a Pod that has finished, or a Job that has.
 //
-// reg says which kinds are workloads (nil: the built-in ones); with an Argo
-// Rollout declared, a Rollout's ReplicaSets stand for nothing on their own.
+// reg says which kinds are workloads; with an Argo Rollout declared, a
+// Rollout's ReplicaSets stand for nothing on their own.
 func Live(reg *workload.Registry, objs []client.Object) []client.Object {
 	var out []client.Object
 	for _, o := range objs {
-		if o.GetDeletionTimestamp() == nil && !reg.ControlledByWorkload(o) && !finished(o) {
+		w, _ := reg.For(o)
+		if o.GetDeletionTimestamp() == nil && !reg.ControlledByWorkload(o) && !(w.Type != nil && w.Finished()) {
 			out = append(out, o)
 		}
 	}
@@ -35,23 +34,12 @@ func Live(reg *workload.Registry, objs []client.Object) []client.Object {
 func Names(reg *workload.Registry, objs []client.Object) []string {
 	out := make([]string, 0, len(objs))
 	for _, o := range objs {
-		k, _ := reg.KindOf(o)
-		out = append(out, k.Kind+" "+o.GetName())
+		kind := o.GetObjectKind().GroupVersionKind().Kind
+		if t, ok := reg.TypeOf(o); ok {
+			kind = t.Kind.Kind
+		}
+		out = append(out, kind+" "+o.GetName())
 	}
 	slices.Sort(out)
 	return out
-}
-
-func finished(o client.Object) bool {
-	switch t := o.(type) {
-	case *corev1.Pod:
-		return t.Status.Phase == corev1.PodSucceeded || t.Status.Phase == corev1.PodFailed
-	case *batchv1.Job:
-		for _, c := range t.Status.Conditions {
-			if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,7 @@ import (
 	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/workload"
+	"github.com/configward/configward/internal/workloadrules"
 )
 
 // Actions check reports besides the rules' own; neither fails the check.
@@ -38,9 +40,9 @@ type Options struct {
 	Complete bool
 	// Namespace is assumed for objects that do not set one.
 	Namespace string
-	// Kinds are the workload kinds judged: the built-in ones (nil) plus
-	// the custom kinds declared with --workload-kinds, which LoadKinds
-	// must have been given too.
+	// Kinds are the workload kinds judged: the built-in ones
+	// (workload.Builtin, also when nil) plus the custom kinds declared with
+	// --workload-kinds, which LoadKinds must have been given too.
 	Kinds *workload.Registry
 }
 
@@ -70,6 +72,9 @@ type Result struct {
 func Run(ctx context.Context, policies *policystore.Active, objs []Object, opts Options) ([]Result, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = metav1.NamespaceDefault
+	}
+	if opts.Kinds == nil {
+		opts.Kinds = workload.Builtin()
 	}
 	for _, o := range objs {
 		switch o.Obj.(type) {
@@ -135,44 +140,44 @@ func checkObject(ctx context.Context, policies *policystore.Active, set objectSe
 		}
 		return nil, nil
 	}
-	gvk := o.Obj.GetObjectKind().GroupVersionKind()
-	kind := gvk.Kind
-	if _, ok := opts.Kinds.Lookup(gvk.GroupKind()); !ok {
+	w, ok := opts.Kinds.For(o.Obj)
+	if !ok {
 		return nil, nil
 	}
-	if kind == "Pod" && gvk.Group == "" && metav1.GetControllerOf(o.Obj) != nil {
+	if _, owned := workloadrules.JudgedAsOwned(opts.Kinds, w); owned {
 		return nil, nil
 	}
-	raw, err := json.Marshal(o.Obj)
+	kind, ns := w.Type.Kind.Kind, o.Obj.GetNamespace()
+	spec, err := w.PodSpec()
 	if err != nil {
-		return nil, err
+		// As the webhook refuses it: a template the rules cannot read is
+		// not judged as empty.
+		return []Result{result(o, rules.Finding{Rule: "evaluation", Path: strings.Join(w.Type.PodSpecPath(), "."), Message: fmt.Sprintf(
+			"%s %s/%s: %v, so its pod template cannot be judged. Fix the template.", kind, ns, o.Obj.GetName(), err)}, rules.Deny)}, nil
 	}
-	ns := o.Obj.GetNamespace()
-	var unknown []Result
-	input, err := ruleinput.WorkloadInputOf(ruleinput.Request{Operation: "CREATE", Kind: kind, Namespace: ns, Name: o.Obj.GetName()},
-		opts.Kinds, o.Obj, raw, nil, func(k refs.Kind, name string) (ruleinput.Target, error) {
+	j, err := workloadrules.Judge(ctx, policies, workloadrules.Subject{
+		Workload: w, Spec: spec, Namespace: set.namespaces[ns],
+		Request: ruleinput.Request{Operation: "CREATE", Kind: kind, Namespace: ns, Name: o.Obj.GetName()},
+		Targets: func(k refs.Kind, name string) (ruleinput.Target, error) {
 			return set.target(k, ns, name, opts.Complete), nil
-		})
+		},
+		Objects: func() ([]byte, []byte, error) {
+			raw, err := json.Marshal(o.Obj)
+			return raw, nil, err
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range input.References {
+	var unknown []Result
+	for _, r := range j.References {
 		if !r.Target.Known && !r.Optional {
 			unknown = append(unknown, result(o, rules.Finding{Rule: rules.MissingConfigRef, Path: r.Path, Message: fmt.Sprintf(
 				"%s %s/%s references %s %q (%s), which is not among the given manifests; pass --complete if they are every object of the namespace.",
 				kind, ns, o.Obj.GetName(), r.Kind, r.Name, r.Path)}, Unknown))
 		}
 	}
-	version := policies.Version
-	value, err := input.Value(version.WantsObjects)
-	if err != nil {
-		return nil, err
-	}
-	findings, err := version.Eval(ctx, value)
-	if err != nil {
-		return nil, err
-	}
-	return append(dedupe(unknown), results(o, rules.Apply(settings, findings, o.Obj.GetAnnotations(), rules.Options{}))...), nil
+	return append(dedupe(unknown), results(o, j.Outcome)...), nil
 }
 
 func (s objectSet) target(k refs.Kind, ns, name string, complete bool) ruleinput.Target {

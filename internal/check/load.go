@@ -48,7 +48,9 @@ func (e InputError) Unwrap() error { return e.Err }
 // Load reads every manifest in paths: files, directories (*.yaml, *.yml,
 // *.json, recursively) and "-" for stdin. Kinds configward does not know are
 // skipped; a document that is not a Kubernetes object is an InputError.
-func Load(paths []string, stdin io.Reader) ([]Object, error) { return LoadKinds(nil, paths, stdin) }
+func Load(paths []string, stdin io.Reader) ([]Object, error) {
+	return LoadKinds(workload.Builtin(), paths, stdin)
+}
 
 // LoadKinds is Load that also reads the custom workload kinds declared in
 // kinds, as unstructured objects (nil: the built-in kinds only).
@@ -239,7 +241,10 @@ func (d declaredKinds) Decode(data []byte, defaults *schema.GroupVersionKind, in
 		return obj, gvk, err
 	}
 	u := &unstructured.Unstructured{}
-	if json.Unmarshal(data, &u.Object) != nil || !d.kinds.Custom(u.GroupVersionKind().GroupKind()) {
+	if json.Unmarshal(data, &u.Object) != nil {
+		return obj, gvk, err
+	}
+	if t, ok := d.kinds.Type(u.GroupVersionKind().GroupKind()); !ok || !t.Custom() {
 		return obj, gvk, err
 	}
 	declared := u.GroupVersionKind()

@@ -64,8 +64,8 @@ const driftDelay = 500 * time.Millisecond
 type DriftOptions struct {
 	Keys     *hashkey.Source
 	Settings func(ctx context.Context, namespace string) (enabled, includeSecrets bool, err error)
-	// Changes is the rollout controller's log of which config changed.
-	Changes *drift.Changes
+	// Causes is the rollout controller's log of which config changed.
+	Causes *drift.Causes
 	// Reports turns on writing OpenReports Reports; the caller has checked
 	// that their CRD is served and registered their informer. Policies
 	// give the rules whose findings on existing workloads they carry.
@@ -75,17 +75,16 @@ type DriftOptions struct {
 
 // SetupDrift registers the drift controller, which reconciles namespaces.
 func SetupDrift(mgr ctrl.Manager, inv *inventory.Inventory, opts DriftOptions) error {
-	d := &driftJudge{client: mgr.GetClient(), inv: inv, opts: opts, reg: inv.Registry()}
-	for _, k := range inv.ConsumerKinds() {
-		if k.GroupKind() != podKind {
-			d.kinds = append(d.kinds, k) // built-in and declared custom kinds
+	d := &driftJudge{client: mgr.GetClient(), inv: inv, opts: opts}
+	for _, k := range inv.WatchedKinds() {
+		if t, _ := inv.Registry().Type(k.GroupKind()); t.Rolled() {
+			d.types = append(d.types, t) // built-in and declared custom kinds
 		}
 	}
 	b := ctrl.NewControllerManagedBy(mgr).Named("drift")
 	watched := []client.Object{&corev1.Pod{}, &appsv1.ReplicaSet{}, &batchv1.Job{}}
-	for _, k := range d.kinds {
-		obj, _ := d.reg.New(k.GroupKind())
-		watched = append(watched, obj)
+	for _, t := range d.types {
+		watched = append(watched, t.New())
 	}
 	var configChanged func(namespace string)
 	if opts.Reports {
@@ -157,8 +156,8 @@ type driftJudge struct {
 	client client.Client
 	inv    *inventory.Inventory
 	opts   DriftOptions
-	kinds  []workload.Kind
-	reg    *workload.Registry
+	// types are the rolled kinds: every top-level workload has one.
+	types []*workload.Type
 	// findings evaluates rules and schemas on existing objects, for the
 	// Reports; nil when Reports are off.
 	findings *findingsEvaluator
@@ -201,7 +200,7 @@ type subjectResults struct {
 
 // judge computes the drift of every stamped top-level workload of ns, and
 // returns every top-level workload too, for the rules.
-func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*openreports.Report) ([]drift.Status, []workloadObject, error) {
+func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*openreports.Report) ([]drift.Status, []workload.Object, error) {
 	byWorkload, err := d.podsByWorkload(ctx, ns)
 	if err != nil {
 		return nil, nil, err
@@ -214,27 +213,32 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 	}
 	key := d.opts.Keys.Current().Bytes()
 	var out []drift.Status
-	var objs []workloadObject
+	var objs []workload.Object
 	seen := map[drift.Key]bool{}
-	for _, k := range d.kinds {
-		list, _ := d.reg.NewList(k.GroupKind())
+	for _, t := range d.types {
+		k := t.Kind
+		list := t.NewList()
 		if err := d.client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 			return nil, nil, fmt.Errorf("listing %s: %w", k.Resource, err)
 		}
 		for _, obj := range workload.Items(list) {
-			if workload.Controlled(obj) || obj.GetDeletionTimestamp() != nil {
+			w := t.Wrap(obj)
+			if w.Controlled() || obj.GetDeletionTimestamp() != nil {
 				continue
 			}
-			objs = append(objs, workloadObject{kind: k, obj: obj})
+			objs = append(objs, w)
 			dk := drift.Key{Group: k.Group, Kind: k.Kind, NamespacedName: client.ObjectKeyFromObject(obj)}
 			// Unstamped workloads too: the rollout controller may be about
 			// to stamp one for a change it logged.
 			seen[dk] = true
-			template, stamped := d.reg.TemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation)
+			template, stamped := w.ConfigHash()
 			if !stamped {
 				continue
 			}
-			spec, _ := d.reg.PodSpec(obj)
+			// A template that is no pod spec reads as empty: it counts no
+			// config, so it is never stale (its Report says why it cannot
+			// be judged).
+			spec, _ := w.PodSpec()
 			wanted, counted, err := d.inv.TemplateHash(ctx, key, ns, spec, includeSecrets)
 			if err != nil {
 				return nil, nil, err
@@ -248,17 +252,17 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 				APIVersion: k.GroupVersionKind().GroupVersion().String(), Kind: k.Kind,
 				Namespace: ns, Name: obj.GetName(), UID: obj.GetUID(),
 				Template: template, Wanted: wanted,
-				TemplateHold: drift.TemplateHoldOf(k.GroupKind(), obj, enabled),
-				PodHold:      drift.PodHoldOf(d.reg, k.GroupKind(), obj),
+				TemplateHold: drift.TemplateHoldOf(w, enabled),
+				PodHold:      drift.PodHoldOf(w),
 			}, drift.CountPods(wanted, byWorkload[obj.GetUID()]))
-			s.Changed, s.ChangedAt = d.opts.Changes.Last(dk)
+			s.Changed, s.ChangedAt = d.opts.Causes.Last(dk)
 			if len(s.Changed) == 0 {
 				s.Changed, s.ChangedAt = report.LastChange(reports[report.Name(obj.GetUID())], wanted)
 			}
 			out = append(out, s)
 		}
 	}
-	d.opts.Changes.Retain(ns, func(k drift.Key) bool { return seen[k] })
+	d.opts.Causes.Retain(ns, func(k drift.Key) bool { return seen[k] })
 	return out, objs, nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/workload"
+	"github.com/configward/configward/internal/workloadrules"
 )
 
 // findingsEvaluator judges existing objects as admission would judge them
@@ -45,12 +46,6 @@ type findingsEvaluator struct {
 type evaluated struct {
 	namespace, key string
 	results        []openreports.ReportResult
-}
-
-// workloadObject is a top-level workload with its kind.
-type workloadObject struct {
-	kind workload.Kind
-	obj  client.Object
 }
 
 func newFindingsEvaluator(cache, values client.Reader, inv *inventory.Inventory, policies *policystore.Store, schemas *schemastore.Store) *findingsEvaluator {
@@ -80,14 +75,13 @@ func (e *findingsEvaluator) keep(uid types.UID, namespace, key string, results [
 }
 
 // namespace returns the findings' results of the objects of ns, by UID.
-func (e *findingsEvaluator) namespace(ctx context.Context, ns string, workloads []workloadObject) (map[types.UID][]subjectResults, error) {
+func (e *findingsEvaluator) namespace(ctx context.Context, ns string, workloads []workload.Object) (map[types.UID][]subjectResults, error) {
 	nsObj, err := policystore.LookupNamespace(ctx, e.cache, ns)
 	if err != nil {
 		return nil, err
 	}
 	active := e.policies.Current()
 	settings := active.Settings(nsObj)
-	enabled, _ := active.Rollouts(nsObj)
 	e.mu.Lock()
 	epoch := e.epochs[ns]
 	e.mu.Unlock()
@@ -101,13 +95,14 @@ func (e *findingsEvaluator) namespace(ctx context.Context, ns string, workloads 
 		}
 	}
 	for _, w := range workloads {
-		key := fmt.Sprintf("%s|%p|%d", w.obj.GetResourceVersion(), active, epoch)
-		results, ok := e.lookup(w.obj.GetUID(), key)
+		key := fmt.Sprintf("%s|%p|%d", w.Obj.GetResourceVersion(), active, epoch)
+		results, ok := e.lookup(w.Obj.GetUID(), key)
 		if !ok {
-			results = e.workloadResults(ctx, w, ns, active, settings, enabled)
-			e.keep(w.obj.GetUID(), ns, key, results)
+			results = e.workloadResults(ctx, w, nsObj, active)
+			e.keep(w.Obj.GetUID(), ns, key, results)
 		}
-		add(w.obj.GetUID(), report.Subject(w.kind.GroupVersionKind().GroupVersion().String(), w.kind.Kind, ns, w.obj.GetName(), w.obj.GetUID()), results)
+		k := w.Type.Kind
+		add(w.Obj.GetUID(), report.Subject(k.GroupVersionKind().GroupVersion().String(), k.Kind, ns, w.Obj.GetName(), w.Obj.GetUID()), results)
 	}
 
 	var cms corev1.ConfigMapList
@@ -161,37 +156,28 @@ func (e *findingsEvaluator) namespace(ctx context.Context, ns string, workloads 
 // workloadResults runs the rules on an existing workload as if it were
 // created now. A workload the rules cannot judge gets an error result
 // instead of holding up the namespace's other Reports.
-func (e *findingsEvaluator) workloadResults(ctx context.Context, w workloadObject, ns string, active *policystore.Active, settings rules.Settings, rolloutsEnabled bool) []openreports.ReportResult {
-	findings, err := e.evalWorkload(ctx, w, ns, active, rolloutsEnabled)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "evaluating rules on an existing workload", "kind", w.kind.Kind, "namespace", ns, "name", w.obj.GetName())
-		return []openreports.ReportResult{{Rule: "evaluation", Result: "error", Description: fmt.Sprintf("configward could not evaluate its rules on this %s: %v", w.kind.Kind, err)}}
-	}
-	return report.FindingResults(rules.Apply(settings, findings, w.obj.GetAnnotations(), rules.Options{}))
-}
-
-func (e *findingsEvaluator) evalWorkload(ctx context.Context, w workloadObject, ns string, active *policystore.Active, rolloutsEnabled bool) ([]rules.Finding, error) {
-	version := active.Version
-	var object []byte
-	if version.WantsObjects {
-		// Custom rules read the object: the cached one, which has no
-		// managed fields and no inline env values (policies/README).
-		var err error
-		if object, err = json.Marshal(w.obj); err != nil {
-			return nil, err
+func (e *findingsEvaluator) workloadResults(ctx context.Context, w workload.Object, ns *corev1.Namespace, active *policystore.Active) []openreports.ReportResult {
+	kind := w.Type.Kind.Kind
+	spec, err := w.PodSpec()
+	if err == nil {
+		var j workloadrules.Judgement
+		j, err = workloadrules.Judge(ctx, active, workloadrules.Subject{
+			Workload: w, Spec: spec, Namespace: ns,
+			Request: ruleinput.Request{Operation: "CREATE", Kind: kind, Namespace: w.Obj.GetNamespace(), Name: w.Obj.GetName()},
+			Targets: e.inv.Targets(ctx, w.Obj.GetNamespace()),
+			// Custom rules read the cached object, which has no managed
+			// fields and no inline env values (policies/README).
+			Objects: func() ([]byte, []byte, error) {
+				object, err := json.Marshal(w.Obj)
+				return object, nil, err
+			},
+		})
+		if err == nil {
+			return report.FindingResults(j.Outcome)
 		}
 	}
-	input, err := ruleinput.WorkloadInputOf(ruleinput.Request{Operation: "CREATE", Kind: w.kind.Kind, Namespace: ns, Name: w.obj.GetName()}, e.inv.Registry(),
-		w.obj, object, nil, e.inv.Targets(ctx, ns))
-	if err != nil {
-		return nil, err
-	}
-	input.Workload.RolloutDisabled = input.Workload.RolloutDisabled || !rolloutsEnabled
-	value, err := input.Value(version.WantsObjects)
-	if err != nil {
-		return nil, err
-	}
-	return version.Eval(ctx, value)
+	ctrl.LoggerFrom(ctx).Error(err, "evaluating rules on an existing workload", "kind", kind, "namespace", w.Obj.GetNamespace(), "name", w.Obj.GetName())
+	return []openreports.ReportResult{{Rule: "evaluation", Result: "error", Description: fmt.Sprintf("configward could not evaluate its rules on this %s: %v", kind, err)}}
 }
 
 // configMapResults validates a governed ConfigMap's stored values, read

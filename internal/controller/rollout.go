@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -71,41 +70,41 @@ type RolloutOptions struct {
 	// changes (a rotation), every stamped workload is re-examined, and so
 	// re-stamped once, at Rate.
 	Keys *hashkey.Source
-	// Changes is where the controller records which config objects changed
+	// Causes is where the controller records which config objects changed
 	// for which workload; the drift controller reads it. Nil: a log of
 	// its own.
-	Changes *drift.Changes
+	Causes *drift.Causes
 }
 
-// SetupRollouts registers one rollout controller per workload kind the
-// inventory watches (built-in and declared custom kinds; see
+// SetupRollouts registers one rollout controller per rolled workload kind
+// the inventory watches (built-in and declared custom kinds; see
 // inventory.Start), all paced by one rate.
 func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptions) error {
 	pace := rate.NewLimiter(rate.Inf, 0)
-	if opts.Changes == nil {
-		opts.Changes = drift.NewChanges()
+	if opts.Causes == nil {
+		opts.Causes = drift.NewCauses()
 	}
 	if opts.Rate > 0 {
 		pace = rate.NewLimiter(rate.Limit(opts.Rate), max(1, int(opts.Rate)))
 	}
 	reg := inv.Registry()
-	for _, k := range inv.ConsumerKinds() {
-		if k.GroupKind() == podKind {
-			continue // a Pod's spec is immutable
+	for _, k := range inv.WatchedKinds() {
+		t, _ := reg.Type(k.GroupKind())
+		if !t.Rolled() {
+			continue // its spec is immutable: a Pod
 		}
 		r := &rollout{
 			client:   mgr.GetClient(),
 			inv:      inv,
-			reg:      reg,
+			typ:      t,
 			events:   mgr.GetEventRecorder("configward-rollout"),
-			kind:     k,
 			window:   opts.BatchWindow,
 			settings: opts.Settings,
 			pace:     pace,
 			keys:     opts.Keys,
-			changes:  opts.Changes,
+			causes:   opts.Causes,
 		}
-		obj, _ := reg.New(k.GroupKind())
+		obj := t.New()
 		rotated := make(chan event.GenericEvent, 1)
 		opts.Keys.OnChange(func(*hashkey.Key) {
 			select {
@@ -114,7 +113,7 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			}
 		})
 		err := ctrl.NewControllerManagedBy(mgr).
-			Named(controllerName(reg, k)).
+			Named(controllerName(t)).
 			// The workload's own create and template changes: catches hashes
 			// that went stale while configward was down or the webhook was
 			// bypassed. Status updates do not change the generation.
@@ -130,19 +129,14 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 	return nil
 }
 
-var (
-	podKind = schema.GroupKind{Kind: "Pod"}
-	jobKind = schema.GroupKind{Group: "batch", Kind: "Job"}
-)
-
 // controllerName names a kind's rollout controller. Names must be unique
 // in a manager, and a declared kind may share its Kind with a built-in one
 // (apps.kruise.io StatefulSet), so a declared kind's name carries its
 // group; built-in ones keep the names their metrics have always had.
-func controllerName(reg *workload.Registry, k workload.Kind) string {
-	name := "rollout-" + strings.ToLower(k.Kind)
-	if reg.Custom(k.GroupKind()) {
-		name += "-" + strings.ReplaceAll(k.Group, ".", "-")
+func controllerName(t *workload.Type) string {
+	name := "rollout-" + strings.ToLower(t.Kind.Kind)
+	if t.Custom() {
+		name += "-" + strings.ReplaceAll(t.Group, ".", "-")
 	}
 	return name
 }
@@ -150,32 +144,31 @@ func controllerName(reg *workload.Registry, k workload.Kind) string {
 type rollout struct {
 	client   client.Client
 	inv      *inventory.Inventory
-	reg      *workload.Registry
+	typ      *workload.Type
 	events   recorder.EventRecorder
-	kind     workload.Kind
 	window   time.Duration
 	settings func(ctx context.Context, namespace string) (enabled, includeSecrets bool, err error)
 	pace     *rate.Limiter
 	keys     *hashkey.Source
-	changes  *drift.Changes
+	causes   *drift.Causes
 }
 
 // key names a workload of the controller's kind in the change log.
 func (r *rollout) key(nn types.NamespacedName) drift.Key {
-	return drift.Key{Group: r.kind.Group, Kind: r.kind.Kind, NamespacedName: nn}
+	return drift.Key{Group: r.typ.Group, Kind: r.typ.Kind.Kind, NamespacedName: nn}
 }
 
 // putBack keeps the causes of a reconcile that failed for its retry.
 func (r *rollout) putBack(nn types.NamespacedName, changed []string) {
-	r.changes.PutBack(r.key(nn), changed, time.Now())
+	r.causes.PutBack(r.key(nn), changed, time.Now())
 }
 
 // everyWorkload lists every workload of the controller's kind, for a key
 // rotation: each stamped one gets a hash under the new key.
 func (r *rollout) everyWorkload(ctx context.Context, _ client.Object) []reconcile.Request {
-	list, _ := r.reg.NewList(r.kind.GroupKind())
+	list := r.typ.NewList()
 	if err := r.client.List(ctx, list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing workloads after the config-hash key changed", "kind", r.kind.Kind)
+		ctrl.LoggerFrom(ctx).Error(err, "listing workloads after the config-hash key changed", "kind", r.typ.Kind.Kind)
 		return nil
 	}
 	var out []reconcile.Request
@@ -191,7 +184,7 @@ func (r *rollout) everyWorkload(ctx context.Context, _ client.Object) []reconcil
 // would replace running pods with pods that cannot start.
 func (r *rollout) configChanged(kind refs.Kind) handler.EventHandler {
 	enqueue := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		consumers, err := r.inv.Consumers(ctx, []workload.Kind{r.kind}, kind, obj.GetNamespace(), obj.GetName())
+		consumers, err := r.inv.Consumers(ctx, []workload.Kind{r.typ.Kind}, kind, obj.GetNamespace(), obj.GetName())
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "listing consumers", "kind", kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
 			return
@@ -201,7 +194,7 @@ func (r *rollout) configChanged(kind refs.Kind) handler.EventHandler {
 				continue // its owner is a consumer too, and rolls it
 			}
 			key := types.NamespacedName{Namespace: c.GetNamespace(), Name: c.GetName()}
-			r.changes.Add(r.key(key), inventory.IndexValue(kind, obj.GetName()), time.Now())
+			r.causes.Add(r.key(key), inventory.IndexValue(kind, obj.GetName()), time.Now())
 			q.AddAfter(reconcile.Request{NamespacedName: key}, r.window)
 		}
 	}
@@ -241,11 +234,11 @@ func contentChanged(old, new client.Object) bool {
 }
 
 func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	changed := r.changes.Take(r.key(req.NamespacedName))
+	changed := r.causes.Take(r.key(req.NamespacedName))
 	// The first look decides whether to wait for a turn at all; the hash
 	// is taken again after the wait.
-	obj, _, err := r.staleHash(ctx, req, len(changed) > 0)
-	if obj == nil || err != nil {
+	w, _, err := r.staleHash(ctx, req, len(changed) > 0)
+	if w.Obj == nil || err != nil {
 		if err != nil {
 			r.putBack(req.NamespacedName, changed)
 		}
@@ -255,12 +248,12 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if len(changed) > 0 {
 		what = strings.Join(changed, ", ")
 	}
-	if r.kind.GroupKind() == jobKind {
+	if r.typ.ImmutableTemplate {
 		// A Job's pod template is immutable; the next Job picks the change up.
 		if len(changed) > 0 {
-			rolloutsSkipped.WithLabelValues(r.kind.Kind, "job-immutable").Inc()
-			r.events.Eventf(obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
-				"%s changed, but a Job's pod template cannot change: running pods keep the old config and a new Job is needed to use the new one", what)
+			rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.JobImmutable.Reason).Inc()
+			r.events.Eventf(w.Obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
+				"%s changed, but %s: running pods keep the old config and a new Job is needed to use the new one", what, drift.JobImmutable.Why)
 		}
 		return reconcile.Result{}, nil
 	}
@@ -271,24 +264,24 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		r.putBack(req.NamespacedName, changed)
 		return reconcile.Result{}, err
 	}
-	obj, hash, err := r.staleHash(ctx, req, len(changed) > 0)
-	if obj == nil || err != nil {
+	w, hash, err := r.staleHash(ctx, req, len(changed) > 0)
+	if w.Obj == nil || err != nil {
 		if err != nil {
 			r.putBack(req.NamespacedName, changed)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 
-	before := obj.DeepCopyObject().(client.Object)
-	r.reg.SetTemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation, hash)
+	before := w.Obj.DeepCopyObject().(client.Object)
+	w.SetTemplateAnnotation(v1alpha1.ConfigHashAnnotation, hash)
 	// The optimistic lock makes a concurrent writer win; the conflict
 	// retries and the hash is recomputed on the fresh object.
-	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.client.Patch(ctx, w.Obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		// Keep the causes for the retry, which the error schedules.
 		r.putBack(req.NamespacedName, changed)
 		return reconcile.Result{}, err
 	}
-	if stored, _ := r.reg.TemplateAnnotations(obj); stored[v1alpha1.ConfigHashAnnotation] != hash {
+	if stored, _ := w.ConfigHash(); stored != hash {
 		// The mutating webhook stamps what its own cache computes; one
 		// that has not seen the change yet writes the old hash back, and
 		// nothing rolls. Try again once its cache has caught up.
@@ -296,73 +289,76 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
-	if rep := r.reg.PodReplacement(obj); rep.Reason != "" {
-		rolloutsSkipped.WithLabelValues(r.kind.Kind, rep.Reason).Inc()
-		log.Info("config changed; pod template updated, pods not replaced", "kind", r.kind.Kind, "changed", changed, "reason", rep.Reason)
-		r.events.Eventf(obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
+	if hold := w.Hold(); hold.Reason != "" {
+		rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, hold.Reason).Inc()
+		log.Info("config changed; pod template updated, pods not replaced", "kind", r.typ.Kind.Kind, "changed", changed, "reason", hold.Reason)
+		r.events.Eventf(w.Obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
 			"%s changed: updated %s to %s, but %s: running pods keep the old config until %s",
-			what, v1alpha1.ConfigHashAnnotation, hash, rep.Why, rep.Until)
+			what, v1alpha1.ConfigHashAnnotation, hash, hold.Why, hold.Until)
 		return reconcile.Result{}, nil
 	}
-	rolloutsTriggered.WithLabelValues(r.kind.Kind).Inc()
-	log.Info("config changed; rolling workload", "kind", r.kind.Kind, "changed", changed, "hash", hash)
+	rolloutsTriggered.WithLabelValues(r.typ.Kind.Kind).Inc()
+	log.Info("config changed; rolling workload", "kind", r.typ.Kind.Kind, "changed", changed, "hash", hash)
 	effect := "which rolls the pods through the workload's own update strategy"
-	if r.kind.Kind == "CronJob" {
+	if r.typ.NextRunTakesTemplate {
 		effect = "which the next Job it starts uses; Jobs already started keep theirs"
 	}
-	r.events.Eventf(obj, nil, corev1.EventTypeNormal, "ConfigChanged", "Rollout",
+	r.events.Eventf(w.Obj, nil, corev1.EventTypeNormal, "ConfigChanged", "Rollout",
 		"%s changed: updated %s to %s, %s", what, v1alpha1.ConfigHashAnnotation, hash, effect)
 	return reconcile.Result{}, nil
 }
 
 // staleHash reads the workload and returns it with the hash its template
-// should carry, or a nil object when nothing is to be done: the workload is
-// gone, controlled by another, opted out, not stamped yet with no config
-// change to account for (installing configward restarts nothing), or up to
-// date. changed says whether config it consumes changed since the last
-// reconcile, for the metrics of workloads left alone.
-func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed bool) (client.Object, string, error) {
-	obj, _ := r.reg.New(r.kind.GroupKind())
-	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
-		return nil, "", err
+// should carry, or a handle without object when nothing is to be done: the
+// workload is gone, controlled by another, opted out, not stamped yet with
+// no config change to account for (installing configward restarts
+// nothing), or up to date. changed says whether config it consumes changed
+// since the last reconcile, for the metrics of workloads left alone.
+func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed bool) (workload.Object, string, error) {
+	none := workload.Object{}
+	w := r.typ.Wrap(r.typ.New())
+	if err := r.client.Get(ctx, req.NamespacedName, w.Obj); err != nil {
+		return none, "", err
 	}
-	if workload.Controlled(obj) {
-		return nil, "", nil
+	if w.Controlled() {
+		return none, "", nil
 	}
-	if _, ref := r.reg.TemplateRef(obj); ref {
+	if _, ref := w.TemplateRef(); ref {
 		// Never stamped (see admission's templateRefAnswer); a referenced
 		// Deployment rolls on its own and Argo follows it.
-		return nil, "", nil
+		return none, "", nil
 	}
-	current, stamped := r.reg.TemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation)
-	if workload.RolloutsDisabled(obj) {
+	current, stamped := w.ConfigHash()
+	if w.RolloutsDisabled() {
 		if changed {
-			rolloutsSkipped.WithLabelValues(r.kind.Kind, "opted-out").Inc()
+			rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.OptedOut.Reason).Inc()
 		}
-		return nil, "", nil
+		return none, "", nil
 	}
 	if !stamped && !changed {
-		return nil, "", nil
+		return none, "", nil
 	}
 	enabled, includeSecrets := true, true
 	if r.settings != nil {
 		var err error
 		if enabled, includeSecrets, err = r.settings(ctx, req.Namespace); err != nil {
-			return nil, "", err
+			return none, "", err
 		}
 	}
 	if !enabled {
 		if changed {
-			rolloutsSkipped.WithLabelValues(r.kind.Kind, "policy-disabled").Inc()
+			rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.PolicyDisabled.Reason).Inc()
 		}
-		return nil, "", nil
+		return none, "", nil
 	}
-	spec, _ := r.reg.PodSpec(obj)
+	// Declared kinds whose template is no pod spec were refused at
+	// admission; the spec read is then empty and counts nothing.
+	spec, _ := w.PodSpec()
 	hash, counted, err := r.inv.TemplateHash(ctx, r.keys.Current().Bytes(), req.Namespace, spec, includeSecrets)
 	if err != nil || counted == 0 || hash == current {
-		return nil, "", err
+		return none, "", err
 	}
-	return obj, hash, nil
+	return w, hash, nil
 }
 
 // The rollout controller reads config and workloads, patches pod templates

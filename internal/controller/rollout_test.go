@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -121,16 +122,21 @@ func TestControllerNamesAreUniqueAcrossGroups(t *testing.T) {
 	}
 	seen := map[string]string{}
 	for _, k := range reg.Kinds() {
-		name := controllerName(reg, k)
+		typ, _ := reg.Type(k.GroupKind())
+		name := controllerName(typ)
 		if other, dup := seen[name]; dup {
 			t.Errorf("%s and %s share the controller name %q", other, k.GroupKind(), name)
 		}
 		seen[name] = k.GroupKind().String()
 	}
-	if got := controllerName(reg, workload.Kind{Group: "apps", Version: "v1", Kind: "Deployment"}); got != "rollout-deployment" {
+	named := func(group, kind string) string {
+		typ, _ := reg.Type(schema.GroupKind{Group: group, Kind: kind})
+		return controllerName(typ)
+	}
+	if got := named("apps", "Deployment"); got != "rollout-deployment" {
 		t.Errorf("a built-in kind's controller was renamed: %q", got)
 	}
-	if got := controllerName(reg, workload.Kind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Rollout"}); got != "rollout-rollout-argoproj-io" {
+	if got := named("argoproj.io", "Rollout"); got != "rollout-rollout-argoproj-io" {
 		t.Errorf("Rollout's controller: %q", got)
 	}
 }

@@ -15,8 +15,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
@@ -42,23 +40,22 @@ const (
 
 // Hold says why configward leaves a workload's template or pods as they are,
 // in the words of its Events: "running pods keep the old config: <Why>;
-// they get the new one when <Until>". The zero Hold holds nothing.
-type Hold struct {
-	// Reason is a short label (opted-out, policy-disabled, job-immutable,
-	// paused, on-delete, replicaset, cronjob).
-	Reason     string
-	Why, Until string
-}
+// they get the new one when <Until>". The zero Hold holds nothing. Its
+// Reason is a short label (opted-out, policy-disabled, job-immutable,
+// paused, on-delete, replicaset, declared, cronjob), the label of metrics
+// and Reports: the rollout controller, the drift controller and `configward
+// status` all speak it.
+type Hold = workload.Hold
 
 // Holds for a template configward does not re-stamp. A pod replacement
-// hold (paused, OnDelete) comes from workload.PodReplacement.
+// hold (paused, OnDelete) comes from the workload's kind (workload.Object.Hold).
 var (
-	OptedOut       = Hold{"opted-out", "the workload opts out of rollouts (configward.dev/rollout: disabled)", "the annotation is removed and the workload is rolled"}
-	PolicyDisabled = Hold{"policy-disabled", "a ConfigPolicy turns rollouts off in this namespace", "rollouts are turned on again"}
-	JobImmutable   = Hold{"job-immutable", "a Job's pod template cannot change", "a new Job is started"}
+	OptedOut       = Hold{Reason: "opted-out", Why: "the workload opts out of rollouts (configward.dev/rollout: disabled)", Until: "the annotation is removed and the workload is rolled"}
+	PolicyDisabled = Hold{Reason: "policy-disabled", Why: "a ConfigPolicy turns rollouts off in this namespace", Until: "rollouts are turned on again"}
+	JobImmutable   = Hold{Reason: "job-immutable", Why: "a Job's pod template cannot change", Until: "a new Job is started"}
 	// StartedJobs is a CronJob's: its template gets the new hash, which
 	// the next Job uses, and Jobs already started keep theirs.
-	StartedJobs = Hold{"cronjob", "Jobs already started keep the config they started with", "they finish; the next Job uses the new config"}
+	StartedJobs = Hold{Reason: "cronjob", Why: "Jobs already started keep the config they started with", Until: "they finish; the next Job uses the new config"}
 )
 
 // Workload is what the judge needs of one top-level workload.
@@ -176,37 +173,30 @@ func PodsByWorkload(pods []Pod, owners Owners) map[types.UID]map[string]int {
 // Hashes lists the hashes of a Pods in a stable order, for printing.
 func (p Pods) Hashes() []string { return slices.Sorted(maps.Keys(p.ByHash)) }
 
-// The built-in kinds whose holds are their own; a declared kind of another
-// group may share their Kind.
-var (
-	jobKind     = schema.GroupKind{Group: "batch", Kind: "Job"}
-	cronJobKind = schema.GroupKind{Group: "batch", Kind: "CronJob"}
-)
-
-// TemplateHoldOf says why configward leaves obj's template with a stale
+// TemplateHoldOf says why configward leaves w's template with a stale
 // hash, if it does: the workload opts out, a ConfigPolicy turns rollouts
-// off (rolloutsEnabled false), or it is a Job.
-func TemplateHoldOf(kind schema.GroupKind, obj metav1.Object, rolloutsEnabled bool) Hold {
+// off (rolloutsEnabled false), or its kind's template is immutable (a Job).
+func TemplateHoldOf(w workload.Object, rolloutsEnabled bool) Hold {
 	switch {
-	case workload.RolloutsDisabled(obj):
+	case w.RolloutsDisabled():
 		return OptedOut
 	case !rolloutsEnabled:
 		return PolicyDisabled
-	case kind == jobKind:
+	case w.Type.ImmutableTemplate:
 		return JobImmutable
 	}
 	return Hold{}
 }
 
-// PodHoldOf says why a new template does not replace obj's running pods,
-// if it does not: the registry's reasons (built-in, and a declared kind's
-// notRolledWhen), and a CronJob's started Jobs.
-func PodHoldOf(reg *workload.Registry, kind schema.GroupKind, obj runtime.Object) Hold {
-	if kind == cronJobKind {
+// PodHoldOf says why a new template does not replace w's running pods, if
+// it does not: its kind's reasons (built-in, and a declared kind's
+// notRolledWhen), and the runs a kind whose next run takes the template (a
+// CronJob) has already started.
+func PodHoldOf(w workload.Object) Hold {
+	if w.Type.NextRunTakesTemplate {
 		return StartedJobs
 	}
-	rep := reg.PodReplacement(obj)
-	return Hold{Reason: rep.Reason, Why: rep.Why, Until: rep.Until}
+	return w.Hold()
 }
 
 // PodsOfCluster counts the running pods of pods by top-level workload UID

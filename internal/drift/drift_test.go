@@ -6,14 +6,16 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/workload"
 )
 
 func TestJudge(t *testing.T) {
-	paused := Hold{"paused", "the Deployment is paused", "it is resumed (kubectl rollout resume)"}
+	paused := Hold{Reason: "paused", Why: "the Deployment is paused", Until: "it is resumed (kubectl rollout resume)"}
 	for _, tc := range []struct {
 		name      string
 		w         Workload
@@ -82,32 +84,55 @@ func TestPodsByWorkload(t *testing.T) {
 	}
 }
 
-var deploymentKind = schema.GroupKind{Group: "apps", Kind: "Deployment"}
+// wrap is the handle of a built-in workload.
+func wrap(t *testing.T, obj client.Object) workload.Object {
+	t.Helper()
+	w, ok := workload.Builtin().For(obj)
+	if !ok {
+		t.Fatalf("%T is not a workload", obj)
+	}
+	return w
+}
 
 func TestHolds(t *testing.T) {
 	d := &appsv1.Deployment{}
-	if h := TemplateHoldOf(deploymentKind, d, true); h.Reason != "" {
+	if h := TemplateHoldOf(wrap(t, d), true); h.Reason != "" {
 		t.Fatalf("a plain Deployment is held: %+v", h)
 	}
-	if h := TemplateHoldOf(deploymentKind, d, false); h != PolicyDisabled {
+	if h := TemplateHoldOf(wrap(t, d), false); h != PolicyDisabled {
 		t.Fatalf("rollouts off: %+v", h)
 	}
 	d.Annotations = map[string]string{v1alpha1.RolloutAnnotation: v1alpha1.RolloutDisabled}
-	if h := TemplateHoldOf(deploymentKind, d, true); h != OptedOut {
+	if h := TemplateHoldOf(wrap(t, d), true); h != OptedOut {
 		t.Fatalf("opted out: %+v", h)
 	}
-	if h := TemplateHoldOf(jobKind, &batchv1.Job{}, true); h != JobImmutable {
+	if h := TemplateHoldOf(wrap(t, &batchv1.Job{}), true); h != JobImmutable {
 		t.Fatalf("Job: %+v", h)
 	}
 	d.Spec.Paused = true
-	if h := PodHoldOf(nil, deploymentKind, d); h.Reason != "paused" || h.Until != "it is resumed (kubectl rollout resume)" {
+	if h := PodHoldOf(wrap(t, d)); h.Reason != "paused" || h.Until != "it is resumed (kubectl rollout resume)" {
 		t.Fatalf("paused: %+v", h)
 	}
-	if h := PodHoldOf(nil, cronJobKind, &batchv1.CronJob{}); h != StartedJobs {
+	if h := PodHoldOf(wrap(t, &batchv1.CronJob{})); h != StartedJobs {
 		t.Fatalf("CronJob: %+v", h)
 	}
 	// A declared kind of another group may be called Job: it is not batch's.
-	if h := TemplateHoldOf(schema.GroupKind{Group: "example.com", Kind: "Job"}, &batchv1.Job{}, true); h.Reason != "" {
+	decls, err := workload.ParseDeclarations([]byte(`[{group: example.com, version: v1, kind: Job, resource: jobs, podTemplatePath: spec.template}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := workload.NewRegistry(decls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("example.com/v1")
+	u.SetKind("Job")
+	w, ok := reg.For(u)
+	if !ok {
+		t.Fatal("the declared Job is not a workload")
+	}
+	if h := TemplateHoldOf(w, true); h.Reason != "" {
 		t.Fatalf("example.com Job: %+v", h)
 	}
 }

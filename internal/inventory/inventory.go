@@ -68,15 +68,17 @@ type Inventory struct {
 	reg   *workload.Registry
 }
 
-// New wraps a reader that is a cache configured with CacheOptions and
-// indexed (IndexConsumers) for the built-in workload kinds.
-func New(reader client.Reader) *Inventory {
-	return &Inventory{reader: reader, kinds: workload.Kinds}
+// Over is the inventory of a reader that is a cache configured with
+// CacheOptions and indexed (IndexConsumers) for kinds of reg: what Start
+// returns once it has registered the informers. Tests build one over a
+// fake cache indexed the same way.
+func Over(reader client.Reader, reg *workload.Registry, kinds []workload.Kind) *Inventory {
+	return &Inventory{reader: reader, reg: reg, kinds: kinds}
 }
 
-// ConsumerKinds are the workload kinds Consumers can answer for: those Start
+// WatchedKinds are the workload kinds Consumers can answer for: those Start
 // was given, less declared kinds whose CRD was not served.
-func (inv *Inventory) ConsumerKinds() []workload.Kind { return inv.kinds }
+func (inv *Inventory) WatchedKinds() []workload.Kind { return inv.kinds }
 
 // Registry is the registry of workload kinds the inventory reads with.
 func (inv *Inventory) Registry() *workload.Registry { return inv.reg }
@@ -182,11 +184,11 @@ func IndexConsumers(ctx context.Context, indexer client.FieldIndexer, reg *workl
 }
 
 func indexConsumers(ctx context.Context, indexer client.FieldIndexer, reg *workload.Registry, k workload.Kind) error {
-	obj, ok := reg.New(k.GroupKind())
+	t, ok := reg.Type(k.GroupKind())
 	if !ok {
 		return fmt.Errorf("%s is not a workload kind", k.GroupKind())
 	}
-	if err := indexer.IndexField(ctx, obj, ConsumersIndex, consumedBy(reg)); err != nil {
+	if err := indexer.IndexField(ctx, t.New(), ConsumersIndex, consumedBy(reg)); err != nil {
 		return fmt.Errorf("indexing %s by consumed config: %w", k.GroupKind(), err)
 	}
 	return nil
@@ -194,10 +196,13 @@ func indexConsumers(ctx context.Context, indexer client.FieldIndexer, reg *workl
 
 func consumedBy(reg *workload.Registry) client.IndexerFunc {
 	return func(obj client.Object) []string {
-		spec, ok := reg.PodSpec(obj)
+		w, ok := reg.For(obj)
 		if !ok {
 			return nil
 		}
+		// A template that is no pod spec consumes nothing configward can
+		// name; admission refuses it, and the spec read is empty.
+		spec, _ := w.PodSpec()
 		cs := refs.Consumed(refs.FromPodSpec(spec))
 		out := make([]string, 0, len(cs))
 		for _, c := range cs {
@@ -212,10 +217,11 @@ func consumedBy(reg *workload.Registry) client.IndexerFunc {
 func (inv *Inventory) Consumers(ctx context.Context, kinds []workload.Kind, kind refs.Kind, namespace, name string) ([]client.Object, error) {
 	var out []client.Object
 	for _, k := range kinds {
-		list, ok := inv.reg.NewList(k.GroupKind())
+		t, ok := inv.reg.Type(k.GroupKind())
 		if !ok {
 			return nil, fmt.Errorf("%s is not a workload kind", k.GroupKind())
 		}
+		list := t.NewList()
 		if err := inv.reader.List(ctx, list, client.InNamespace(namespace),
 			client.MatchingFields{ConsumersIndex: IndexValue(kind, name)}); err != nil {
 			return nil, err

@@ -21,7 +21,7 @@ import (
 // those kinds.
 //
 // A declared kind whose CRD is not served now is logged and left out (see
-// Inventory.ConsumerKinds): one missing CRD must not take down the webhook
+// Inventory.WatchedKinds): one missing CRD must not take down the webhook
 // or controller for every other kind. Serving it later needs a restart.
 func Start(ctx context.Context, c cache.Cache, reg *workload.Registry, consumerKinds []workload.Kind) (*Inventory, error) {
 	for _, o := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}} {
@@ -29,10 +29,14 @@ func Start(ctx context.Context, c cache.Cache, reg *workload.Registry, consumerK
 			return nil, fmt.Errorf("starting informer for %T: %w", o, err)
 		}
 	}
-	inv := &Inventory{reader: c, reg: reg}
+	inv := Over(c, reg, nil)
 	for _, k := range consumerKinds {
-		err := startKind(ctx, c, reg, k)
-		if err != nil && reg.Custom(k.GroupKind()) {
+		t, ok := reg.Type(k.GroupKind())
+		if !ok {
+			return nil, fmt.Errorf("%s is not a workload kind", k.GroupKind())
+		}
+		err := startKind(ctx, c, reg, t)
+		if err != nil && t.Custom() {
 			kindAvailable.WithLabelValues(k.GroupKind().String()).Set(0)
 			ctrl.Log.WithName("inventory").Error(err, "cannot watch a declared workload kind: check that the API server serves its group, version and resource "+
 				"(kubectl api-resources --api-group=<group>). Until a restart after that, the controller does not roll it and deletes of config it uses "+
@@ -43,7 +47,7 @@ func Start(ctx context.Context, c cache.Cache, reg *workload.Registry, consumerK
 		if err != nil {
 			return nil, err
 		}
-		if reg.Custom(k.GroupKind()) {
+		if t.Custom() {
 			kindAvailable.WithLabelValues(k.GroupKind().String()).Set(1)
 		}
 		inv.kinds = append(inv.kinds, k)
@@ -54,32 +58,14 @@ func Start(ctx context.Context, c cache.Cache, reg *workload.Registry, consumerK
 // startKind indexes one workload kind and registers its informer. For a
 // kind whose resource the API server does not serve, indexing fails
 // before any informer is registered, so nothing is left behind.
-func startKind(ctx context.Context, c cache.Cache, reg *workload.Registry, k workload.Kind) error {
-	if err := indexConsumers(ctx, c, reg, k); err != nil {
+func startKind(ctx context.Context, c cache.Cache, reg *workload.Registry, t *workload.Type) error {
+	if err := indexConsumers(ctx, c, reg, t.Kind); err != nil {
 		return err
 	}
-	obj, _ := reg.New(k.GroupKind())
-	if _, err := c.GetInformer(ctx, obj); err != nil {
-		return fmt.Errorf("starting informer for %s: %w", k.GroupKind(), err)
+	if _, err := c.GetInformer(ctx, t.New()); err != nil {
+		return fmt.Errorf("starting informer for %s: %w", t.GroupKind(), err)
 	}
 	return nil
-}
-
-// RolloutKinds are the built-in workload kinds whose pod template
-// configward keeps in step with their config (see RolloutKindsOf).
-func RolloutKinds() []workload.Kind { return RolloutKindsOf(nil) }
-
-// RolloutKindsOf are the workload kinds of reg whose pod template
-// configward keeps in step with their config: every workload kind but bare
-// Pods, whose spec is immutable.
-func RolloutKindsOf(reg *workload.Registry) []workload.Kind {
-	var out []workload.Kind
-	for _, k := range reg.Kinds() {
-		if k.GroupKind() != (workload.Kind{Version: "v1", Kind: "Pod"}).GroupKind() {
-			out = append(out, k)
-		}
-	}
-	return out
 }
 
 var kindAvailable = prometheus.NewGaugeVec(prometheus.GaugeOpts{

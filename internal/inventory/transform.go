@@ -143,7 +143,10 @@ func TransformWorkload(obj any) (any, error) {
 		if a := o.GetAnnotations(); a != nil {
 			delete(a, lastApplied)
 		}
-		if spec, ok := workload.PodSpec(o); ok {
+		// The cache's transforms know only the built-in kinds; a declared
+		// kind is unstructured and handled above.
+		if w, ok := workload.Builtin().For(o); ok {
+			spec, _ := w.PodSpec()
 			for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
 				for i := range cs {
 					cs[i].Env = withoutValues(cs[i].Env)

@@ -178,7 +178,8 @@ func TestTransformsKeepNoValues(t *testing.T) {
 		if dump := fmt.Sprintf("%#v", o); strings.Contains(dump, canary) {
 			t.Errorf("the cached %s holds an inline env value: %s", name, dump)
 		}
-		spec, _ := workload.PodSpec(o.(client.Object))
+		w, _ := workload.Builtin().For(o.(client.Object))
+		spec, _ := w.PodSpec()
 		if got := spec.Containers[0].Env[1].ValueFrom.SecretKeyRef.Name; got != "db" {
 			t.Errorf("%s lost its reference: %q", name, got)
 		}

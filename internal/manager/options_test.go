@@ -84,7 +84,7 @@ func TestWorkloadKindsFlag(t *testing.T) {
 			t.Fatalf("%s: %v", proc, err)
 		}
 		reg, _ := c.Kinds()
-		if _, ok := reg.Lookup(schema.GroupKind{Group: "argoproj.io", Kind: "Rollout"}); !ok {
+		if _, ok := reg.Type(schema.GroupKind{Group: "argoproj.io", Kind: "Rollout"}); !ok {
 			t.Errorf("%s: the declared kind is not in the registry", proc)
 		}
 		c.WorkloadKindsFile = bad

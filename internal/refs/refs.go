@@ -5,7 +5,7 @@
 //
 // Field paths are rooted at a Pod ("spec.volumes[1].configMap"). For a pod
 // template, replace the leading "spec" with the template's spec path (see
-// workload.PodSpecPath), e.g. "spec.template.spec.volumes[1].configMap".
+// workload.Type.PodSpecPath), e.g. "spec.template.spec.volumes[1].configMap".
 package refs
 
 import (

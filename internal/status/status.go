@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/report"
 	"github.com/configward/configward/internal/workload"
@@ -37,9 +36,8 @@ type Options struct {
 	// Kind and Name, when set, pick one workload.
 	Kind workload.Kind
 	Name string
-	// Kinds are the workload kinds to look at, of Registry (nil: the
-	// built-in kinds only).
-	Kinds    []workload.Kind
+	// Registry holds the workload kinds to look at: its rolled kinds, the
+	// built-in ones and those declared with --workload-kinds.
 	Registry *workload.Registry
 }
 
@@ -99,11 +97,12 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 		return res, err
 	}
 	found, behind := false, 0
-	for _, k := range o.Kinds {
+	for _, k := range o.Registry.RolledKinds() {
 		if o.Name != "" && k != o.Kind {
 			continue
 		}
-		list, _ := o.Registry.NewList(k.GroupKind())
+		t, _ := o.Registry.Type(k.GroupKind())
+		list := t.NewList()
 		err := c.List(ctx, list, in...)
 		if meta.IsNoMatchError(err) {
 			// A declared kind whose CRD this cluster does not serve.
@@ -118,16 +117,17 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 				continue
 			}
 			found = true
-			template, stamped := o.Registry.TemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation)
-			if !stamped || workload.Controlled(obj) || obj.GetDeletionTimestamp() != nil {
+			wl := t.Wrap(obj)
+			template, stamped := wl.ConfigHash()
+			if !stamped || wl.Controlled() || obj.GetDeletionTimestamp() != nil {
 				continue
 			}
 			w := drift.Workload{
 				APIVersion: k.GroupVersionKind().GroupVersion().String(), Kind: k.Kind,
 				Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(),
 				Template: template, Wanted: template,
-				TemplateHold: drift.TemplateHoldOf(k.GroupKind(), obj, true),
-				PodHold:      drift.PodHoldOf(o.Registry, k.GroupKind(), obj),
+				TemplateHold: drift.TemplateHoldOf(wl, true),
+				PodHold:      drift.PodHoldOf(wl),
 			}
 			r := report.StoredConfigCurrent(reports[obj.GetUID()])
 			// A Report written for another template is behind: the live

@@ -68,12 +68,12 @@ func harden(next http.Handler, maxBytes int64, log logr.Logger) http.Handler {
 // panic. The API server writes request.uid before the objects.
 var uidPattern = regexp.MustCompile(`"uid"\s*:\s*"([0-9A-Za-z-]{1,64})"`)
 
-// RequestUID is the request.uid a JSON reader finds in a review body that
+// requestUID is the request.uid a JSON reader finds in a review body that
 // does not decode as a whole (a field of the wrong type, say); "" when the
 // body is not JSON. An answer must carry it: the API server discards an
 // answer whose UID does not match its request and shows a generic error
 // instead of configward's.
-func RequestUID(body []byte) types.UID {
+func requestUID(body []byte) types.UID {
 	uid, _ := uidFromJSON(body)
 	return uid
 }

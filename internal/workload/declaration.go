@@ -11,7 +11,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
 
@@ -171,25 +170,9 @@ func (d *Declaration) GroupKind() schema.GroupKind {
 
 func (d *Declaration) templateRefPath() []string { return strings.Split(d.TemplateRefPath, ".") }
 
-// customRow is the row of a declared kind: unstructured objects with the
-// declaration's GVK.
-func customRow(d *Declaration) kindRow {
-	k := Kind{Group: d.Group, Version: d.Version, Kind: d.Kind, Resource: d.Resource}
-	return kindRow{
-		Kind:         k,
-		templatePath: strings.Split(d.PodTemplatePath, "."),
-		new: func() client.Object {
-			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(k.GroupVersionKind())
-			return u
-		},
-		custom: d,
-	}
-}
-
-// replacement evaluates notRolledWhen: the first condition that holds says
-// why the kind's controller leaves running pods alone.
-func (d *Declaration) replacement(u *unstructured.Unstructured) Replacement {
+// hold evaluates notRolledWhen: the first condition that holds says why
+// the kind's controller leaves running pods alone.
+func (d *Declaration) hold(u *unstructured.Unstructured) Hold {
 	for _, c := range d.NotRolledWhen {
 		v, found, err := unstructured.NestedFieldNoCopy(u.Object, strings.Split(c.Path, ".")...)
 		if !found || err != nil || fmt.Sprint(v) != c.Equals {
@@ -199,9 +182,9 @@ func (d *Declaration) replacement(u *unstructured.Unstructured) Replacement {
 		if until == "" {
 			until = c.Path + " no longer equals " + c.Equals
 		}
-		return Replacement{Reason: "declared", Why: c.Why, Until: until}
+		return Hold{Reason: "declared", Why: c.Why, Until: until}
 	}
-	return Replacement{}
+	return Hold{}
 }
 
 // decodeProblem words a JSON decoding error for people: encoding/json names

@@ -76,36 +76,40 @@ func TestEmptyDeclarations(t *testing.T) {
 // An apps.kruise.io StatefulSet is its own kind, not apps' StatefulSet.
 func TestGroupKindKeys(t *testing.T) {
 	r := argoRegistry(t)
-	kruise, ok := r.Lookup(schema.GroupKind{Group: "apps.kruise.io", Kind: "StatefulSet"})
-	if !ok || kruise.Version != "v1beta1" || !r.Custom(kruise.GroupKind()) {
+	kruise, ok := r.Type(schema.GroupKind{Group: "apps.kruise.io", Kind: "StatefulSet"})
+	if !ok || kruise.Version != "v1beta1" || !kruise.Custom() {
 		t.Fatalf("kruise StatefulSet = %+v, %v", kruise, ok)
 	}
-	apps, ok := r.Lookup(schema.GroupKind{Group: "apps", Kind: "StatefulSet"})
-	if !ok || r.Custom(apps.GroupKind()) {
+	apps, ok := r.Type(schema.GroupKind{Group: "apps", Kind: "StatefulSet"})
+	if !ok || apps.Custom() {
 		t.Fatalf("apps StatefulSet = %+v, %v", apps, ok)
 	}
-	if o, _ := r.New(apps.GroupKind()); o == nil {
-		t.Fatal("no typed StatefulSet")
-	} else if _, typed := o.(*appsv1.StatefulSet); !typed {
-		t.Fatalf("apps StatefulSet is a %T", o)
+	if _, typed := apps.New().(*appsv1.StatefulSet); !typed {
+		t.Fatalf("apps StatefulSet is a %T", apps.New())
 	}
-	if o, _ := r.New(kruise.GroupKind()); o == nil {
-		t.Fatal("no kruise StatefulSet")
-	} else if u, isU := o.(*unstructured.Unstructured); !isU || u.GetAPIVersion() != "apps.kruise.io/v1beta1" {
-		t.Fatalf("kruise StatefulSet is a %T", o)
+	if u, isU := kruise.New().(*unstructured.Unstructured); !isU || u.GetAPIVersion() != "apps.kruise.io/v1beta1" {
+		t.Fatalf("kruise StatefulSet is a %T", kruise.New())
 	}
-	if Builtin().Custom(kruise.GroupKind()) {
+	if _, ok := Builtin().Type(kruise.GroupKind()); ok {
 		t.Fatal("the built-in registry knows a custom kind")
+	}
+	if _, ok := r.Resolve("statefulsets.apps.kruise.io", r.RolledKinds()); !ok {
+		t.Fatal("Resolve does not find the kruise StatefulSet by resource and group")
 	}
 }
 
-func rollout(t *testing.T, r *Registry, doc string) *unstructured.Unstructured {
+func rollout(t *testing.T, r *Registry, doc string) Object {
 	t.Helper()
-	u, _ := r.New(rolloutGK)
-	if err := yamlInto(doc, u.(*unstructured.Unstructured)); err != nil {
+	typ, _ := r.Type(rolloutGK)
+	u := typ.New().(*unstructured.Unstructured)
+	if err := yamlInto(doc, u); err != nil {
 		t.Fatal(err)
 	}
-	return u.(*unstructured.Unstructured)
+	w, ok := r.For(u)
+	if !ok {
+		t.Fatal("a Rollout is not a workload of the registry")
+	}
+	return w
 }
 
 const rolloutDoc = `
@@ -124,49 +128,51 @@ spec:
 
 func TestUnstructuredTemplate(t *testing.T) {
 	r := argoRegistry(t)
-	u := rollout(t, r, rolloutDoc)
-	spec, ok := r.PodSpec(u)
-	if !ok || len(spec.Volumes) != 1 || spec.Volumes[0].ConfigMap.Name != "web-config" || spec.Containers[0].Env[1].ValueFrom == nil {
-		t.Fatalf("PodSpec = %+v, %v", spec, ok)
+	w := rollout(t, r, rolloutDoc)
+	spec, err := w.PodSpec()
+	if err != nil || len(spec.Volumes) != 1 || spec.Volumes[0].ConfigMap.Name != "web-config" || spec.Containers[0].Env[1].ValueFrom == nil {
+		t.Fatalf("PodSpec = %+v, %v", spec, err)
 	}
-	if k, ok := r.KindOf(u); !ok || k.Resource != "rollouts" {
-		t.Fatalf("KindOf = %+v, %v", k, ok)
+	if w.Type.Resource != "rollouts" {
+		t.Fatalf("Type = %+v", w.Type)
 	}
-	if _, ok := Builtin().PodSpec(u); ok {
+	if _, ok := Builtin().For(w.Obj); ok {
 		t.Fatal("the built-in registry reads a Rollout")
 	}
-	if r.TemplateMetadataPresent(u) {
+	if w.TemplateMetadataPresent() {
 		t.Fatal("the template has no metadata yet")
 	}
-	if !r.SetTemplateAnnotation(u, hashKey, "abc") {
-		t.Fatal("SetTemplateAnnotation failed")
-	}
-	if v, ok := r.TemplateAnnotation(u, hashKey); !ok || v != "abc" {
+	w.SetTemplateAnnotation(hashKey, "abc")
+	if v, ok := w.TemplateAnnotation(hashKey); !ok || v != "abc" {
 		t.Fatalf("annotation = %q, %v", v, ok)
 	}
-	if got, _, _ := unstructured.NestedString(u.Object, "spec", "template", "metadata", "annotations", hashKey); got != "abc" {
+	if got, _, _ := unstructured.NestedString(w.Obj.(*unstructured.Unstructured).Object, "spec", "template", "metadata", "annotations", hashKey); got != "abc" {
 		t.Fatalf("stored at the declared path: %q", got)
 	}
-	r.RemoveTemplateAnnotation(u, hashKey)
-	if _, ok := r.TemplateAnnotation(u, hashKey); ok {
+	w.RemoveTemplateAnnotation(hashKey)
+	if _, ok := w.TemplateAnnotation(hashKey); ok {
 		t.Fatal("annotation not removed")
 	}
-	if got := r.AnnotationKeyPatchPath(rolloutGK, hashKey); got != "/spec/template/metadata/annotations/configward.dev~1config-hash" {
+	if got := w.Type.AnnotationKeyPatchPath(hashKey); got != "/spec/template/metadata/annotations/configward.dev~1config-hash" {
 		t.Fatalf("patch path %q", got)
 	}
-	if got := strings.Join(r.PodSpecPath(rolloutGK), "."); got != "spec.template.spec" {
+	if got := strings.Join(w.Type.PodSpecPath(), "."); got != "spec.template.spec" {
 		t.Fatalf("PodSpecPath %q", got)
+	}
+	_ = unstructured.SetNestedField(w.Obj.(*unstructured.Unstructured).Object, "not a list", "spec", "template", "spec", "containers")
+	if _, err := w.PodSpec(); err == nil || !strings.Contains(err.Error(), "spec.template.spec.containers: expected a list, not string") {
+		t.Fatalf("PodSpec of a template that is no pod spec: %v", err)
 	}
 }
 
 func TestDeclaredNotRolledWhen(t *testing.T) {
 	r := argoRegistry(t)
-	u := rollout(t, r, rolloutDoc)
-	if rep := r.PodReplacement(u); rep.Reason != "" {
+	w := rollout(t, r, rolloutDoc)
+	if rep := w.Hold(); rep.Reason != "" {
 		t.Fatalf("unpaused: %+v", rep)
 	}
-	_ = unstructured.SetNestedField(u.Object, true, "spec", "paused")
-	rep := r.PodReplacement(u)
+	_ = unstructured.SetNestedField(w.Obj.(*unstructured.Unstructured).Object, true, "spec", "paused")
+	rep := w.Hold()
 	if rep.Reason != "declared" || rep.Why != "the Rollout is paused" || rep.Until != "it is resumed" {
 		t.Fatalf("paused: %+v", rep)
 	}
@@ -174,18 +180,24 @@ func TestDeclaredNotRolledWhen(t *testing.T) {
 
 func TestTemplateRefAndControl(t *testing.T) {
 	r := argoRegistry(t)
-	u := rollout(t, r, `
+	w := rollout(t, r, `
 apiVersion: argoproj.io/v1alpha1
 kind: Rollout
 metadata: {name: web}
 spec:
   workloadRef: {apiVersion: apps/v1, kind: Deployment, name: web-base}
 `)
-	ref, ok := r.TemplateRef(u)
+	ref, ok := w.TemplateRef()
 	if !ok || ref.GroupKind() != (schema.GroupKind{Group: "apps", Kind: "Deployment"}) || ref.Name != "web-base" || ref.Path != "spec.workloadRef" {
 		t.Fatalf("TemplateRef = %+v, %v", ref, ok)
 	}
-	if _, ok := r.TemplateRef(rollout(t, r, rolloutDoc)); ok {
+	if rolls, _ := ref.RolledThrough(); !rolls {
+		t.Fatal("a referenced Deployment is not rolled through")
+	}
+	if rolls, why := (TemplateRef{APIVersion: "apps/v1", Kind: "ReplicaSet"}).RolledThrough(); rolls || !strings.Contains(why, "only through a Deployment") {
+		t.Fatalf("a referenced ReplicaSet: %v, %q", rolls, why)
+	}
+	if _, ok := rollout(t, r, rolloutDoc).TemplateRef(); ok {
 		t.Fatal("a Rollout with its own template has a reference")
 	}
 	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{
@@ -193,7 +205,7 @@ spec:
 	if !r.ControlledByWorkload(rs) {
 		t.Fatal("a Rollout's ReplicaSet is not controlled by a workload")
 	}
-	if ControlledByWorkload(rs) {
+	if Builtin().ControlledByWorkload(rs) {
 		t.Fatal("without the declaration, a Rollout is no workload")
 	}
 }

@@ -1,18 +1,19 @@
-// Package workload maps the workload kinds configward stamps to their pod
-// template: where it sits in the object, and how to read and annotate it.
+// Package workload is the one home of what configward knows about each
+// workload kind: its names, where its pod template sits in the object, how
+// its own controller treats a template change, and its traits (a Pod is its
+// own template, a Job's template is immutable, a CronJob's next run takes
+// the template). Nothing outside this package compares kind names.
 //
 // Kinds live in a Registry keyed by GroupKind: the built-in kinds (typed Go
 // objects) plus the custom kinds a platform team declares (see
 // Declaration), handled as *unstructured.Unstructured with the pod template
 // at a declared path. The group is part of the key because OpenKruise ships
-// an apps.kruise.io StatefulSet beside apps' own. The package-level
-// functions answer for the built-in kinds only; code that must see custom
-// kinds holds a *Registry, passed to it at start (a nil *Registry is the
-// built-in one, so zero-valued handlers keep working).
+// an apps.kruise.io StatefulSet beside apps' own. A request finds its kind's
+// Type once (Registry.Type, Registry.TypeOf) and carries an Object handle
+// from there.
 package workload
 
 import (
-	"reflect"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 )
@@ -47,102 +47,119 @@ func (k Kind) GroupVersionResource() schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: k.Group, Version: k.Version, Resource: k.Resource}
 }
 
-// kindRow is everything configward knows of one workload kind: its names,
-// where its pod template sits (nil for a Pod, which is its own template;
-// metadata and spec hang off it), how to make an empty one, and how to
-// reach the template inside a typed object. A declared (custom) kind has
-// no template accessor and its Declaration instead.
-type kindRow struct {
-	Kind
-	templatePath []string
-	new          func() client.Object
-	template     func(runtime.Object) (*metav1.ObjectMeta, *corev1.PodSpec)
-	custom       *Declaration
+// Traits are the facts about a kind that decide how configward treats it.
+// A declared kind has none of them: its objects are rolled like a
+// Deployment's, held back only by its notRolledWhen conditions.
+type Traits struct {
+	// OwnTemplate: the object is its own pod template (a Pod). Its spec
+	// cannot change, so it keeps the config hash it was created with, is
+	// never re-stamped, and its controlling workload stands for it.
+	OwnTemplate bool
+	// ImmutableTemplate: the pod template cannot change once created (a
+	// Job): configward never re-stamps it; a new object uses new config.
+	ImmutableTemplate bool
+	// NextRunTakesTemplate: only the next run uses a new template (a
+	// CronJob's next Job); runs already started keep theirs.
+	NextRunTakesTemplate bool
+	// ShortNames are kubectl's short names of the kind.
+	ShortNames []string
+	// JudgedSubresources are the subresources whose writes change the pod
+	// spec, and so are judged like the object (a Pod's ephemeralcontainers,
+	// written by `kubectl debug`).
+	JudgedSubresources []string
 }
 
-// row builds a kindRow from the template accessor of one Go type.
-func row[T client.Object](k Kind, templatePath []string, template func(T) (*metav1.ObjectMeta, *corev1.PodSpec)) kindRow {
-	return kindRow{
-		Kind:         k,
-		templatePath: templatePath,
-		new:          func() client.Object { return reflect.New(reflect.TypeFor[T]().Elem()).Interface().(client.Object) },
-		template:     func(o runtime.Object) (*metav1.ObjectMeta, *corev1.PodSpec) { return template(o.(T)) },
-	}
+// Rolled reports whether configward keeps the kind's pod template in step
+// with its config (the rollout controller, drift, status): every kind but
+// one that is its own template.
+func (t Traits) Rolled() bool { return !t.OwnTemplate }
+
+// Hold says why running pods keep their config: "running pods keep the old
+// config: <Why>; they get the new one when <Until>". The zero Hold holds
+// nothing.
+type Hold struct {
+	// Reason is a short label for metrics and Reports (paused, on-delete,
+	// replicaset, declared, ...).
+	Reason     string
+	Why, Until string
 }
 
+// specTemplate is where most kinds keep their pod template.
 var specTemplate = []string{"spec", "template"}
 
 // table is the one list of built-in workload kinds.
-var table = []kindRow{
-	row(Kind{"apps", "v1", "Deployment", "deployments"}, specTemplate, func(o *appsv1.Deployment) (*metav1.ObjectMeta, *corev1.PodSpec) {
-		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
-	}),
-	row(Kind{"apps", "v1", "StatefulSet", "statefulsets"}, specTemplate, func(o *appsv1.StatefulSet) (*metav1.ObjectMeta, *corev1.PodSpec) {
-		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
-	}),
-	row(Kind{"apps", "v1", "DaemonSet", "daemonsets"}, specTemplate, func(o *appsv1.DaemonSet) (*metav1.ObjectMeta, *corev1.PodSpec) {
-		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
-	}),
-	row(Kind{"apps", "v1", "ReplicaSet", "replicasets"}, specTemplate, func(o *appsv1.ReplicaSet) (*metav1.ObjectMeta, *corev1.PodSpec) {
-		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
-	}),
-	row(Kind{"batch", "v1", "Job", "jobs"}, specTemplate, func(o *batchv1.Job) (*metav1.ObjectMeta, *corev1.PodSpec) {
-		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
-	}),
-	row(Kind{"batch", "v1", "CronJob", "cronjobs"}, []string{"spec", "jobTemplate", "spec", "template"}, func(o *batchv1.CronJob) (*metav1.ObjectMeta, *corev1.PodSpec) {
-		return &o.Spec.JobTemplate.Spec.Template.ObjectMeta, &o.Spec.JobTemplate.Spec.Template.Spec
-	}),
-	row(Kind{"", "v1", "Pod", "pods"}, nil, func(o *corev1.Pod) (*metav1.ObjectMeta, *corev1.PodSpec) {
-		return &o.ObjectMeta, &o.Spec
-	}),
+var table = []*Type{
+	typed(Kind{"apps", "v1", "Deployment", "deployments"}, Traits{ShortNames: []string{"deploy"}}, specTemplate,
+		func(o *appsv1.Deployment) (*metav1.ObjectMeta, *corev1.PodSpec) {
+			return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
+		},
+		func(o *appsv1.Deployment) Hold {
+			if o.Spec.Paused {
+				return Hold{Reason: "paused", Why: "the Deployment is paused", Until: "it is resumed (kubectl rollout resume)"}
+			}
+			return Hold{}
+		}),
+	typed(Kind{"apps", "v1", "StatefulSet", "statefulsets"}, Traits{ShortNames: []string{"sts"}}, specTemplate,
+		func(o *appsv1.StatefulSet) (*metav1.ObjectMeta, *corev1.PodSpec) {
+			return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
+		},
+		func(o *appsv1.StatefulSet) Hold {
+			if o.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
+				return onDelete
+			}
+			return Hold{}
+		}),
+	typed(Kind{"apps", "v1", "DaemonSet", "daemonsets"}, Traits{ShortNames: []string{"ds"}}, specTemplate,
+		func(o *appsv1.DaemonSet) (*metav1.ObjectMeta, *corev1.PodSpec) {
+			return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
+		},
+		func(o *appsv1.DaemonSet) Hold {
+			if o.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
+				return onDelete
+			}
+			return Hold{}
+		}),
+	typed(Kind{"apps", "v1", "ReplicaSet", "replicasets"}, Traits{ShortNames: []string{"rs"}}, specTemplate,
+		func(o *appsv1.ReplicaSet) (*metav1.ObjectMeta, *corev1.PodSpec) {
+			return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
+		},
+		func(*appsv1.ReplicaSet) Hold {
+			return Hold{Reason: "replicaset", Why: "a ReplicaSet never replaces running pods", Until: "each pod is deleted (use a Deployment to roll them)"}
+		}),
+	finishedWhen(typed(Kind{"batch", "v1", "Job", "jobs"}, Traits{ImmutableTemplate: true}, specTemplate,
+		func(o *batchv1.Job) (*metav1.ObjectMeta, *corev1.PodSpec) {
+			return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
+		}, nil),
+		func(o *batchv1.Job) bool {
+			for _, c := range o.Status.Conditions {
+				if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+					return true
+				}
+			}
+			return false
+		}),
+	// A CronJob's next Job uses the new template, which is its rollout.
+	typed(Kind{"batch", "v1", "CronJob", "cronjobs"}, Traits{NextRunTakesTemplate: true, ShortNames: []string{"cj"}},
+		[]string{"spec", "jobTemplate", "spec", "template"},
+		func(o *batchv1.CronJob) (*metav1.ObjectMeta, *corev1.PodSpec) {
+			return &o.Spec.JobTemplate.Spec.Template.ObjectMeta, &o.Spec.JobTemplate.Spec.Template.Spec
+		}, nil),
+	finishedWhen(typed(Kind{"", "v1", "Pod", "pods"}, Traits{OwnTemplate: true, ShortNames: []string{"po"}, JudgedSubresources: []string{"ephemeralcontainers"}}, nil,
+		func(o *corev1.Pod) (*metav1.ObjectMeta, *corev1.PodSpec) {
+			return &o.ObjectMeta, &o.Spec
+		}, nil),
+		func(o *corev1.Pod) bool {
+			return o.Status.Phase == corev1.PodSucceeded || o.Status.Phase == corev1.PodFailed
+		}),
 }
+
+var onDelete = Hold{Reason: "on-delete", Why: "its updateStrategy is OnDelete", Until: "each pod is deleted"}
 
 // builtin is the registry of the built-in kinds alone.
 var builtin = mustRegistry(table)
 
-// Builtin returns the registry of the built-in kinds, which is also what a
-// nil *Registry means.
+// Builtin returns the registry of the built-in kinds.
 func Builtin() *Registry { return builtin }
-
-// Kinds lists every built-in workload kind whose pod template gets the
-// config hash.
-var Kinds = builtin.Kinds()
-
-// Lookup returns the built-in Kind named kind, if it is one. Built-in kinds
-// do not share a Kind; code that may see custom kinds uses Registry.Lookup.
-func Lookup(kind string) (Kind, bool) {
-	for _, r := range builtin.rows {
-		if r.Kind.Kind == kind {
-			return r.Kind, true
-		}
-	}
-	return Kind{}, false
-}
-
-// builtinGK is the GroupKind of the built-in kind named kind, or an empty
-// one (which no registry holds).
-func builtinGK(kind string) schema.GroupKind {
-	k, _ := Lookup(kind)
-	return k.GroupKind()
-}
-
-// PodTemplatePath returns the JSON field path to a built-in kind's pod
-// template metadata, or nil for a kind that is not one.
-func PodTemplatePath(kind string) []string { return builtin.PodTemplatePath(builtinGK(kind)) }
-
-// PodSpecPath returns the JSON field path to a built-in kind's pod spec, or
-// nil for a kind that is not one.
-func PodSpecPath(kind string) []string { return builtin.PodSpecPath(builtinGK(kind)) }
-
-// AnnotationPatchPath returns the JSON pointer (RFC 6901) to a built-in
-// kind's pod template annotations map, or "".
-func AnnotationPatchPath(kind string) string { return builtin.AnnotationPatchPath(builtinGK(kind)) }
-
-// AnnotationKeyPatchPath returns the JSON pointer to one annotation of a
-// built-in kind's pod template, or "".
-func AnnotationKeyPatchPath(kind, key string) string {
-	return builtin.AnnotationKeyPatchPath(builtinGK(kind), key)
-}
 
 // pointerEscaper escapes a JSON-pointer token (RFC 6901).
 var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
@@ -158,75 +175,8 @@ func RolloutsDisabled(obj metav1.Object) bool {
 // comparing templates, so changing an owned template breaks its rollouts.
 func Controlled(obj metav1.Object) bool { return metav1.GetControllerOf(obj) != nil }
 
-// ControlledByWorkload reports whether a built-in workload controls obj
-// (see Registry.ControlledByWorkload).
-func ControlledByWorkload(obj metav1.Object) bool { return builtin.ControlledByWorkload(obj) }
-
-// Replacement says what a change of a workload's pod template does to the
-// pods it already runs.
-type Replacement struct {
-	// Reason is empty when the workload's own update strategy replaces its
-	// pods; otherwise a short label for metrics (on-delete, paused,
-	// replicaset, declared).
-	Reason string
-	// Why and Until complete, for people, "running pods keep the old
-	// config: <Why>; they get the new one when <Until>".
-	Why, Until string
-}
-
-// PodReplacement tells whether changing a built-in workload's pod template
-// replaces the pods it runs (see Registry.PodReplacement).
-func PodReplacement(obj runtime.Object) Replacement { return builtin.PodReplacement(obj) }
-
-// builtinReplacement is PodReplacement of the typed kinds. A CronJob's next
-// Job uses the new template, which is its rollout. Jobs are not covered:
-// their template cannot change.
-func builtinReplacement(obj runtime.Object) Replacement {
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		if o.Spec.Paused {
-			return Replacement{"paused", "the Deployment is paused", "it is resumed (kubectl rollout resume)"}
-		}
-	case *appsv1.StatefulSet:
-		if o.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
-			return Replacement{"on-delete", "its updateStrategy is OnDelete", "each pod is deleted"}
-		}
-	case *appsv1.DaemonSet:
-		if o.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
-			return Replacement{"on-delete", "its updateStrategy is OnDelete", "each pod is deleted"}
-		}
-	case *appsv1.ReplicaSet:
-		return Replacement{"replicaset", "a ReplicaSet never replaces running pods", "each pod is deleted (use a Deployment to roll them)"}
-	}
-	return Replacement{}
-}
-
-// New returns an empty typed object of a built-in kind with its TypeMeta
-// set, so it can be used with a client or decoded into directly.
-func New(kind string) (client.Object, bool) { return builtin.New(builtinGK(kind)) }
-
-// KindOf names the kind of a built-in workload object, which objects read
-// from a cache do not carry in their TypeMeta.
-func KindOf(obj runtime.Object) (Kind, bool) { return builtin.KindOf(obj) }
-
-// PodSpec returns the pod spec inside a built-in workload. It points into
-// obj, so changes through it change obj.
-func PodSpec(obj runtime.Object) (*corev1.PodSpec, bool) { return builtin.PodSpec(obj) }
-
-// TemplateAnnotations returns a built-in workload's pod template
-// annotations (the Pod's own for a Pod). The map may be nil.
-func TemplateAnnotations(obj runtime.Object) (map[string]string, bool) {
-	return builtin.TemplateAnnotations(obj)
-}
-
-// TemplateAnnotation returns one annotation of the pod template, and
-// whether it is set.
-func TemplateAnnotation(obj runtime.Object, key string) (string, bool) {
-	return builtin.TemplateAnnotation(obj, key)
-}
-
-// SetTemplateAnnotation sets one annotation on a built-in workload's pod
-// template, creating the map if needed.
-func SetTemplateAnnotation(obj runtime.Object, key, value string) bool {
-	return builtin.SetTemplateAnnotation(obj, key, value)
+// typedObject is what a built-in kind's accessors are written against.
+type typedObject interface {
+	runtime.Object
+	metav1.Object
 }

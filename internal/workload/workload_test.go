@@ -3,6 +3,7 @@ package workload
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,7 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 const hashKey = "configward.dev/config-hash"
@@ -33,62 +36,64 @@ func TestKinds(t *testing.T) {
 		{"CronJob", "batch/v1", "cronjobs", []string{"spec", "jobTemplate", "spec", "template", "metadata"}, []string{"spec", "jobTemplate", "spec", "template", "spec"}, "/spec/jobTemplate/spec/template/metadata/annotations"},
 		{"Pod", "v1", "pods", []string{"metadata"}, []string{"spec"}, "/metadata/annotations"},
 	}
-	if len(tests) != len(Kinds) {
-		t.Fatalf("test covers %d kinds, Kinds has %d", len(tests), len(Kinds))
+	reg := Builtin()
+	if len(tests) != len(reg.Kinds()) {
+		t.Fatalf("test covers %d kinds, the registry has %d", len(tests), len(reg.Kinds()))
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind, func(t *testing.T) {
-			k, ok := Lookup(tt.kind)
+			gv, _ := schema.ParseGroupVersion(tt.gv)
+			typ, ok := reg.Type(schema.GroupKind{Group: gv.Group, Kind: tt.kind})
 			if !ok {
-				t.Fatalf("Lookup(%q) not found", tt.kind)
+				t.Fatalf("Type(%q) not found", tt.kind)
 			}
+			k := typ.Kind
 			if got := k.GroupVersionKind().GroupVersion().String(); got != tt.gv {
 				t.Errorf("group/version = %q, want %q", got, tt.gv)
 			}
 			if k.Resource != tt.resource {
 				t.Errorf("Resource = %q, want %q", k.Resource, tt.resource)
 			}
-			if got := PodTemplatePath(tt.kind); !reflect.DeepEqual(got, tt.templatePath) {
+			if got := typ.PodTemplatePath(); !reflect.DeepEqual(got, tt.templatePath) {
 				t.Errorf("PodTemplatePath = %v, want %v", got, tt.templatePath)
 			}
-			if got := PodSpecPath(tt.kind); !reflect.DeepEqual(got, tt.specPath) {
+			if got := typ.PodSpecPath(); !reflect.DeepEqual(got, tt.specPath) {
 				t.Errorf("PodSpecPath = %v, want %v", got, tt.specPath)
 			}
-			if got := AnnotationPatchPath(tt.kind); got != tt.patchPath {
+			if got := typ.AnnotationPatchPath(); got != tt.patchPath {
 				t.Errorf("AnnotationPatchPath = %q, want %q", got, tt.patchPath)
 			}
-			if got, want := AnnotationKeyPatchPath(tt.kind, hashKey), tt.patchPath+"/configward.dev~1config-hash"; got != want {
+			if got, want := typ.AnnotationKeyPatchPath(hashKey), tt.patchPath+"/configward.dev~1config-hash"; got != want {
 				t.Errorf("AnnotationKeyPatchPath = %q, want %q", got, want)
 			}
 
-			obj, ok := New(tt.kind)
-			if !ok {
-				t.Fatalf("New(%q) failed", tt.kind)
-			}
+			obj := typ.New()
 			if got := obj.GetObjectKind().GroupVersionKind(); got != k.GroupVersionKind() {
 				t.Errorf("New GVK = %v, want %v", got, k.GroupVersionKind())
 			}
-			if got, ok := KindOf(obj); !ok || got != k {
-				t.Errorf("KindOf = %v, %v; want %v", got, ok, k)
+			w, ok := reg.For(obj)
+			if !ok || w.Type != typ {
+				t.Errorf("For = %v, %v; want %v", w.Type, ok, k)
+			}
+			if list := typ.NewList(); list == nil || len(Items(list)) != 0 {
+				t.Errorf("NewList = %v", list)
 			}
 
-			if ann, ok := TemplateAnnotations(obj); !ok || ann != nil {
-				t.Errorf("TemplateAnnotations on empty object = %v, %v; want nil, true", ann, ok)
+			if ann := w.TemplateAnnotations(); ann != nil {
+				t.Errorf("TemplateAnnotations on empty object = %v; want nil", ann)
 			}
-			if !SetTemplateAnnotation(obj, hashKey, "sha256:abc") {
-				t.Fatal("SetTemplateAnnotation failed")
+			w.SetTemplateAnnotation(hashKey, "sha256:abc")
+			w.SetTemplateAnnotation("other", "x")
+			if want := map[string]string{hashKey: "sha256:abc", "other": "x"}; !reflect.DeepEqual(w.TemplateAnnotations(), want) {
+				t.Errorf("annotations = %v, want %v", w.TemplateAnnotations(), want)
 			}
-			if !SetTemplateAnnotation(obj, "other", "x") {
-				t.Fatal("SetTemplateAnnotation failed")
-			}
-			ann, _ := TemplateAnnotations(obj)
-			if want := map[string]string{hashKey: "sha256:abc", "other": "x"}; !reflect.DeepEqual(ann, want) {
-				t.Errorf("annotations = %v, want %v", ann, want)
+			if h, ok := w.ConfigHash(); !ok || h != "sha256:abc" {
+				t.Errorf("ConfigHash = %q, %v", h, ok)
 			}
 
-			spec, ok := PodSpec(obj)
-			if !ok || spec == nil {
-				t.Fatal("PodSpec failed")
+			spec, err := w.PodSpec()
+			if err != nil || spec == nil {
+				t.Fatalf("PodSpec = %v, %v", spec, err)
 			}
 			spec.Containers = append(spec.Containers, corev1.Container{Name: "api"})
 
@@ -102,56 +107,86 @@ func TestKinds(t *testing.T) {
 			if c, _ := specJSON["containers"].([]any); len(c) != 1 {
 				t.Errorf("PodSpec does not point into the object: containers at %v = %v", tt.specPath, specJSON["containers"])
 			}
-			if got := lookupPointer(doc, AnnotationKeyPatchPath(tt.kind, hashKey)); got != "sha256:abc" {
-				t.Errorf("value at %s = %v, want the annotation", AnnotationKeyPatchPath(tt.kind, hashKey), got)
+			if got := lookupPointer(doc, typ.AnnotationKeyPatchPath(hashKey)); got != "sha256:abc" {
+				t.Errorf("value at %s = %v, want the annotation", typ.AnnotationKeyPatchPath(hashKey), got)
 			}
 			if got := lookupPath(doc, append(tt.templatePath, "annotations", "other")); got != "x" {
 				t.Errorf("value at %v = %v, want the annotation", tt.templatePath, got)
+			}
+			w.RemoveTemplateAnnotation(hashKey)
+			if _, ok := w.ConfigHash(); ok {
+				t.Error("annotation not removed")
 			}
 		})
 	}
 }
 
+// The traits are the kind facts the rest of configward asks for instead of
+// comparing kind names.
+func TestTraits(t *testing.T) {
+	reg := Builtin()
+	traits := func(group, kind string) Traits {
+		typ, ok := reg.Type(schema.GroupKind{Group: group, Kind: kind})
+		if !ok {
+			t.Fatalf("no %s", kind)
+		}
+		return typ.Traits
+	}
+	if tr := traits("", "Pod"); !tr.OwnTemplate || tr.Rolled() || !slices.Contains(tr.JudgedSubresources, "ephemeralcontainers") {
+		t.Errorf("Pod: %+v", tr)
+	}
+	if tr := traits("batch", "Job"); !tr.ImmutableTemplate || !tr.Rolled() {
+		t.Errorf("Job: %+v", tr)
+	}
+	if tr := traits("batch", "CronJob"); !tr.NextRunTakesTemplate || !tr.Rolled() {
+		t.Errorf("CronJob: %+v", tr)
+	}
+	if tr := traits("apps", "Deployment"); tr.OwnTemplate || tr.ImmutableTemplate || tr.NextRunTakesTemplate || len(tr.JudgedSubresources) > 0 {
+		t.Errorf("Deployment: %+v", tr)
+	}
+	rolled := reg.RolledKinds()
+	if len(rolled) != len(reg.Kinds())-1 || slices.ContainsFunc(rolled, func(k Kind) bool { return k.Kind == "Pod" }) {
+		t.Errorf("RolledKinds = %v", rolled)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	reg := Builtin()
+	for name, want := range map[string]string{
+		"deploy": "Deployment", "deployments.apps": "Deployment", "Deployment": "Deployment", "STS": "StatefulSet",
+		"cj": "CronJob", "cronjobs.batch": "CronJob", "replicaset": "ReplicaSet",
+	} {
+		k, ok := reg.Resolve(name, reg.RolledKinds())
+		if !ok || k.Kind != want {
+			t.Errorf("Resolve(%q) = %v, %v; want %s", name, k, ok, want)
+		}
+	}
+	for _, name := range []string{"deploy.batch", "po", "configmap", ""} {
+		if k, ok := reg.Resolve(name, reg.RolledKinds()); ok {
+			t.Errorf("Resolve(%q) = %v", name, k)
+		}
+	}
+}
+
 func TestUnknownKind(t *testing.T) {
-	for _, kind := range []string{"", "ConfigMap", "deployment", "ReplicationController"} {
-		if _, ok := Lookup(kind); ok {
-			t.Errorf("Lookup(%q) found", kind)
-		}
-		if p := PodTemplatePath(kind); p != nil {
-			t.Errorf("PodTemplatePath(%q) = %v", kind, p)
-		}
-		if p := PodSpecPath(kind); p != nil {
-			t.Errorf("PodSpecPath(%q) = %v", kind, p)
-		}
-		if p := AnnotationPatchPath(kind); p != "" {
-			t.Errorf("AnnotationPatchPath(%q) = %q", kind, p)
-		}
-		if p := AnnotationKeyPatchPath(kind, "k"); p != "" {
-			t.Errorf("AnnotationKeyPatchPath(%q) = %q", kind, p)
-		}
-		if o, ok := New(kind); ok || o != nil {
-			t.Errorf("New(%q) = %v, %v", kind, o, ok)
+	for _, gk := range []schema.GroupKind{{}, {Kind: "ConfigMap"}, {Group: "apps", Kind: "deployment"}, {Kind: "ReplicationController"}, {Kind: "Deployment"}} {
+		if _, ok := Builtin().Type(gk); ok {
+			t.Errorf("Type(%v) found", gk)
 		}
 	}
 }
 
 func TestUnknownObject(t *testing.T) {
-	objs := []runtime.Object{nil, &corev1.ConfigMap{}, &corev1.PodTemplate{}}
-	for _, obj := range objs {
-		if _, ok := PodSpec(obj); ok {
-			t.Errorf("PodSpec(%T) ok", obj)
-		}
-		if _, ok := TemplateAnnotations(obj); ok {
-			t.Errorf("TemplateAnnotations(%T) ok", obj)
-		}
-		if SetTemplateAnnotation(obj, "k", "v") {
-			t.Errorf("SetTemplateAnnotation(%T) ok", obj)
+	for _, obj := range []client.Object{nil, &corev1.ConfigMap{}, &corev1.PodTemplate{}} {
+		if _, ok := Builtin().For(obj); ok {
+			t.Errorf("For(%T) ok", obj)
 		}
 	}
 }
 
 func TestAnnotationKeyEscaping(t *testing.T) {
-	if got, want := AnnotationKeyPatchPath("Pod", "a~b/c"), "/metadata/annotations/a~0b~1c"; got != want {
+	pod, _ := Builtin().Type(schema.GroupKind{Kind: "Pod"})
+	if got, want := pod.AnnotationKeyPatchPath("a~b/c"), "/metadata/annotations/a~0b~1c"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
@@ -193,10 +228,10 @@ func lookupPointer(doc any, ptr string) any {
 	return lookupPath(doc, path)
 }
 
-func TestPodReplacement(t *testing.T) {
+func TestHold(t *testing.T) {
 	tests := []struct {
 		name string
-		obj  runtime.Object
+		obj  client.Object
 		want string
 	}{
 		{"Deployment", &appsv1.Deployment{}, ""},
@@ -207,10 +242,16 @@ func TestPodReplacement(t *testing.T) {
 		{"DaemonSet OnDelete", &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}}}, "on-delete"},
 		{"ReplicaSet", &appsv1.ReplicaSet{}, "replicaset"},
 		{"CronJob: the next Job is its rollout", &batchv1.CronJob{}, ""},
+		{"Job", &batchv1.Job{}, ""},
+		{"Pod", &corev1.Pod{}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := PodReplacement(tt.obj)
+			w, ok := Builtin().For(tt.obj)
+			if !ok {
+				t.Fatal("not a workload")
+			}
+			r := w.Hold()
 			if r.Reason != tt.want {
 				t.Fatalf("Reason = %q, want %q", r.Reason, tt.want)
 			}
@@ -244,7 +285,7 @@ func TestControlled(t *testing.T) {
 			if got := Controlled(obj); got != tt.controlled {
 				t.Errorf("Controlled = %v, want %v", got, tt.controlled)
 			}
-			if got := ControlledByWorkload(obj); got != tt.workload {
+			if got := Builtin().ControlledByWorkload(obj); got != tt.workload {
 				t.Errorf("ControlledByWorkload = %v, want %v", got, tt.workload)
 			}
 		})

@@ -25,6 +25,8 @@ import (
 	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/scheme"
+	"github.com/configward/configward/internal/webhookserver"
+	"github.com/configward/configward/internal/workload"
 )
 
 const admissionNamespace = "bench-admission"
@@ -82,7 +84,8 @@ func BenchmarkConfigHashAdmission(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := &admission.ConfigHash{Inventory: inv, Keys: keys, Decoder: admission.Decoder{Scheme: scheme.Scheme()}, Namespaces: namespaces, Policies: policies}
+	h := webhookserver.Adapt(&admission.ConfigHash{Inventory: inv, Keys: keys, Namespaces: namespaces, Policies: policies, Kinds: workload.Builtin()},
+		webhookserver.Decoder{Scheme: scheme.Scheme()})
 
 	resp := h.Handle(ctx, req)
 	if !resp.Allowed {
@@ -114,7 +117,7 @@ func startInventoryCache(b *testing.B, cfg *rest.Config) (*inventory.Inventory, 
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	inv, err := inventory.Start(ctx, ca, nil, nil)
+	inv, err := inventory.Start(ctx, ca, workload.Builtin(), nil)
 	if err != nil {
 		cancel()
 		b.Fatal(err)

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"runtime"
 	"sync"
 	"testing"
@@ -55,7 +56,7 @@ func BenchmarkWebhookPodCache(b *testing.B) {
 			b.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		if _, err := inventory.Start(ctx, ca, nil, []workload.Kind{podKind()}); err != nil {
+		if _, err := inventory.Start(ctx, ca, workload.Builtin(), []workload.Kind{podKind()}); err != nil {
 			cancel()
 			b.Fatal(err)
 		}
@@ -90,8 +91,8 @@ func BenchmarkWebhookPodCache(b *testing.B) {
 }
 
 func podKind() workload.Kind {
-	k, _ := workload.Lookup("Pod")
-	return k
+	t, _ := workload.Builtin().Type(schema.GroupKind{Kind: "Pod"})
+	return t.Kind
 }
 
 func seedPods(b *testing.B, cfg *rest.Config) error {

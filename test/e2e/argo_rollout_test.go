@@ -209,7 +209,7 @@ var _ = Describe("custom workload kinds whose CRD is not served", func() {
 		inv, err := inventory.Start(context.Background(), c, reg, reg.Kinds())
 		Expect(err).NotTo(HaveOccurred())
 		var started []string
-		for _, k := range inv.ConsumerKinds() {
+		for _, k := range inv.WatchedKinds() {
 			started = append(started, k.GroupKind().String())
 		}
 		Expect(started).To(ContainElements("Rollout.argoproj.io", "Deployment.apps"))

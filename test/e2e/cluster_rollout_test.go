@@ -64,7 +64,8 @@ func applyWhenSeen(ns string, configMaps []string, consumed map[string][]string,
 		if err := env.Client.Create(context.Background(), obj, &client.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 			return err.Error()
 		}
-		h, _ := workload.TemplateAnnotation(obj, v1alpha1.ConfigHashAnnotation)
+		w, _ := workload.Builtin().For(obj)
+		h, _ := w.ConfigHash()
 		return h
 	}, 15*time.Second, 100*time.Millisecond).Should(Equal(want))
 	apply(workloads...)

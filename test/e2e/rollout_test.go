@@ -158,12 +158,15 @@ type templateState struct {
 
 func stateOf(kind, ns, name string) func() templateState {
 	return func() templateState {
-		obj, _ := workload.New(kind)
-		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+		reg := workload.Builtin()
+		k, _ := reg.Resolve(kind, reg.Kinds())
+		t, _ := reg.Type(k.GroupKind())
+		w := t.Wrap(t.New())
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, w.Obj); err != nil {
 			return templateState{Generation: -1}
 		}
-		a, _ := workload.TemplateAnnotations(obj)
-		return templateState{Generation: obj.GetGeneration(), Hash: a[v1alpha1.ConfigHashAnnotation]}
+		h, _ := w.ConfigHash()
+		return templateState{Generation: w.Obj.GetGeneration(), Hash: h}
 	}
 }
 

@@ -252,7 +252,7 @@ var _ = Describe("malformed admission requests sent straight to the webhook", fu
 		}{
 			{func(r *admissionv1.AdmissionRequest) { r.Resource = metav1.GroupVersionResource{} }, "the resource is not set"},
 			{func(r *admissionv1.AdmissionRequest) { r.Resource.Resource = "statefulsets" }, "the kind does not match the resource"},
-			{func(r *admissionv1.AdmissionRequest) { r.Object.Raw = nil }, "has no object"},
+			{func(r *admissionv1.AdmissionRequest) { r.Object.Raw = nil }, "without the objects it needs"},
 			{func(r *admissionv1.AdmissionRequest) { r.Object.Raw = []byte(`{"spec": []}`) }, "cannot be decoded"},
 		} {
 			_, out := post(path, review(tc.mutate))

@@ -17,7 +17,6 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/scheme"
-	"github.com/configward/configward/internal/workload"
 )
 
 // The control plane fails under configward: an API server restarts (an
@@ -171,8 +170,7 @@ func stampedVia(ctx context.Context, c client.Client, ns string) string {
 	if err := c.Create(ctx, d, client.DryRunAll); err != nil {
 		return ""
 	}
-	h, _ := workload.TemplateAnnotation(d, v1alpha1.ConfigHashAnnotation)
-	return h
+	return d.Spec.Template.Annotations[v1alpha1.ConfigHashAnnotation]
 }
 
 // readyz is the status of a process's readiness probe, 0 when unreachable.

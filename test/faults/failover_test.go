@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/workload"
 	"github.com/configward/configward/test/framework"
 )
 
@@ -112,8 +111,7 @@ func stampedHash(ctx context.Context, d *appsv1.Deployment, dryRun bool) string 
 	if err := env.Client.Create(ctx, d, opts...); err != nil {
 		return ""
 	}
-	h, _ := workload.TemplateAnnotation(d, v1alpha1.ConfigHashAnnotation)
-	return h
+	return d.Spec.Template.Annotations[v1alpha1.ConfigHashAnnotation]
 }
 
 // hashes is the config hash of every Deployment in ns, by name.

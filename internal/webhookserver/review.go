@@ -1,4 +1,4 @@
-package admission
+package webhookserver
 
 import (
 	"bytes"
@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"reflect"
 	"regexp"
 	"runtime/debug"
-	"slices"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -22,8 +20,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-
-	"github.com/configward/configward/internal/webhookserver"
 )
 
 // Webhook serves h as an admission webhook named name: it decodes the
@@ -64,7 +60,7 @@ func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var resp admission.Response
 	if err != nil {
 		resp = admission.Errored(http.StatusBadRequest, fmt.Errorf("configward: the AdmissionReview cannot be decoded: %w", err))
-		resp.UID = webhookserver.RequestUID(body)
+		resp.UID = requestUID(body)
 	} else {
 		req := admission.Request{}
 		if review.Request != nil {
@@ -166,19 +162,6 @@ func decodeTyped(body []byte, kind metav1.GroupVersionKind, obj, old runtime.Obj
 	return true
 }
 
-// present reports whether a review carries the object.
-func present(o runtime.RawExtension) bool { return len(o.Raw) > 0 || o.Object != nil }
-
-// rawJSON is the object as JSON: its bytes as received, or, for an object
-// decoded in one pass with its review, the object encoded again (only
-// custom rules read it).
-func rawJSON(o runtime.RawExtension) ([]byte, error) {
-	if len(o.Raw) > 0 || o.Object == nil {
-		return o.Raw, nil
-	}
-	return json.Marshal(o.Object)
-}
-
 // decodeReview decodes an AdmissionReview of version v1 (or v1beta1, which
 // has the same fields), with field names matched case-sensitively.
 func decodeReview(body []byte, review *admissionv1.AdmissionReview) error {
@@ -264,59 +247,10 @@ func incomplete(req admission.Request) string {
 	return ""
 }
 
-// Decoder decodes the objects of a review the way the review itself is
-// decoded: once, case-sensitively, into the type the handler asks for.
-// controller-runtime's decoder parses each object twice. Like it, an object
-// must say what it is, and be of the type asked for: the API server sends
-// the object in the request's kind, so anything else is not from it.
-type Decoder struct {
-	// Scheme knows the Go type of every kind the handlers decode.
-	Scheme *runtime.Scheme
-}
-
-var _ admission.Decoder = Decoder{}
-
-// Decode decodes the request's object.
-func (d Decoder) Decode(req admission.Request, into runtime.Object) error {
-	return d.DecodeRaw(req.Object, into)
-}
-
-// DecodeRaw decodes raw into into. An object already decoded with its
-// review (raw.Object, of into's type) is copied.
-func (d Decoder) DecodeRaw(raw runtime.RawExtension, into runtime.Object) error {
-	if len(raw.Raw) == 0 && raw.Object != nil {
-		src, dst := reflect.ValueOf(raw.Object), reflect.ValueOf(into)
-		if src.Type() != dst.Type() || dst.Kind() != reflect.Pointer {
-			return fmt.Errorf("unable to decode %s into %v", raw.Object.GetObjectKind().GroupVersionKind(), reflect.TypeOf(into))
-		}
-		dst.Elem().Set(src.Elem())
-		return nil
-	}
-	if len(raw.Raw) == 0 {
-		return errors.New("there is no content to decode")
-	}
-	if u, ok := into.(runtime.Unstructured); ok {
-		var content map[string]any
-		if err := utiljson.Unmarshal(raw.Raw, &content); err != nil {
-			return err
-		}
-		u.SetUnstructuredContent(content)
-		return nil
-	}
-	if err := utiljson.Unmarshal(raw.Raw, into); err != nil {
-		return err
-	}
-	got := into.GetObjectKind().GroupVersionKind()
-	if got.Kind == "" {
-		// Never quote the object: it may be a Secret.
-		return errors.New("the object's kind is missing")
-	}
-	want, _, err := d.Scheme.ObjectKinds(into)
-	if err != nil {
-		return err
-	}
-	if !slices.Contains(want, got) {
-		return fmt.Errorf("unable to decode %s into %v", got, reflect.TypeOf(into))
-	}
-	return nil
+// malformed refuses a request that no API server sends: it is never
+// allowed by accident. kind and resource are printed the way kubectl
+// prints them ("apps/v1, Kind=Deployment", "apps/v1, Resource=pods").
+func malformed(req admission.Request, problem string) admission.Response {
+	return admission.Denied(fmt.Sprintf("configward: malformed admission request: %s (kind %s, resource %s)", problem,
+		schema.GroupVersionKind(req.Kind), schema.GroupVersionResource(req.Resource)))
 }

@@ -15,13 +15,13 @@ type Key struct {
 	types.NamespacedName
 }
 
-// Changes remembers, per workload, which config objects changed since the
+// Causes remembers, per workload, which config objects changed since the
 // rollout controller last acted on it, and keeps the last such batch once
 // acted on, with when it began: what `configward status` and the Reports
 // show as "last change". One `kubectl apply` of three ConfigMaps is one
 // batch. It lives in memory only; a restarted controller knows no history
 // (and rolls nothing for changes it did not see happen).
-type Changes struct {
+type Causes struct {
 	mu         sync.Mutex
 	byWorkload map[Key]*batch
 }
@@ -34,11 +34,11 @@ type batch struct {
 	taken bool
 }
 
-// NewChanges returns an empty log.
-func NewChanges() *Changes { return &Changes{byWorkload: map[Key]*batch{}} }
+// NewCauses returns an empty log.
+func NewCauses() *Causes { return &Causes{byWorkload: map[Key]*batch{}} }
 
 // Add records that object ("ConfigMap/web-config") changed and reaches w.
-func (c *Changes) Add(w Key, object string, now time.Time) {
+func (c *Causes) Add(w Key, object string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.byWorkload[w]
@@ -51,7 +51,7 @@ func (c *Changes) Add(w Key, object string, now time.Time) {
 
 // Take returns the objects of w's open batch, sorted, and closes it; nil
 // when nothing changed since the last Take.
-func (c *Changes) Take(w Key) []string {
+func (c *Causes) Take(w Key) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.byWorkload[w]
@@ -64,7 +64,7 @@ func (c *Changes) Take(w Key) []string {
 
 // PutBack reopens w's batch with objects after acting on them failed, so
 // the retry names them again.
-func (c *Changes) PutBack(w Key, objects []string, now time.Time) {
+func (c *Causes) PutBack(w Key, objects []string, now time.Time) {
 	if len(objects) == 0 {
 		return
 	}
@@ -83,7 +83,7 @@ func (c *Changes) PutBack(w Key, objects []string, now time.Time) {
 
 // Last returns the objects of w's latest batch, acted on or not, and when
 // it began.
-func (c *Changes) Last(w Key) ([]string, time.Time) {
+func (c *Causes) Last(w Key) ([]string, time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.byWorkload[w]
@@ -95,7 +95,7 @@ func (c *Changes) Last(w Key) ([]string, time.Time) {
 
 // Retain forgets the workloads of namespace for which keep is false (they
 // are gone), so the log does not outgrow the cluster.
-func (c *Changes) Retain(namespace string, keep func(Key) bool) {
+func (c *Causes) Retain(namespace string, keep func(Key) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k := range c.byWorkload {

@@ -1,4 +1,4 @@
-package admission
+package effects
 
 import (
 	"strconv"
@@ -49,7 +49,7 @@ func TestEffectsWaitForWhatTheCacheShows(t *testing.T) {
 		{"a fabricated delete: the object is still there", request(admissionv1.Delete), cm("1", "10"), []*corev1.ConfigMap{cm("1", "11")}, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := NewEffects(false)
+			e := New(false)
 			done := 0
 			e.Record(tc.req, tc.obj, func(client.Object) { done++ })
 			if done != 0 {
@@ -73,25 +73,25 @@ func TestEffectsOfTrustedCallersAndRefusals(t *testing.T) {
 	inc := func() { count++ }
 	incRef := func(client.Object) { count++ }
 
-	NewEffects(true).Record(req, obj, incRef)
-	NewEffects(true).Refusal(req, inc)
+	New(true).Record(req, obj, incRef)
+	New(true).Refusal(req, inc)
 	if count != 2 {
 		t.Fatalf("authenticated callers: %d of 2 recorded at once", count)
 	}
-	NewEffects(false).Refusal(req, inc)
+	New(false).Refusal(req, inc)
 	if count != 2 {
 		t.Fatal("a refusal from a caller nobody authenticated was counted")
 	}
 	dry := req
 	dry.DryRun = ptr.To(true)
-	NewEffects(true).Record(dry, obj, incRef)
+	New(true).Record(dry, obj, incRef)
 	if count != 2 {
 		t.Fatal("a dry run was recorded")
 	}
 }
 
 func TestEffectsAreBoundedAndExpire(t *testing.T) {
-	e := NewEffects(false)
+	e := New(false)
 	now := time.Unix(0, 0)
 	e.now = func() time.Time { return now }
 	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create, Namespace: "shop",

@@ -1,4 +1,7 @@
-package admission
+// Package effects is the ledger of what admission decisions leave behind
+// (Events, metrics) until they are confirmed: a decision about a write is
+// recorded only once the write is known to have happened.
+package effects
 
 import (
 	"crypto/sha256"
@@ -21,7 +24,7 @@ import (
 	"github.com/configward/configward/internal/inventory"
 )
 
-// Effects decides when what a decision leaves behind — Events, metrics — is
+// Ledger decides when what a decision leaves behind — Events, metrics — is
 // recorded. When the webhook authenticates its callers (only the API server
 // can call), every request is real and effects are recorded at once.
 // Otherwise anyone who can reach the port could send a fabricated review
@@ -31,7 +34,7 @@ import (
 // dropped when it does not within effectTTL. A refusal changes nothing the
 // cache could show, so without authenticated callers refusals are logged
 // but not counted.
-type Effects struct {
+type Ledger struct {
 	trusted bool
 	now     func() time.Time
 
@@ -62,10 +65,10 @@ const effectTTL = time.Minute
 // memory: beyond it new ones are dropped.
 const maxPending = 10000
 
-// NewEffects returns Effects; trusted says the webhook authenticates its
+// New returns an empty ledger; trusted says the webhook authenticates its
 // callers.
-func NewEffects(trusted bool) *Effects {
-	return &Effects{trusted: trusted, now: time.Now, pending: map[effectKey][]pendingEffect{}}
+func New(trusted bool) *Ledger {
+	return &Ledger{trusted: trusted, now: time.Now, pending: map[effectKey][]pendingEffect{}}
 }
 
 // Record runs do for a request that decided to let obj through: at once
@@ -74,7 +77,7 @@ func NewEffects(trusted bool) *Effects {
 // namespace, UID), enough to hang an Event on: what waits for the cache
 // never holds the request's content, Secret values included. Dry runs
 // record nothing.
-func (e *Effects) Record(req admission.Request, obj client.Object, do func(ref client.Object)) {
+func (e *Ledger) Record(req admission.Request, obj client.Object, do func(ref client.Object)) {
 	if ptr.Deref(req.DryRun, false) || obj == nil {
 		return
 	}
@@ -98,7 +101,7 @@ func (e *Effects) Record(req admission.Request, obj client.Object, do func(ref c
 
 // Refusal runs do for a request that was refused: only when callers are
 // authenticated, since a refusal leaves nothing to confirm.
-func (e *Effects) Refusal(req admission.Request, do func()) {
+func (e *Ledger) Refusal(req admission.Request, do func()) {
 	if ptr.Deref(req.DryRun, false) {
 		return
 	}
@@ -162,7 +165,7 @@ func keyNamespace(kind, namespace string) string {
 	return namespace
 }
 
-func (e *Effects) wait(k effectKey, p pendingEffect) {
+func (e *Ledger) wait(k effectKey, p pendingEffect) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.count >= maxPending {
@@ -176,7 +179,7 @@ func (e *Effects) wait(k effectKey, p pendingEffect) {
 }
 
 // expire drops the effects whose time is up. Callers hold mu.
-func (e *Effects) expire() {
+func (e *Ledger) expire() {
 	now := e.now()
 	for k, ps := range e.pending {
 		kept := ps[:0]
@@ -196,7 +199,7 @@ func (e *Effects) expire() {
 
 // Watch confirms pending effects on objects of kind from the informer's
 // events.
-func (e *Effects) Watch(informer cache.Informer, kind string) error {
+func (e *Ledger) Watch(informer cache.Informer, kind string) error {
 	if e.trusted {
 		return nil
 	}
@@ -213,7 +216,7 @@ func (e *Effects) Watch(informer cache.Informer, kind string) error {
 	return err
 }
 
-func (e *Effects) observe(kind string, o any, deleted bool) {
+func (e *Ledger) observe(kind string, o any, deleted bool) {
 	obj, ok := o.(client.Object)
 	if !ok {
 		return

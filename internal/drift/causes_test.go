@@ -13,7 +13,7 @@ func key(ns, name string) Key {
 	return Key{Group: "apps", Kind: "Deployment", NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
 }
 
-func TestChangesTake(t *testing.T) {
+func TestCausesTake(t *testing.T) {
 	web, api, otherNS := key("shop", "web"), key("shop", "api"), key("other", "web")
 	sts := Key{Group: "apps", Kind: "StatefulSet", NamespacedName: web.NamespacedName}
 	type op struct {
@@ -51,7 +51,7 @@ func TestChangesTake(t *testing.T) {
 		{"putBack of nothing keeps what is there", []op{add(web, "ConfigMap/app"), putBack(web), take(web, "ConfigMap/app")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := NewChanges()
+			l := NewCauses()
 			for i, o := range tc.ops {
 				switch o.do {
 				case "add":
@@ -73,10 +73,10 @@ func TestChangesTake(t *testing.T) {
 
 // Last is what status shows: the latest batch, taken or not, from when its
 // first change was seen; a retry keeps that time.
-func TestChangesLast(t *testing.T) {
+func TestCausesLast(t *testing.T) {
 	web := key("shop", "web")
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	l := NewChanges()
+	l := NewCauses()
 	if got, at := l.Last(web); got != nil || !at.IsZero() {
 		t.Fatalf("Last of nothing = %q, %v", got, at)
 	}
@@ -103,8 +103,8 @@ func TestChangesLast(t *testing.T) {
 }
 
 // The event handlers add while Reconcile takes, from other goroutines.
-func TestChangesConcurrentUse(t *testing.T) {
-	l := NewChanges()
+func TestCausesConcurrentUse(t *testing.T) {
+	l := NewCauses()
 	web := key("shop", "web")
 	var wg sync.WaitGroup
 	seen := map[string]bool{}

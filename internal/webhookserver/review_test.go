@@ -1,4 +1,4 @@
-package admission
+package webhookserver
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/configward/configward/internal/scheme"
 )
 
 type handlerFunc func(context.Context, admission.Request) admission.Response
@@ -96,7 +98,10 @@ func TestReviewHandler(t *testing.T) {
 type typedHandler struct{ got admission.Request }
 
 func (h *typedHandler) objectFor(k metav1.GroupVersionKind) runtime.Object {
-	return workloadObjectFor(nil, k)
+	if k != (metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}) {
+		return nil
+	}
+	return &appsv1.Deployment{}
 }
 func (h *typedHandler) Handle(_ context.Context, r admission.Request) admission.Response {
 	h.got = r
@@ -132,7 +137,7 @@ func TestReviewHandlerDecodesWorkloadsInOnePass(t *testing.T) {
 				t.Fatal("a null oldObject is present")
 			}
 			var d appsv1.Deployment
-			err := Decoder{Scheme: testScheme}.DecodeRaw(h.got.Object, &d)
+			err := Decoder{Scheme: scheme.Scheme()}.DecodeRaw(h.got.Object, &d)
 			if tc.name == "the object of another kind than the request" {
 				if err == nil {
 					t.Fatal("a StatefulSet decoded as a Deployment")

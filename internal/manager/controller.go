@@ -1,0 +1,162 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+
+	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/configward/configward/internal/controller"
+	"github.com/configward/configward/internal/drift"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/report"
+)
+
+// NewController builds the leader-elected controller process.
+func NewController(cfg *rest.Config, o Controller) (*Process, error) {
+	cacheOpts := inventory.CacheOptions()
+	reports, err := reportsServed(cfg, o.Reports)
+	if err != nil {
+		return nil, err
+	}
+	if reports {
+		// Only configward's own Reports: other tools write many more.
+		cacheOpts.ByObject[&openreports.Report{}] = cache.ByObject{
+			Label: labels.SelectorFromSet(labels.Set{report.ManagedByLabel: report.Source}),
+		}
+	}
+	opts := managerOptions(o.Common, cacheOpts)
+	opts.LeaderElection = o.LeaderElect
+	opts.LeaderElectionID = o.LeaderElectionID
+	opts.LeaderElectionNamespace = o.LeaderElectionNamespace
+	// Hand the lease over at once on a clean shutdown instead of making the
+	// next leader wait for it to expire.
+	opts.LeaderElectionReleaseOnCancel = true
+	// Declared custom kinds are read as unstructured objects; like the
+	// typed ones they come from the cache (inventory.Start registers their
+	// informers), not from a GET per reconcile.
+	opts.Client = client.Options{Cache: &client.CacheOptions{Unstructured: true}}
+	opts.Controller = config.Controller{SkipNameValidation: &o.Restartable}
+	mgr, err := ctrl.NewManager(wipingWatchFrames(cfg), opts)
+	if err != nil {
+		return nil, fmt.Errorf("creating controller manager: %w", err)
+	}
+	if err := setupControllers(mgr, o, reports); err != nil {
+		return nil, err
+	}
+	if err := addAPIServerProbe(mgr, cfg); err != nil {
+		return nil, err
+	}
+	p := &Process{Manager: mgr, delay: o.ShutdownDelay}
+	if err := p.addProbes(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// setupControllers registers the rollout and drift controllers and the
+// reconcilers of namespaces, ConfigPolicies and ConfigSchemas, with the
+// informers they read.
+func setupControllers(mgr ctrlmanager.Manager, o Controller, reports bool) error {
+	kinds, err := o.Kinds()
+	if err != nil {
+		return err
+	}
+	inv, err := inventory.Start(context.Background(), mgr.GetCache(), kinds, kinds.RolledKinds())
+	if err != nil {
+		return err
+	}
+	// Pods (slimmed as the webhook's are) tell which config each one
+	// started with; Reports are compared before any is written.
+	driftObjs := []client.Object{&corev1.Pod{}}
+	if reports {
+		driftObjs = append(driftObjs, &openreports.Report{})
+	}
+	for _, obj := range driftObjs {
+		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
+			return fmt.Errorf("starting informer for %T: %w", obj, err)
+		}
+	}
+	policies, _, err := watchPolicies(mgr)
+	if err != nil {
+		return err
+	}
+	keys, err := hashKeys(mgr, o.Common)
+	if err != nil {
+		return err
+	}
+	settings := func(ctx context.Context, namespace string) (bool, bool, error) {
+		ns, err := policystore.LookupNamespace(ctx, mgr.GetCache(), namespace)
+		if err != nil {
+			return false, false, err
+		}
+		enabled, includeSecrets := policies.Current().Rollouts(ns)
+		return enabled, includeSecrets, nil
+	}
+	causes := drift.NewCauses()
+	if err := controller.SetupRollouts(mgr, inv, controller.RolloutOptions{
+		Keys:        keys,
+		BatchWindow: o.RolloutBatchWindow,
+		Rate:        o.RolloutRate,
+		Settings:    settings,
+		Causes:      causes,
+	}); err != nil {
+		return err
+	}
+	if err := controller.SetupDrift(mgr, inv, controller.DriftOptions{
+		Keys: keys, Settings: settings, Causes: causes, Reports: reports, Policies: policies,
+	}); err != nil {
+		return err
+	}
+	changeControl, err := o.ChangeControl.Settings()
+	if err != nil {
+		return err
+	}
+	if err := controller.SetupNamespaceLabels(mgr, policies, func(ns *corev1.Namespace) bool {
+		return policies.Current().ChangeControl(changeControl, ns).Governed
+	}); err != nil {
+		return err
+	}
+	if err := controller.SetupConfigPolicies(mgr, policies); err != nil {
+		return err
+	}
+	return controller.SetupConfigSchemas(mgr)
+}
+
+// reportsServed says whether the controller writes OpenReports Reports:
+// mode allows it and the API server serves their CRD now.
+func reportsServed(cfg *rest.Config, mode string) (bool, error) {
+	if mode == ReportsOff {
+		return false, nil
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return false, fmt.Errorf("creating a discovery client: %w", err)
+	}
+	resources, err := dc.ServerResourcesForGroupVersion(openreports.SchemeGroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		ctrl.Log.Info("not writing OpenReports Reports: the API server does not serve " + openreports.SchemeGroupVersion.String() +
+			" (install its CRD, for example with the chart's reports.installCRD, and restart the controller)")
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("asking the API server whether it serves %s: %w", openreports.SchemeGroupVersion, err)
+	}
+	for _, r := range resources.APIResources {
+		if r.Name == "reports" {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,168 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/configward/configward/internal/admission"
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/effects"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/schemastore"
+	"github.com/configward/configward/internal/webhookserver"
+)
+
+// WebhookProcess is `configward webhook`: a manager with the hardened
+// webhook server and no leader election, since every replica must answer
+// the API server.
+type WebhookProcess struct {
+	Process
+	Server *webhookserver.Server
+}
+
+// NewWebhook builds the webhook process. Handlers are registered on Server
+// before Run.
+func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
+	log := ctrl.Log.WithName("webhook")
+	srv, err := webhookserver.New(webhookserver.Options{
+		BindAddress:      o.BindAddress,
+		CertDir:          o.CertDir,
+		CertName:         o.CertName,
+		KeyName:          o.KeyName,
+		CertPollInterval: o.CertPollInterval,
+		EnableHTTP2:      o.EnableHTTP2,
+		MaxRequestBytes:  o.MaxRequestBytes,
+		MaxInFlight:      o.MaxInFlight,
+		MaxInFlightBytes: o.MaxInFlightBytes,
+		IdleTimeout:      o.IdleTimeout,
+		ClientCAFile:     o.ClientCAFile,
+		Log:              log.WithName("server"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	opts := managerOptions(o.Common, inventory.CacheOptions())
+	opts.WebhookServer = srv
+	mgr, err := ctrl.NewManager(wipingWatchFrames(cfg), opts)
+	if err != nil {
+		return nil, fmt.Errorf("creating webhook manager: %w", err)
+	}
+	ready, err := registerWebhooks(mgr, srv, o)
+	if err != nil {
+		return nil, err
+	}
+	// The manager only runs its webhook server once someone asks for it.
+	mgr.GetWebhookServer()
+	if err := addAPIServerProbe(mgr, cfg); err != nil {
+		return nil, err
+	}
+	p := &WebhookProcess{Process: Process{Manager: mgr, delay: o.ShutdownDelay, onDrain: srv.Drain}, Server: srv}
+	checks := append([]namedCheck{
+		{"webhook-server", srv.StartedChecker()},
+		{"serving-certificate", srv.CertificateChecker()},
+	}, ready...)
+	if err := p.addProbes(checks...); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// registerWebhooks builds the facts the handlers read (inventory, policies,
+// schemas, the hash key) on the manager's cache and registers every
+// handler. It returns the readiness checks of what must load first.
+func registerWebhooks(mgr ctrlmanager.Manager, srv *webhookserver.Server, o Webhook) ([]namedCheck, error) {
+	// Every workload kind, Pods included, is cached (without managed
+	// fields) so that a delete of config still in use is refused from
+	// memory; Namespaces (watchPolicies) for their labels and whether they
+	// are terminating.
+	kinds, err := o.Kinds()
+	if err != nil {
+		return nil, err
+	}
+	inv, err := inventory.Start(context.Background(), mgr.GetCache(), kinds, kinds.Kinds())
+	if err != nil {
+		return nil, err
+	}
+	changeControl, err := o.ChangeControl.Settings()
+	if err != nil {
+		return nil, err
+	}
+	policies, policiesSynced, err := watchPolicies(mgr)
+	if err != nil {
+		return nil, err
+	}
+	ledger, err := confirmedEffects(mgr, srv.AuthenticatesCallers(), inv)
+	if err != nil {
+		return nil, err
+	}
+	rec := admission.Recorder{Events: mgr.GetEventRecorder("configward-webhook"), Effects: ledger}
+	keys, err := hashKeys(mgr, o.Common)
+	if err != nil {
+		return nil, err
+	}
+	schemaInformer, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.ConfigSchema{})
+	if err != nil {
+		return nil, err
+	}
+	schemas := schemastore.New(mgr.GetCache())
+	schemasSynced, err := schemas.Watch(schemaInformer)
+	if err != nil {
+		return nil, err
+	}
+	admission.Register(srv, admission.Facts{
+		Scheme: mgr.GetScheme(), Inventory: inv, Kinds: kinds, Cache: mgr.GetCache(), Live: mgr.GetAPIReader(),
+		Keys: keys, Policies: policies, Schemas: schemas, ChangeControl: changeControl, Recorder: rec,
+	})
+	return []namedCheck{
+		{"policies-loaded", func(*http.Request) error {
+			if !policiesSynced() {
+				return errors.New("ConfigPolicies not loaded yet")
+			}
+			return nil
+		}},
+		{"schemas-loaded", func(*http.Request) error {
+			if !schemasSynced() {
+				return errors.New("ConfigSchemas not compiled yet")
+			}
+			return nil
+		}},
+	}, nil
+}
+
+// confirmedEffects returns the ledger of the webhook's decisions: recorded
+// at once when it authenticates its callers, else confirmed from the
+// informers of every kind it judges.
+//
+// Effects are keyed by Kind alone (as requests name them), so a declared
+// kind sharing its Kind with a built-in one shares its key space; the
+// content fingerprint still tells their objects apart.
+func confirmedEffects(mgr ctrlmanager.Manager, trusted bool, inv *inventory.Inventory) (*effects.Ledger, error) {
+	ledger := effects.New(trusted)
+	type watched struct {
+		kind string
+		obj  client.Object
+	}
+	objs := []watched{{"ConfigMap", &corev1.ConfigMap{}}, {"Secret", &corev1.Secret{}}, {"Namespace", &corev1.Namespace{}}}
+	for _, k := range inv.WatchedKinds() {
+		t, _ := inv.Registry().Type(k.GroupKind())
+		objs = append(objs, watched{k.Kind, t.New()})
+	}
+	for _, w := range objs {
+		informer, err := mgr.GetCache().GetInformer(context.Background(), w.obj)
+		if err != nil {
+			return nil, err
+		}
+		if err := ledger.Watch(informer, w.kind); err != nil {
+			return nil, err
+		}
+	}
+	return ledger, nil
+}

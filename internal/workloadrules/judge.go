@@ -1,0 +1,104 @@
+// Package workloadrules is the one judgement of a workload by configward's
+// rules: the facts of what its pod spec consumes, the rollout settings of
+// its namespace, the Rego rules in force, and the ConfigPolicies' actions
+// and exemptions. Admission, `configward check` and the Reports of
+// existing workloads all judge here, so they cannot find different things
+// in the same workload.
+package workloadrules
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/ruleinput"
+	"github.com/configward/configward/internal/rules"
+	"github.com/configward/configward/internal/workload"
+)
+
+// Subject is one workload to judge, with what is known around it.
+type Subject struct {
+	Workload workload.Object
+	// Spec is the workload's pod spec, as Workload.PodSpec read it. A
+	// template that cannot be read as a pod spec must be refused or
+	// reported by the caller, never judged as empty.
+	Spec *corev1.PodSpec
+	// Namespace is the workload's namespace object: its labels select the
+	// ConfigPolicies. Nil when it is not known (matched with no labels).
+	Namespace *corev1.Namespace
+	// Request says how the workload came in (kind, namespace and name are
+	// the workload's; an existing or offline one is judged as a CREATE).
+	Request ruleinput.Request
+	// Targets answers what is known of the ConfigMaps and Secrets it
+	// references.
+	Targets ruleinput.TargetLookup
+	// Objects returns the object and the old object as JSON; it is called
+	// only when custom rules, which read them, are in force.
+	Objects func() (object, oldObject []byte, err error)
+	// Unchanged says the write leaves the pod spec as it was: its denials
+	// come back as warnings (see rules.Options).
+	Unchanged bool
+}
+
+// Judgement is what the rules made of a workload.
+type Judgement struct {
+	rules.Outcome
+	// References are the workload's references with what is known of each
+	// target, as the rules saw them.
+	References []ruleinput.Reference
+	// Evaluation is how long the rules took to evaluate.
+	Evaluation time.Duration
+}
+
+// ErrObject marks a judgement that failed on the object itself (custom
+// rules could not read it): the request is at fault, not configward.
+var ErrObject = errors.New("the object cannot be read")
+
+// Judge runs the rules in force on a workload and decides their actions.
+func Judge(ctx context.Context, active *policystore.Active, s Subject) (Judgement, error) {
+	input, err := ruleinput.WorkloadInput(s.Request, s.Workload, s.Spec, s.Targets)
+	if err != nil {
+		return Judgement{}, fmt.Errorf("gathering facts: %w", err)
+	}
+	if enabled, _ := active.Rollouts(s.Namespace); !enabled {
+		// A ConfigPolicy that turns rollouts off here leaves rollout-mode
+		// config mounted with subPath no way to arrive, as the workload's
+		// own opt-out does.
+		input.Workload.RolloutDisabled = true
+	}
+	version := active.Version
+	if version.WantsObjects && s.Objects != nil {
+		if input.Object, input.OldObject, err = s.Objects(); err != nil {
+			return Judgement{}, fmt.Errorf("%w: %w", ErrObject, err)
+		}
+	}
+	value, err := input.Value(version.WantsObjects)
+	if err != nil {
+		return Judgement{}, fmt.Errorf("%w: %w", ErrObject, err)
+	}
+	start := time.Now()
+	findings, err := version.Eval(ctx, value)
+	took := time.Since(start)
+	if err != nil {
+		return Judgement{}, fmt.Errorf("evaluating rules: %w", err)
+	}
+	out := rules.Apply(active.Settings(s.Namespace), findings, s.Workload.Obj.GetAnnotations(), rules.Options{Unchanged: s.Unchanged})
+	return Judgement{Outcome: out, References: input.References, Evaluation: took}, nil
+}
+
+// JudgedAsOwned says why a workload is not judged on its own: a workload
+// of a kind of reg controls it (a Deployment's ReplicaSets, any workload's
+// Pods). The rules ran on that owner; refusing what it creates would only
+// stop an admitted workload from scaling, and judging it again would record
+// every finding once more. Any other controller proves nothing.
+func JudgedAsOwned(reg *workload.Registry, w workload.Object) (string, bool) {
+	if !reg.ControlledByWorkload(w.Obj) {
+		return "", false
+	}
+	return "created by a " + metav1.GetControllerOf(w.Obj).Kind + ", which was judged", true
+}
