@@ -69,7 +69,31 @@ build: ## Build bin/configward, and bin/kubectl-configward, the same binary as a
 
 .PHONY: test
 test: controlplane helm argo-crds generate manifests test-image fuzz-smoke ## Run every test: unit, Rego, the envtest suites, the Helm chart, the container image and a short run of every fuzz target.
-	CONFIGWARD_HELM=$(HELM) CONFIGWARD_ARGO_CRDS=$(ARGO_CRDS) $(GO) test ./... -count=1 -timeout 30m
+	CONFIGWARD_REQUIRE_CLUSTER=1 CONFIGWARD_HELM=$(HELM) CONFIGWARD_ARGO_CRDS=$(ARGO_CRDS) $(GO) test ./... -count=1 -timeout 30m
+
+# The fast loops. Packages whose tests need no cluster: every one but the
+# suites under test/ that start a control plane.
+CLUSTER_SUITES := e2e faults security chart demo controllers soak bench bench/peers
+UNIT_PKGS       = $(shell $(GO) list ./... | grep -vE '/test/($(subst $(space),|,$(CLUSTER_SUITES)))$$')
+space          := $(subst ,, )
+
+.PHONY: unit
+unit: ## Run every test that needs no cluster: handlers, rules, Rego, parsers, the CLI, the docs (warm: well under a minute).
+	$(GO) test $(UNIT_PKGS)
+
+.PHONY: controllers
+controllers: controlplane ## Run each reconciler against kube-apiserver and etcd alone (no kube-controller-manager, no kwok): seconds, not minutes.
+	CONFIGWARD_REQUIRE_CLUSTER=1 $(GO) test ./test/controllers/ -count=1 -timeout 10m
+
+# make e2e runs one whole-cluster suite (SUITE: e2e, faults, security,
+# chart, controllers), or the specs of it whose text FOCUS matches (a Ginkgo
+# regular expression): make e2e FOCUS='config revisions'.
+SUITE ?= e2e
+FOCUS ?=
+.PHONY: e2e
+e2e: controlplane helm argo-crds ## Run one suite against a whole cluster (SUITE=e2e by default), or only the specs FOCUS matches.
+	CONFIGWARD_REQUIRE_CLUSTER=1 CONFIGWARD_HELM=$(HELM) CONFIGWARD_ARGO_CRDS=$(ARGO_CRDS) \
+		$(GO) test ./test/$(SUITE)/ -count=1 -timeout 30m $(if $(FOCUS),-ginkgo.focus='$(FOCUS)' -ginkgo.v)
 
 # Argo Rollouts' Rollout CRD, so the custom-workload-kind e2e specs run
 # against the real schema. It is copied out of the module, fetched through
@@ -207,8 +231,9 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: lint
-lint: vet $(STATICCHECK) ## gofmt check, go vet and staticcheck.
+lint: vet $(STATICCHECK) ## gofmt check, import groups (standard library, other modules, configward), go vet and staticcheck.
 	@out=$$(gofmt -s -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt'ed:"; echo "$$out"; exit 1; fi
+	git ls-files '*.go' | sed 's|^|$(CURDIR)/|' | (cd $(TOOLS)/importgroups && $(GO) run . -module github.com/configward/configward)
 	$(STATICCHECK) ./...
 
 .PHONY: clean

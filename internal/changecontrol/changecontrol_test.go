@@ -5,9 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/rules"
-	"github.com/configward/configward/internal/workload"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -15,6 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/rules"
+	"github.com/configward/configward/internal/workload"
 )
 
 func TestChanges(t *testing.T) {

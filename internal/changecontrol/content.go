@@ -9,9 +9,10 @@ import (
 	"strings"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
-	"github.com/configward/configward/internal/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
 )
 
 // Content is the part of a ConfigMap or Secret that change control guards:

@@ -15,8 +15,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/configward/configward/internal/scheme"
-	"github.com/configward/configward/internal/workload"
 	yamlnode "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,6 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/configward/configward/internal/scheme"
+	"github.com/configward/configward/internal/workload"
 )
 
 // Object is one manifest and where it was found.

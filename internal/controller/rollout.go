@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -142,6 +143,9 @@ func controllerName(t *workload.Type) string {
 }
 
 type rollout struct {
+	// waited holds the workloads whose stale hash had no logged cause at
+	// the last look (see firstLookWithoutCause).
+	waited   sync.Map
 	client   client.Client
 	inv      *inventory.Inventory
 	typ      *workload.Type
@@ -156,6 +160,17 @@ type rollout struct {
 // key names a workload of the controller's kind in the change log.
 func (r *rollout) key(nn types.NamespacedName) drift.Key {
 	return drift.Key{Group: r.typ.Group, Kind: r.typ.Kind.Kind, NamespacedName: nn}
+}
+
+// firstLookWithoutCause reports whether this is the first reconcile to find
+// nn's hash stale with no logged cause; the next one acts on it, with or
+// without a cause by then.
+func (r *rollout) firstLookWithoutCause(nn types.NamespacedName) bool {
+	_, waited := r.waited.LoadOrStore(nn, true)
+	if waited {
+		r.waited.Delete(nn)
+	}
+	return !waited
 }
 
 // putBack keeps the causes of a reconcile that failed for its retry.
@@ -239,10 +254,21 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	// is taken again after the wait.
 	w, _, err := r.staleHash(ctx, req, len(changed) > 0)
 	if w.Obj == nil || err != nil {
+		r.waited.Delete(req.NamespacedName)
 		if err != nil {
 			r.putBack(req.NamespacedName, changed)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if len(changed) > 0 {
+		r.waited.Delete(req.NamespacedName)
+	} else if r.firstLookWithoutCause(req.NamespacedName) {
+		// The hash is stale and no change was logged for it: the change
+		// that made it stale may be in the cache already while the handler
+		// that logs it has not run (this reconcile came from another
+		// event). Wait the batch window for it, as a logged change would
+		// have, so the Event names what changed.
+		return reconcile.Result{RequeueAfter: max(r.window, time.Millisecond)}, nil
 	}
 	what := "its config"
 	if len(changed) > 0 {

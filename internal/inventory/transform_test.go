@@ -2,11 +2,11 @@ package inventory
 
 import (
 	"fmt"
-	appsv1 "k8s.io/api/apps/v1"
 	"reflect"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"

@@ -6,11 +6,11 @@
 package scheme
 
 import (
+	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 )
 
 // Scheme returns a new scheme with every type configward uses.

@@ -40,6 +40,8 @@ import (
 )
 
 func TestChart(t *testing.T) {
+	framework.RequireControlPlane(t)
+	framework.RequireHelm(t)
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "configward Helm chart")
 }

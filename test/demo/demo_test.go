@@ -10,15 +10,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/configward/configward/test/framework"
 )
 
 // TestDemoRunsToTheWait builds the demo (what `make demo` runs), runs it up
 // to the point where it waits for Ctrl-C, checks that its walkthrough shows
 // every expected outcome, then interrupts it and checks that it cleans up.
 func TestDemoRunsToTheWait(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run this test with `make test` (or `make demo` to see the demo), which builds kube-apiserver, etcd and kubectl and points KUBEBUILDER_ASSETS at them")
-	}
+	framework.RequireControlPlane(t)
 	bin := filepath.Join(t.TempDir(), "demo")
 	build := exec.Command(goTool(), "build", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -1,9 +1,10 @@
 package framework
 
 import (
-	"github.com/configward/configward/internal/scheme"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+
+	"github.com/configward/configward/internal/scheme"
 )
 
 func serializerFor() runtime.Decoder {

@@ -21,9 +21,8 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -113,8 +112,8 @@ func RepoRoot() string {
 // `make test` sets to binaries it builds), installs configward's CRDs, and
 // starts configward's webhook server with a certificate from a fresh CA.
 func Start(opts Options) (env *Env, err error) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run the suites with `make test`, which builds kube-apiserver, etcd and kubectl and points KUBEBUILDER_ASSETS at them")
+	if ControlPlane() == "" {
+		return nil, errors.New("no control plane is built: run `make controlplane` (or the suites with `make test`), which builds kube-apiserver, etcd and kubectl from source")
 	}
 	dir, err := os.MkdirTemp("", "configward-e2e-")
 	if err != nil {

@@ -5,13 +5,21 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"sort"
 )
 
 // HelmPath is the helm binary: $CONFIGWARD_HELM (which `make test` sets to
-// the helm it builds from test/tools/helm), else helm on $PATH.
+// the helm it builds from test/tools/helm), else the one `make helm` built,
+// else helm on $PATH.
 func HelmPath() string {
 	if p := os.Getenv("CONFIGWARD_HELM"); p != "" {
 		return p
+	}
+	// `make helm` builds it into a folder named after its pin.
+	if built, _ := filepath.Glob(filepath.Join(RepoRoot(), "bin", "helm-*", "helm")); len(built) > 0 {
+		sort.Slice(built, func(i, j int) bool { return modTime(built[i]) > modTime(built[j]) })
+		return built[0]
 	}
 	return "helm"
 }

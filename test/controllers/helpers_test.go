@@ -1,0 +1,108 @@
+package controllers
+
+import (
+	"context"
+
+	. "github.com/onsi/gomega"
+	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/digest"
+	"github.com/configward/configward/internal/report"
+)
+
+var ctx = context.Background()
+
+func configMap(ns, name, value string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"app.yaml": value}}
+}
+
+// podTemplate reads ConfigMap cm through envFrom.
+func podTemplate(name, cm string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1",
+			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}}}},
+	}
+}
+
+func deployment(ns, name, cm string) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: podTemplate(name, cm)},
+	}
+}
+
+func create(objs ...client.Object) {
+	for _, o := range objs {
+		Expect(env.Client.Create(ctx, o)).To(Succeed())
+	}
+}
+
+// setValue changes the ConfigMap's one value.
+func setValue(cm *corev1.ConfigMap, value string) {
+	Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
+	cm.Data["app.yaml"] = value
+	Expect(env.Client.Update(ctx, cm)).To(Succeed())
+}
+
+// templateHash is the config hash on a Deployment's pod template, as stored.
+func templateHash(d *appsv1.Deployment) func() string {
+	return func() string {
+		var got appsv1.Deployment
+		Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(d), &got)).To(Succeed())
+		return got.Spec.Template.Annotations[v1alpha1.ConfigHashAnnotation]
+	}
+}
+
+// hashOf is the hash of a template reading every key of the stored
+// ConfigMap cm, as configward computes it.
+func hashOf(cm *corev1.ConfigMap) string {
+	Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
+	key, err := env.HashKey(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	return digest.PodTemplateHash(key, cm.Namespace, []digest.Entry{{Kind: "ConfigMap", Name: cm.Name,
+		Content: digest.Content(digest.KeyDigests(cm.Data, cm.BinaryData), nil)}})
+}
+
+// events lists the notes of the Events of one reason on the object named.
+func events(ns, name, reason string) func() []string {
+	return func() []string {
+		var list eventsv1.EventList
+		Expect(env.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		var out []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == name && e.Reason == reason {
+				out = append(out, e.Note)
+			}
+		}
+		return out
+	}
+}
+
+// results lists the results of the Report configward keeps on obj, as
+// "rule result action".
+func results(obj client.Object) func() []string {
+	return func() []string {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return nil
+		}
+		var r openreports.Report
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: report.Name(obj.GetUID())}, &r); err != nil {
+			return nil
+		}
+		var out []string
+		for _, res := range r.Results {
+			out = append(out, res.Rule+" "+string(res.Result)+" "+res.Properties[report.PropAction]+res.Properties[report.PropState])
+		}
+		return out
+	}
+}
+
+func clientKey(o client.Object) client.ObjectKey { return client.ObjectKeyFromObject(o) }

@@ -1,0 +1,110 @@
+package controllers
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+)
+
+var _ = Describe("the rollout controller", func() {
+	It("stamps the consumers of a changed ConfigMap with its new hash, and its Event names the change", func() {
+		ns := namespace(nil)
+		cm := configMap(ns, "cfg", "port: 80")
+		d := deployment(ns, "web", "cfg")
+		create(cm, d)
+		// Installing configward restarts nothing: without a change, an
+		// unstamped workload stays unstamped.
+		Consistently(templateHash(d), 2*batchWindow).Should(BeEmpty())
+
+		setValue(cm, "port: 81")
+		Eventually(templateHash(d), 10*time.Second).Should(Equal(hashOf(cm)))
+		Eventually(events(ns, "web", "ConfigChanged"), 5*time.Second).Should(ConsistOf(
+			"ConfigMap/cfg changed: updated configward.dev/config-hash to " + hashOf(cm) + ", which rolls the pods through the workload's own update strategy"))
+
+		By("a change back rolls it again, to the hash of the content it has now")
+		setValue(cm, "port: 80")
+		Eventually(templateHash(d), 10*time.Second).Should(Equal(hashOf(cm)))
+	})
+
+	It("names the change that made a hash stale even when the workload's own event is reconciled first", func() {
+		ns := namespace(nil)
+		cm := configMap(ns, "cfg", "port: 80")
+		create(cm)
+		// Stamped as a webhook that had not seen the latest content would
+		// have: its create is reconciled at once, before the ConfigMap's
+		// change below is logged.
+		d := deployment(ns, "web", "cfg")
+		d.Spec.Template.Annotations = map[string]string{v1alpha1.ConfigHashAnnotation: "hmac-sha256:an-older-config"}
+		create(d)
+		setValue(cm, "port: 81")
+		Eventually(templateHash(d), 10*time.Second).Should(Equal(hashOf(cm)))
+		Eventually(events(ns, "web", "ConfigChanged"), 5*time.Second).Should(ConsistOf(
+			"ConfigMap/cfg changed: updated configward.dev/config-hash to " + hashOf(cm) + ", which rolls the pods through the workload's own update strategy"))
+	})
+
+	It("leaves an opted-out workload's template alone", func() {
+		ns := namespace(nil)
+		cm := configMap(ns, "cfg", "port: 80")
+		d := deployment(ns, "web", "cfg")
+		d.Annotations = map[string]string{v1alpha1.RolloutAnnotation: v1alpha1.RolloutDisabled}
+		create(cm, d)
+		setValue(cm, "port: 81")
+		Consistently(templateHash(d), 3*batchWindow).Should(BeEmpty())
+	})
+
+	It("stamps a paused Deployment and says its pods are not replaced", func() {
+		ns := namespace(nil)
+		cm := configMap(ns, "cfg", "port: 80")
+		d := deployment(ns, "web", "cfg")
+		d.Spec.Paused = true
+		create(cm, d)
+		setValue(cm, "port: 81")
+		Eventually(templateHash(d), 10*time.Second).Should(Equal(hashOf(cm)))
+		Eventually(events(ns, "web", "ConfigChangedNotRolled"), 5*time.Second).Should(ConsistOf(
+			"ConfigMap/cfg changed: updated configward.dev/config-hash to " + hashOf(cm) +
+				", but the Deployment is paused: running pods keep the old config until it is resumed (kubectl rollout resume)"))
+	})
+
+	It("never changes a Job's template, and says a new Job is needed", func() {
+		ns := namespace(nil)
+		cm := configMap(ns, "cfg", "port: 80")
+		tpl := podTemplate("job", "cfg")
+		tpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job"}, Spec: batchv1.JobSpec{Template: tpl}}
+		create(cm, job)
+		setValue(cm, "port: 81")
+		Eventually(events(ns, "job", "ConfigChangedNotRolled"), 5*time.Second).Should(ConsistOf(
+			"ConfigMap/cfg changed, but a Job's pod template cannot change: running pods keep the old config and a new Job is needed to use the new one"))
+		var got batchv1.Job
+		Expect(env.Client.Get(ctx, clientKey(job), &got)).To(Succeed())
+		Expect(got.Spec.Template.Annotations).NotTo(HaveKey(v1alpha1.ConfigHashAnnotation))
+	})
+
+	It("never patches a ReplicaSet another workload controls: its owner is rolled", func() {
+		ns := namespace(nil)
+		cm := configMap(ns, "cfg", "port: 80")
+		d := deployment(ns, "web", "cfg")
+		create(cm, d)
+		rs := &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-1", OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: d.UID, Controller: ptr.To(true)}}},
+			Spec: appsv1.ReplicaSetSpec{Selector: d.Spec.Selector, Template: podTemplate("web", "cfg")},
+		}
+		create(rs)
+		setValue(cm, "port: 81")
+		Eventually(templateHash(d), 10*time.Second).Should(Equal(hashOf(cm)))
+		var got appsv1.ReplicaSet
+		Consistently(func() map[string]string {
+			Expect(env.Client.Get(ctx, clientKey(rs), &got)).To(Succeed())
+			return got.Spec.Template.Annotations
+		}, 3*batchWindow).ShouldNot(HaveKey(v1alpha1.ConfigHashAnnotation))
+	})
+})

@@ -1,0 +1,3 @@
+module github.com/configward/configward/test/tools/importgroups
+
+go 1.26.0
