@@ -81,8 +81,8 @@ func TestSARIFIsValid(t *testing.T) {
 	if driver.Name != "configward" || driver.Version != "v1.2.3" {
 		t.Errorf("driver %s %s", driver.Name, driver.Version)
 	}
-	// The rules that fired, each once, built-in ones with their README
-	// section.
+	// The rules that fired, each once, built-in ones with their
+	// documentation page.
 	var ids []string
 	for _, r := range driver.Rules {
 		ids = append(ids, r.ID)
@@ -90,8 +90,8 @@ func TestSARIFIsValid(t *testing.T) {
 			t.Errorf("rule %s has no description", r.ID)
 		}
 		want := ""
-		if anchor := ruleDocs[r.ID].anchor; anchor != "" {
-			want = "https://github.com/configward/configward/blob/main/README.md#" + anchor
+		if page := ruleDocs[r.ID].page; page != "" {
+			want = "https://github.com/configward/configward/blob/main/" + page
 		}
 		if r.HelpURI != want {
 			t.Errorf("rule %s helpUri %q, want %q", r.ID, r.HelpURI, want)
@@ -132,23 +132,29 @@ func TestSARIFIsValid(t *testing.T) {
 	}
 }
 
-// The README sections that SARIF's helpUri names must exist: GitHub
-// anchors are the heading, lower-cased, punctuation dropped, spaces as -.
-func TestRuleHelpPointsAtREADMESections(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	anchors := map[string]bool{}
+// The documentation pages (and sections) that SARIF's helpUri names must
+// exist: GitHub anchors are the heading, lower-cased, punctuation dropped,
+// spaces as -.
+func TestRuleHelpPointsAtDocPages(t *testing.T) {
 	drop := regexp.MustCompile(`[^a-z0-9 _-]`)
-	for _, l := range strings.Split(string(readme), "\n") {
-		if h := strings.TrimLeft(l, "#"); h != l && strings.HasPrefix(h, " ") {
-			anchors[strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(strings.TrimSpace(h)), ""), " ", "-")] = true
-		}
-	}
 	for id, doc := range ruleDocs {
-		if !anchors[doc.anchor] {
-			t.Errorf("rule %s: README.md has no section #%s", id, doc.anchor)
+		page, section, _ := strings.Cut(doc.page, "#")
+		text, err := os.ReadFile("../../" + page)
+		if err != nil {
+			t.Errorf("rule %s: %v", id, err)
+			continue
+		}
+		if section == "" {
+			continue
+		}
+		anchors := map[string]bool{}
+		for _, l := range strings.Split(string(text), "\n") {
+			if h := strings.TrimLeft(l, "#"); h != l && strings.HasPrefix(h, " ") {
+				anchors[strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(strings.TrimSpace(h)), ""), " ", "-")] = true
+			}
+		}
+		if !anchors[section] {
+			t.Errorf("rule %s: %s has no section #%s", id, page, section)
 		}
 	}
 }

@@ -16,20 +16,22 @@ const sarifSchemaURI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/
 
 const (
 	homepage = "https://github.com/configward/configward"
-	readme   = homepage + "/blob/main/README.md"
+	docsBase = homepage + "/blob/main/"
 )
 
-// ruleDocs describe the rules check reports, in the words of README.md's
-// Rules table, with the README section that explains each (its anchor). A
-// custom rule of a ConfigPolicy has no description of its own and no page.
-var ruleDocs = map[string]struct{ description, anchor string }{
-	rules.SubpathConfig:    {"A ConfigMap, Secret or projected volume mounted with subPath or subPathExpr never receives updates", "rules"},
-	rules.HotConfigInEnv:   {"A hot ConfigMap or Secret consumed through env or envFrom never reaches the running process", "rules"},
-	rules.SecretInEnv:      {"A Secret passed as env (env[].valueFrom.secretKeyRef or envFrom[].secretRef)", "rules"},
-	rules.MissingConfigRef: {"A non-optional reference to a missing ConfigMap, Secret or key", "rules"},
-	rules.SecretFileMode:   {"A Secret volume readable by group or others", "rules"},
-	rules.ConfigSchema:     {"A ConfigMap that breaks the ConfigSchema governing it, or a ConfigSchema that does not compile", "configschema-validate-configmap-contents-before-they-land"},
-	"configpolicy":         {"A ConfigPolicy that does not compile", "configpolicy-actions-pipeline-rollouts-exemptions-and-custom-rules-per-namespace"},
+// ruleDocs describe the rules check reports, in the words of the Rules
+// table (docs/apps/rules.md), with the documentation page that explains
+// each (relative to the repository's root, with #section where the page
+// covers more). A custom rule of a ConfigPolicy has no description of its
+// own and no page.
+var ruleDocs = map[string]struct{ description, page string }{
+	rules.SubpathConfig:    {"A ConfigMap, Secret or projected volume mounted with subPath or subPathExpr never receives updates", "docs/apps/rules.md"},
+	rules.HotConfigInEnv:   {"A hot ConfigMap or Secret consumed through env or envFrom never reaches the running process", "docs/apps/rules.md"},
+	rules.SecretInEnv:      {"A Secret passed as env (env[].valueFrom.secretKeyRef or envFrom[].secretRef)", "docs/apps/rules.md"},
+	rules.MissingConfigRef: {"A non-optional reference to a missing ConfigMap, Secret or key", "docs/apps/rules.md"},
+	rules.SecretFileMode:   {"A Secret volume readable by group or others", "docs/apps/rules.md"},
+	rules.ConfigSchema:     {"A ConfigMap that breaks the ConfigSchema governing it, or a ConfigSchema that does not compile", "docs/policy/configschema.md"},
+	"configpolicy":         {"A ConfigPolicy that does not compile", "docs/policy/configpolicy.md"},
 }
 
 // sarifLevels maps actions to result levels. A Note (an exemption that does
@@ -106,7 +108,7 @@ func writeSARIF(w io.Writer, r Report) error {
 	for _, id := range fired {
 		rule := sarifRule{ID: id, ShortDescription: sarifText{"Custom rule " + id + " of a ConfigPolicy"}}
 		if doc, ok := ruleDocs[id]; ok {
-			rule.ShortDescription.Text, rule.HelpURI = doc.description, readme+"#"+doc.anchor
+			rule.ShortDescription.Text, rule.HelpURI = doc.description, docsBase+doc.page
 		}
 		run.Tool.Driver.Rules = append(run.Tool.Driver.Rules, rule)
 	}

@@ -18,7 +18,7 @@ const packedKey = ""
 // order, uvarint(len(key)) || key || the 16 raw digest bytes. One string per
 // object instead of a map of hex strings is what keeps the cache at a few
 // hundred bytes per object however many keys it has (see the inventory heap
-// benchmark in the README).
+// benchmark in docs/evaluate/performance-and-reliability.md).
 func pack(keyDigests map[string]string) string {
 	keys := make([]string, 0, len(keyDigests))
 	size := 0

@@ -344,7 +344,8 @@ const (
 )
 
 // DefaultRolloutRate paces rollouts: a thousand workloads sharing one
-// ConfigMap start rolling over about 100 s (see the README's measurements).
+// ConfigMap start rolling over about 100 s (see the measurements in
+// docs/evaluate/performance-and-reliability.md).
 const DefaultRolloutRate = 10
 
 // Validate reports flag values that cannot work.

@@ -43,7 +43,7 @@ const (
 	ConfigInUseDelete = "config-in-use-delete"
 )
 
-// Defaults are the built-in actions (the README's rules table). subpath-config has none
+// Defaults are the built-in actions (the rules table in docs/apps/rules.md). subpath-config has none
 // here because its findings carry their own (Deny for hot config, Warn where
 // rollouts are off).
 var Defaults = map[string]Action{

@@ -47,8 +47,8 @@ const DefaultMaxRequestBytes = 8 << 20
 // DefaultMaxInFlight and DefaultMaxInFlightBytes bound the work in flight.
 // Typical reviews are a few KiB, so the byte bound only bites for large
 // objects: four maximum-size reviews, each of which costs several times its
-// size while decoded, fit in the chart's 512 MiB with room (measured in the
-// README).
+// size while decoded, fit in the chart's 512 MiB with room (measured under
+// "Bounded load" in docs/platform/security.md).
 const (
 	DefaultMaxInFlight      = 64
 	DefaultMaxInFlightBytes = 4 * DefaultMaxRequestBytes

@@ -455,7 +455,7 @@ spec:
 		}, 60*time.Second, 250*time.Millisecond).ShouldNot(BeEmpty(), "cert-manager could not issue into a governed namespace")
 	})
 
-	It("while configward is down, blocks exactly the writes the README's outage table says, and the emergency steps of the chart README unblock them", func() {
+	It("while configward is down, blocks exactly the writes the outage table of the operations page says, and the emergency steps of the chart README unblock them", func() {
 		// Each write is one a webhook matches, sent as a server-side dry
 		// run (webhooks are called for those too) so that it changes
 		// nothing, and is clean: with configward up, every one passes.
@@ -538,10 +538,10 @@ spec:
 			fmt.Fprintf(&table, "| %s | %s | %s | %s | %s |\n", w.webhook, w.write, down[i], ignored[i], deleted[i])
 		}
 		AddReportEntry("outage table", table.String())
-		readme, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "README.md"))
+		page, err := os.ReadFile(filepath.Join(framework.RepoRoot(), filepath.FromSlash(outageTablePage)))
 		Expect(err).NotTo(HaveOccurred())
-		Expect(string(readme)).To(ContainSubstring(outageTableBegin+"\n"+table.String()+outageTableEnd),
-			"the README's outage table is not what this test found; replace it with:\n%s", table.String())
+		Expect(string(page)).To(ContainSubstring(outageTableBegin+"\n"+table.String()+outageTableEnd),
+			"the outage table of %s is not what this test found; replace it with:\n%s", outageTablePage, table.String())
 	})
 
 	It("upgrades with changed values", func() {
@@ -729,8 +729,10 @@ type outageWrite struct {
 // failedWebhook finds the webhook an API server could not call.
 var failedWebhook = regexp.MustCompile(`failed calling webhook "([^"]+)"`)
 
-// The README's outage table sits between these markers.
+// The outage table sits between these markers on the operations page
+// ("What an outage blocks").
 const (
+	outageTablePage  = "docs/platform/operations.md"
 	outageTableBegin = "<!-- outage table: test/chart, written by the spec that stops the webhook -->"
 	outageTableEnd   = "<!-- end of outage table -->"
 )

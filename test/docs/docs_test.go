@@ -1,8 +1,11 @@
 // Package docs checks that the documentation names what the code has: every
-// metric and Event reason configward emits is in the README's tables and
-// every one in the tables exists, and every chart value is in the chart
-// README's values table and every one there exists. Documentation that
-// drifts from the code misleads the people who operate configward.
+// metric and Event reason configward emits is in the tables of the
+// operations page and every one in the tables exists, every chart value is
+// in the chart README's values table and every one there exists, and every
+// annotation and label key is named somewhere in README.md or docs/. It also
+// checks that every relative link and anchor between the Markdown files
+// resolves (links_test.go). Documentation that drifts from the code misleads
+// the people who operate configward.
 package docs
 
 import (
@@ -20,6 +23,10 @@ import (
 	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/test/framework"
 )
+
+// operationsPage holds the metric and Event tables (its "Metrics and
+// Events" section).
+const operationsPage = "docs/platform/operations.md"
 
 // firstColumns returns the backticked names in the first column of the
 // Markdown table whose header row starts with header, in file.
@@ -100,7 +107,7 @@ func sameSet(t *testing.T, what string, code, docs []string) {
 
 func TestMetricsTable(t *testing.T) {
 	var documented []string
-	for _, n := range firstColumns(t, "README.md", "metric") {
+	for _, n := range firstColumns(t, operationsPage, "metric") {
 		documented = append(documented, strings.SplitN(n, "{", 2)[0]) // name{labels}
 	}
 	registered := inCode(t, regexp.MustCompile(`Name:\s+"(configward_[a-z_]+)"`))
@@ -111,7 +118,7 @@ func TestMetricsTable(t *testing.T) {
 }
 
 func TestEventsTable(t *testing.T) {
-	documented := firstColumns(t, "README.md", "reason")
+	documented := firstColumns(t, operationsPage, "reason")
 	emitted := inCode(t, regexp.MustCompile(`\.Eventf\([^,]+,[^,]+,[^,]+,\s*"([A-Za-z]+)"`))
 	if len(emitted) < 4 {
 		t.Fatalf("found only %d literal Event reasons in the code; the pattern no longer matches how Events are recorded", len(emitted))
@@ -183,13 +190,11 @@ func TestChartValuesTable(t *testing.T) {
 }
 
 // The annotations and labels users write or read: every key configward
-// defines is in the README, and every configward.dev/ key the README names
-// exists (in names.go, or as the chart's ignore label).
+// defines is named in the documentation (README.md and the pages under
+// docs/), and every configward.dev/ key it names exists (in names.go, or as
+// the chart's ignore label).
 func TestAnnotationsAndLabels(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	text := documentation(t)
 	// internal/api/v1alpha1/names.go holds every key users write or read.
 	names, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "internal", "api", "v1alpha1", "names.go"))
 	if err != nil {
@@ -208,11 +213,11 @@ func TestAnnotationsAndLabels(t *testing.T) {
 	}
 	defined = append(defined, regexp.MustCompile(`configward\.dev/[a-z][a-z-]*`).FindAllString(string(chart), -1)...)
 	for _, key := range defined {
-		if !strings.Contains(string(readme), key) {
-			t.Errorf("%q exists in the code but the README never names it", key)
+		if !strings.Contains(string(text), key) {
+			t.Errorf("%q exists in the code but the documentation (README.md, docs/) never names it", key)
 		}
 	}
-	for _, named := range regexp.MustCompile(`configward\.dev/[a-z][a-z.-]*[a-z]`).FindAllString(string(readme), -1) {
+	for _, named := range regexp.MustCompile(`configward\.dev/[a-z][a-z.-]*[a-z]`).FindAllString(string(text), -1) {
 		if strings.HasPrefix(named, "configward.dev/v1") {
 			continue // the API group
 		}
@@ -225,7 +230,38 @@ func TestAnnotationsAndLabels(t *testing.T) {
 			}
 		}
 		if !known {
-			t.Errorf("the README names %q, which configward does not define", named)
+			t.Errorf("the documentation (README.md, docs/) names %q, which configward does not define", named)
 		}
 	}
+}
+
+// documentation returns README.md and every Markdown page under docs/, one
+// after the other.
+func documentation(t *testing.T) []byte {
+	t.Helper()
+	root := framework.RepoRoot()
+	text, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := 0
+	err = filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".md") {
+			return err
+		}
+		page, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		text = append(append(text, '\n'), page...)
+		pages++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pages < 5 {
+		t.Fatalf("found only %d pages under docs/", pages)
+	}
+	return text
 }

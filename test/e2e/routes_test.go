@@ -18,7 +18,8 @@ import (
 )
 
 // These specs try, as an attacker who may edit ConfigMaps and Secrets in a
-// governed namespace, every route around change control the README lists.
+// governed namespace, every route around change control that
+// docs/policy/change-control.md lists ("Every route around change control").
 // Each is refused (the stored object unchanged, resourceVersion included)
 // or, where allowed by design, recorded: an Event, an audit annotation and
 // a metric.

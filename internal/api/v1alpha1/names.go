@@ -2,8 +2,8 @@ package v1alpha1
 
 // Every annotation and label key users write or read on their own objects,
 // and the condition types and reasons of configward's CRDs, in one place:
-// the packages that act on them import them from here, and the README's
-// tables are checked against them.
+// the packages that act on them import them from here, and the
+// documentation (README.md, docs/) is checked against them (test/docs).
 
 // Annotations on ConfigMaps and Secrets.
 const (

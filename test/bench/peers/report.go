@@ -111,7 +111,8 @@ func (r *Report) baseline(clients int) *LatencyRow {
 	return nil
 }
 
-// Markdown renders the tables the README shows.
+// Markdown renders the tables docs/evaluate/performance-and-reliability.md
+// shows ("Side by side with Gatekeeper, Kyverno and ValidatingAdmissionPolicy").
 func (r *Report) Markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured %s on %s.\n\n", r.Date, r.Machine)

@@ -1,8 +1,9 @@
 // Command benchplot draws the figures of `make bench-peers` from its
 // results.json: the latency distribution of every stack at each concurrency
-// and the rules-scaling curve, as PNG files the README shows. It lives in a
-// tools module of its own so that the product's go.mod does not carry a
-// plotting library.
+// and the rules-scaling curve, as PNG files in docs/bench, which
+// docs/evaluate/performance-and-reliability.md shows. It lives in a tools
+// module of its own so that the product's go.mod does not carry a plotting
+// library.
 package main
 
 import (
