@@ -11,7 +11,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/check"
-	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/internal/workload"
 )
@@ -86,7 +86,7 @@ unusable input (a bad flag, an unreadable file, YAML that does not parse).`,
 			if err != nil {
 				return exitError{2, err}
 			}
-			store, err := policystore.New(cmd.Context(), logr.Discard())
+			store, err := configpolicy.New(cmd.Context(), logr.Discard())
 			if err != nil {
 				return exitError{2, err}
 			}
@@ -126,7 +126,7 @@ unusable input (a bad flag, an unreadable file, YAML that does not parse).`,
 // loadPolicies puts the ConfigPolicies of the given files in force; a
 // policy that does not compile, or a manifest that is not a ConfigPolicy,
 // makes the input unusable.
-func loadPolicies(cmd *cobra.Command, store *policystore.Store, files []string) error {
+func loadPolicies(cmd *cobra.Command, store *configpolicy.Store, files []string) error {
 	objs, err := check.Load(files, cmd.InOrStdin())
 	if err != nil {
 		return fmt.Errorf("--policy: %w", err)

@@ -18,10 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/effects"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
 )
@@ -50,7 +50,7 @@ type ConfigHash struct {
 	// Namespaces (a cache) and Policies give the rollout settings of the
 	// ConfigPolicies selecting the namespace.
 	Namespaces client.Reader
-	Policies   *policystore.Store
+	Policies   *configpolicy.Store
 	// Effects records the stamped-hash metric only for requests that could
 	// be real.
 	Effects *effects.Ledger
@@ -93,7 +93,7 @@ func (h *ConfigHash) Review(ctx context.Context, r *webhookserver.Review[*worklo
 		// Deployment finds its ReplicaSets by comparing templates.
 		return admission.Allowed("controlled by " + controllerKind(w) + "; its owner carries the config hash")
 	}
-	ns, err := policystore.LookupNamespace(ctx, h.Namespaces, r.Namespace)
+	ns, err := configpolicy.LookupNamespace(ctx, h.Namespaces, r.Namespace)
 	if err != nil {
 		return admission.Allowed("").WithWarnings(fmt.Sprintf("configward could not read namespace %s (%v); no config hash stamped", r.Namespace, err))
 	}

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/webhookserver"
 )
 
@@ -28,7 +28,7 @@ const ValidateConfigPoliciesPath = "/validate-configpolicies"
 // that cannot be in force with the other policies (a custom rule id another
 // policy declares, Rego that clashes with theirs).
 type ValidateConfigPolicies struct {
-	Policies *policystore.Store
+	Policies *configpolicy.Store
 }
 
 // Scope implements webhookserver.Handler.

@@ -13,9 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/configschema"
 	"github.com/configward/configward/internal/rules"
-	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/webhookserver"
 )
 
@@ -39,10 +39,10 @@ const (
 
 // ValidateConfigMaps enforces rule config-schema.
 type ValidateConfigMaps struct {
-	Schemas *schemastore.Store
+	Schemas *configschema.Store
 	// Policies and Namespaces give config-schema's action in the namespace
 	// and whether a ConfigMap may exempt itself.
-	Policies   *policystore.Store
+	Policies   *configpolicy.Store
 	Namespaces client.Reader
 	Recorder
 }
@@ -62,11 +62,11 @@ func (h *ValidateConfigMaps) Review(ctx context.Context, r *webhookserver.Review
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: looking up ConfigSchemas: %w", err))
 	}
-	findings := schemastore.Findings(cm, governing, missing)
+	findings := configschema.Findings(cm, governing, missing)
 	if len(findings) == 0 {
 		return admission.Allowed("")
 	}
-	ns, err := policystore.LookupNamespace(ctx, h.Namespaces, r.Namespace)
+	ns, err := configpolicy.LookupNamespace(ctx, h.Namespaces, r.Namespace)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: %w", err))
 	}
@@ -106,7 +106,7 @@ func (h *ValidateConfigSchemas) Review(_ context.Context, r *webhookserver.Revie
 	if cs.Namespace == "" {
 		cs.Namespace = r.Namespace
 	}
-	if _, errs := schemastore.Validate(cs); len(errs) > 0 {
+	if _, errs := configschema.Validate(cs); len(errs) > 0 {
 		return invalid("ConfigSchema", cs.Name, errs)
 	}
 	return admission.Allowed("")

@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configschema"
 	"github.com/configward/configward/internal/rules"
-	"github.com/configward/configward/internal/schemastore"
 )
 
 func configSchema(name string, uid types.UID, spec v1alpha1.ConfigSchemaSpec) *v1alpha1.ConfigSchema {
@@ -121,12 +121,12 @@ func TestValidateConfigMaps(t *testing.T) {
 				configSchema("app", "uid-app", appSchema),
 				configSchema("broken", "uid-broken", v1alpha1.ConfigSchemaSpec{ConfigMapNames: []string{"legacy"}, Keys: []v1alpha1.KeySchema{{Pattern: "([", Format: "json"}}}),
 			)
-			h := &ValidateConfigMaps{Schemas: schemastore.New(c), Policies: builtinPolicies(t), Namespaces: c}
+			h := &ValidateConfigMaps{Schemas: configschema.New(c), Policies: builtinPolicies(t), Namespaces: c}
 			if tc.policy != nil {
 				h.Policies = policiesWith(t, *tc.policy)
 			}
 			if tc.schemas != nil {
-				h.Schemas = schemastore.New(tc.schemas)
+				h.Schemas = configschema.New(tc.schemas)
 			}
 			tc.want.check(t, serve(h).Handle(context.Background(), tc.req.build(t)))
 		})

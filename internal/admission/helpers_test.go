@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/scheme"
 	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
@@ -168,15 +168,15 @@ func newLive(objs ...client.Object) client.Client {
 
 var (
 	defaultPoliciesOnce sync.Once
-	defaultPolicies     *policystore.Store
+	defaultPolicies     *configpolicy.Store
 	defaultPoliciesErr  error
 )
 
 // builtinPolicies is a store with the built-in rules and no ConfigPolicy,
 // shared by the tests that do not load one.
-func builtinPolicies(t *testing.T) *policystore.Store {
+func builtinPolicies(t *testing.T) *configpolicy.Store {
 	t.Helper()
-	defaultPoliciesOnce.Do(func() { defaultPolicies, defaultPoliciesErr = policystore.New(context.Background(), logr.Discard()) })
+	defaultPoliciesOnce.Do(func() { defaultPolicies, defaultPoliciesErr = configpolicy.New(context.Background(), logr.Discard()) })
 	if defaultPoliciesErr != nil {
 		t.Fatal(defaultPoliciesErr)
 	}
@@ -184,13 +184,13 @@ func builtinPolicies(t *testing.T) *policystore.Store {
 }
 
 // policiesWith is a store with the built-in rules and the given policies.
-func policiesWith(t *testing.T, specs ...v1alpha1.ConfigPolicySpec) *policystore.Store {
+func policiesWith(t *testing.T, specs ...v1alpha1.ConfigPolicySpec) *configpolicy.Store {
 	t.Helper()
 	if len(specs) == 0 {
 		return builtinPolicies(t)
 	}
 	ctx := context.Background()
-	s, err := policystore.New(ctx, logr.Discard())
+	s, err := configpolicy.New(ctx, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/changecontrol"
-	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/internal/webhookserver"
 )
@@ -48,7 +48,7 @@ type RecordNamespaceChanges struct {
 	// ChangeControl and Policies give a namespace's change-control settings
 	// as the change-control webhook computes them.
 	ChangeControl func(*corev1.Namespace) changecontrol.Settings
-	Policies      *policystore.Store
+	Policies      *configpolicy.Store
 }
 
 // Scope implements webhookserver.Handler.

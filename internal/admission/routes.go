@@ -8,10 +8,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/changecontrol"
+	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/configschema"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/policystore"
-	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
 )
@@ -25,8 +25,8 @@ type Facts struct {
 	// ValidateConfigChanges.Live).
 	Cache, Live client.Reader
 	Keys        *hashkey.Source
-	Policies    *policystore.Store
-	Schemas     *schemastore.Store
+	Policies    *configpolicy.Store
+	Schemas     *configschema.Store
 	// ChangeControl gives a namespace's change-control settings from the
 	// webhook's flags.
 	ChangeControl func(*corev1.Namespace) changecontrol.Settings

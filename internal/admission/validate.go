@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/ruleinput"
 	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
@@ -59,7 +59,7 @@ type ValidateWorkloads struct {
 	Inventory *inventory.Inventory
 	// Policies are the rules and ConfigPolicies in force; Namespaces (a
 	// cache) says which policies select the request's namespace.
-	Policies   *policystore.Store
+	Policies   *configpolicy.Store
 	Namespaces client.Reader
 	Recorder
 	// Kinds are the workload kinds judged: the built-in ones plus declared
@@ -115,7 +115,7 @@ func (h *ValidateWorkloads) Review(ctx context.Context, r *webhookserver.Review[
 			return admission.Allowed(why)
 		}
 	}
-	ns, err := policystore.LookupNamespace(ctx, h.Namespaces, r.Namespace)
+	ns, err := configpolicy.LookupNamespace(ctx, h.Namespaces, r.Namespace)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: %w", err))
 	}

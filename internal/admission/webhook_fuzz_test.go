@@ -29,10 +29,10 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/configschema"
 	"github.com/configward/configward/internal/effects"
 	"github.com/configward/configward/internal/hashkey"
-	"github.com/configward/configward/internal/policystore"
-	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
 )
@@ -192,7 +192,7 @@ func newFuzzChains(tb testing.TB) [2]http.Handler {
 	)
 	live := newLive(web.DeepCopy())
 
-	policies, err := policystore.New(ctx, logr.Discard())
+	policies, err := configpolicy.New(ctx, logr.Discard())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func newFuzzChains(tb testing.TB) [2]http.Handler {
 		ledger := effects.New(trusted)
 		Register(srv, Facts{
 			Scheme: testScheme, Inventory: newInventory(cache), Kinds: workload.Builtin(), Cache: cache, Live: live,
-			Keys: hashkey.Fixed(testKey), Policies: policies, Schemas: schemastore.New(cache), ChangeControl: governed,
+			Keys: hashkey.Fixed(testKey), Policies: policies, Schemas: configschema.New(cache), ChangeControl: governed,
 			Recorder: Recorder{Events: &fuzzOut, Effects: ledger},
 		})
 		chains[i] = srv.WebhookMux()

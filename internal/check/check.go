@@ -14,12 +14,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/configschema"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/ruleinput"
 	"github.com/configward/configward/internal/rules"
-	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/workload"
 	"github.com/configward/configward/internal/workloadrules"
 )
@@ -69,7 +69,7 @@ type Result struct {
 // admission and returns every finding, ordered by file and line. Policies
 // select namespaces by the labels of the Namespace objects among objs (a
 // namespace not among them has no labels).
-func Run(ctx context.Context, policies *policystore.Active, objs []Object, opts Options) ([]Result, error) {
+func Run(ctx context.Context, policies *configpolicy.Active, objs []Object, opts Options) ([]Result, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = metav1.NamespaceDefault
 	}
@@ -124,19 +124,19 @@ func index(objs []Object) objectSet {
 	return s
 }
 
-func checkObject(ctx context.Context, policies *policystore.Active, set objectSet, o Object, opts Options) ([]Result, error) {
+func checkObject(ctx context.Context, policies *configpolicy.Active, set objectSet, o Object, opts Options) ([]Result, error) {
 	settings := policies.Settings(set.namespaces[o.Obj.GetNamespace()])
 	switch obj := o.Obj.(type) {
 	case *corev1.ConfigMap:
 		return checkConfigMap(set, o, obj, opts, settings), nil
 	case *v1alpha1.ConfigPolicy:
-		if _, err := policystore.Compile(ctx, obj); err != nil {
+		if _, err := configpolicy.Compile(ctx, obj); err != nil {
 			return []Result{result(o, rules.Finding{Rule: "configpolicy", Message: fmt.Sprintf("ConfigPolicy %s: %v", obj.Name, err)}, rules.Deny)}, nil
 		}
 		return nil, nil
 	case *v1alpha1.ConfigSchema:
-		if _, err := schemastore.Compile(obj); err != nil {
-			return []Result{result(o, schemastore.CompileFailure(obj, err), rules.Deny)}, nil
+		if _, err := configschema.Compile(obj); err != nil {
+			return []Result{result(o, configschema.CompileFailure(obj, err), rules.Deny)}, nil
 		}
 		return nil, nil
 	}
@@ -204,16 +204,16 @@ func (s objectSet) target(k refs.Kind, ns, name string, complete bool) ruleinput
 func checkConfigMap(set objectSet, o Object, cm *corev1.ConfigMap, opts Options, settings rules.Settings) []Result {
 	named := cm.Annotations[v1alpha1.SchemaAnnotation]
 	found := named == ""
-	var governing []schemastore.Governing
+	var governing []configschema.Governing
 	for _, cs := range set.schemas[cm.Namespace] {
 		if cs.Name == named {
 			found = true
 		}
-		if !schemastore.Governs(cs, cm.Name, cm.Labels, cm.Annotations) {
+		if !configschema.Governs(cs, cm.Name, cm.Labels, cm.Annotations) {
 			continue
 		}
-		c, err := schemastore.Compile(cs)
-		governing = append(governing, schemastore.Governing{Name: cs.Name, Compiled: c, Generation: cs.Generation, Err: err})
+		c, err := configschema.Compile(cs)
+		governing = append(governing, configschema.Governing{Name: cs.Name, Compiled: c, Generation: cs.Generation, Err: err})
 	}
 	missing := ""
 	var out []Result
@@ -226,7 +226,7 @@ func checkConfigMap(set objectSet, o Object, cm *corev1.ConfigMap, opts Options,
 				cm.Namespace, cm.Name, named)}, Unknown))
 		}
 	}
-	findings := schemastore.Findings(cm, governing, missing)
+	findings := configschema.Findings(cm, governing, missing)
 	return append(out, results(o, rules.Apply(settings, findings, cm.Annotations, rules.Options{}))...)
 }
 

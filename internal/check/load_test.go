@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/configpolicy"
 )
 
 // where is an object's kind, name and start, for comparing loads.
@@ -22,7 +22,7 @@ func where(o Object) string {
 // --policy.
 func runCheck(t *testing.T, objs []Object, opts Options) []Result {
 	t.Helper()
-	store, err := policystore.New(context.Background(), logr.Discard())
+	store, err := configpolicy.New(context.Background(), logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/configpolicy"
 )
 
 // +kubebuilder:rbac:groups=configward.dev,resources=configpolicies,verbs=get;list;watch
@@ -31,7 +31,7 @@ import (
 // stays the last good one when a generation fails. Any change of the set
 // in force reports every policy again: deleting the policy another clashed
 // with puts the other in force.
-func SetupConfigPolicies(mgr ctrl.Manager, policies *policystore.Store) error {
+func SetupConfigPolicies(mgr ctrl.Manager, policies *configpolicy.Store) error {
 	r := &configPolicies{client: mgr.GetClient(), policies: policies}
 	setChanged := make(chan event.TypedGenericEvent[*v1alpha1.ConfigPolicy], 1)
 	policies.OnChange(func() {
@@ -49,7 +49,7 @@ func SetupConfigPolicies(mgr ctrl.Manager, policies *policystore.Store) error {
 
 type configPolicies struct {
 	client   client.Client
-	policies *policystore.Store
+	policies *configpolicy.Store
 }
 
 func (r *configPolicies) everyPolicy(ctx context.Context, _ *v1alpha1.ConfigPolicy) []reconcile.Request {

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/schemastore"
+	"github.com/configward/configward/internal/configschema"
 )
 
 // The schema reconciler reads ConfigMap values directly from the API server
@@ -63,7 +63,7 @@ func (r *configSchemas) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	before := cs.DeepCopy()
-	compiled, errs := schemastore.Validate(&cs)
+	compiled, errs := configschema.Validate(&cs)
 	ready := readyCondition(cs.Generation, errs, "the last generation that compiled stays in force")
 	meta.SetStatusCondition(&cs.Status.Conditions, ready)
 	cs.Status.ObservedGeneration = cs.Generation
@@ -76,7 +76,7 @@ func (r *configSchemas) Reconcile(ctx context.Context, req reconcile.Request) (r
 		cs.Status.GovernedConfigMaps, cs.Status.ViolatingConfigMaps, cs.Status.Violations = 0, 0, nil
 		for i := range cms.Items {
 			cm := &cms.Items[i]
-			if !schemastore.Governs(&cs, cm.Name, cm.Labels, cm.Annotations) {
+			if !configschema.Governs(&cs, cm.Name, cm.Labels, cm.Annotations) {
 				continue
 			}
 			cs.Status.GovernedConfigMaps++

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/schemastore"
+	"github.com/configward/configward/internal/configschema"
 )
 
 func TestReadyCondition(t *testing.T) {
@@ -54,7 +54,7 @@ func TestReadyConditionOfASchemaThatDoesNotCompile(t *testing.T) {
 	cs := &v1alpha1.ConfigSchema{ObjectMeta: metav1.ObjectMeta{Name: "bad", Generation: 2}, Spec: v1alpha1.ConfigSchemaSpec{
 		Keys: []v1alpha1.KeySchema{{Pattern: "([", Format: "yaml"}, {Name: "a", Format: "xml"}},
 	}}
-	_, errs := schemastore.Validate(cs)
+	_, errs := configschema.Validate(cs)
 	const inForce = "the last generation that compiled stays in force"
 	c := readyCondition(cs.Generation, errs, inForce)
 	if c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonCompileFailed || c.ObservedGeneration != 2 {

@@ -23,12 +23,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/configschema"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/report"
-	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -70,7 +70,7 @@ type DriftOptions struct {
 	// that their CRD is served and registered their informer. Policies
 	// give the rules whose findings on existing workloads they carry.
 	Reports  bool
-	Policies *policystore.Store
+	Policies *configpolicy.Store
 }
 
 // SetupDrift registers the drift controller, which reconciles namespaces.
@@ -92,7 +92,7 @@ func SetupDrift(mgr ctrl.Manager, inv *inventory.Inventory, opts DriftOptions) e
 		if err != nil {
 			return fmt.Errorf("starting the ConfigSchema informer: %w", err)
 		}
-		schemas := schemastore.New(mgr.GetCache())
+		schemas := configschema.New(mgr.GetCache())
 		if _, err := schemas.Watch(informer); err != nil {
 			return err
 		}

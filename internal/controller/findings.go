@@ -14,12 +14,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/configschema"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/report"
 	"github.com/configward/configward/internal/ruleinput"
 	"github.com/configward/configward/internal/rules"
-	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/workload"
 	"github.com/configward/configward/internal/workloadrules"
 )
@@ -35,8 +35,8 @@ type findingsEvaluator struct {
 	cache    client.Reader // the manager's cache
 	values   client.Reader // the API server: the cache keeps only digests of ConfigMap values
 	inv      *inventory.Inventory
-	policies *policystore.Store
-	schemas  *schemastore.Store
+	policies *configpolicy.Store
+	schemas  *configschema.Store
 
 	mu     sync.Mutex
 	epochs map[string]uint64
@@ -48,7 +48,7 @@ type evaluated struct {
 	results        []openreports.ReportResult
 }
 
-func newFindingsEvaluator(cache, values client.Reader, inv *inventory.Inventory, policies *policystore.Store, schemas *schemastore.Store) *findingsEvaluator {
+func newFindingsEvaluator(cache, values client.Reader, inv *inventory.Inventory, policies *configpolicy.Store, schemas *configschema.Store) *findingsEvaluator {
 	return &findingsEvaluator{cache: cache, values: values, inv: inv, policies: policies, schemas: schemas,
 		epochs: map[string]uint64{}, byUID: map[types.UID]evaluated{}}
 }
@@ -76,7 +76,7 @@ func (e *findingsEvaluator) keep(uid types.UID, namespace, key string, results [
 
 // namespace returns the findings' results of the objects of ns, by UID.
 func (e *findingsEvaluator) namespace(ctx context.Context, ns string, workloads []workload.Object) (map[types.UID][]subjectResults, error) {
-	nsObj, err := policystore.LookupNamespace(ctx, e.cache, ns)
+	nsObj, err := configpolicy.LookupNamespace(ctx, e.cache, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func (e *findingsEvaluator) namespace(ctx context.Context, ns string, workloads 
 // workloadResults runs the rules on an existing workload as if it were
 // created now. A workload the rules cannot judge gets an error result
 // instead of holding up the namespace's other Reports.
-func (e *findingsEvaluator) workloadResults(ctx context.Context, w workload.Object, ns *corev1.Namespace, active *policystore.Active) []openreports.ReportResult {
+func (e *findingsEvaluator) workloadResults(ctx context.Context, w workload.Object, ns *corev1.Namespace, active *configpolicy.Active) []openreports.ReportResult {
 	kind := w.Type.Kind.Kind
 	spec, err := w.PodSpec()
 	if err == nil {
@@ -191,6 +191,6 @@ func (e *findingsEvaluator) configMapResults(ctx context.Context, cached *corev1
 	if err != nil {
 		return nil, err
 	}
-	findings := schemastore.Findings(&cm, gov, missing)
+	findings := configschema.Findings(&cm, gov, missing)
 	return report.FindingResults(rules.Apply(settings, findings, cm.Annotations, rules.Options{})), nil
 }

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/configpolicy"
 )
 
 // The namespace labeller keeps configward's two namespace labels true:
@@ -31,7 +31,7 @@ import (
 // SetupNamespaceLabels registers the labeller. governed says whether change
 // control governs a namespace; it is re-asked for every namespace whenever
 // the ConfigPolicies in force change.
-func SetupNamespaceLabels(mgr ctrl.Manager, policies *policystore.Store, governed func(*corev1.Namespace) bool) error {
+func SetupNamespaceLabels(mgr ctrl.Manager, policies *configpolicy.Store, governed func(*corev1.Namespace) bool) error {
 	r := &namespaceLabels{client: mgr.GetClient(), governed: governed}
 	policiesChanged := make(chan event.TypedGenericEvent[*corev1.Namespace], 1)
 	policies.OnChange(func() {

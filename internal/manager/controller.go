@@ -16,10 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/controller"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/report"
 )
 
@@ -97,7 +97,7 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, reports bool) error
 		return err
 	}
 	settings := func(ctx context.Context, namespace string) (bool, bool, error) {
-		ns, err := policystore.LookupNamespace(ctx, mgr.GetCache(), namespace)
+		ns, err := configpolicy.LookupNamespace(ctx, mgr.GetCache(), namespace)
 		if err != nil {
 			return false, false, err
 		}

@@ -14,10 +14,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/framewipe"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/scheme"
 )
 
@@ -72,12 +72,12 @@ func wipingWatchFrames(cfg *rest.Config) *rest.Config {
 
 // watchPolicies starts the ConfigPolicy store on the manager's cache, with
 // the Namespace informer the policies' selectors need.
-func watchPolicies(mgr ctrlmanager.Manager) (*policystore.Store, func() bool, error) {
+func watchPolicies(mgr ctrlmanager.Manager) (*configpolicy.Store, func() bool, error) {
 	ctx := context.Background()
 	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
 		return nil, nil, err
 	}
-	policies, err := policystore.New(ctx, ctrl.Log.WithName("configpolicy"))
+	policies, err := configpolicy.New(ctx, ctrl.Log.WithName("configpolicy"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("compiling the built-in rules: %w", err)
 	}

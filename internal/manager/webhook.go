@@ -14,9 +14,9 @@ import (
 
 	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configschema"
 	"github.com/configward/configward/internal/effects"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/webhookserver"
 )
 
@@ -112,7 +112,7 @@ func registerWebhooks(mgr ctrlmanager.Manager, srv *webhookserver.Server, o Webh
 	if err != nil {
 		return nil, err
 	}
-	schemas := schemastore.New(mgr.GetCache())
+	schemas := configschema.New(mgr.GetCache())
 	schemasSynced, err := schemas.Watch(schemaInformer)
 	if err != nil {
 		return nil, err

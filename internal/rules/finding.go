@@ -3,7 +3,7 @@
 // actions, the settings a namespace's ConfigPolicies give, exemptions, and
 // Apply, the one place where findings become an outcome (denied, warned,
 // audited) for admission and for `configward check` alike. Rego lives in
-// internal/policy; this package only decides what a finding's action is.
+// internal/regoengine; this package only decides what a finding's action is.
 package rules
 
 // Finding is one problem a rule found.

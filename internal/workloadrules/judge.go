@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/ruleinput"
 	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/internal/workload"
@@ -60,7 +60,7 @@ type Judgement struct {
 var ErrObject = errors.New("the object cannot be read")
 
 // Judge runs the rules in force on a workload and decides their actions.
-func Judge(ctx context.Context, active *policystore.Active, s Subject) (Judgement, error) {
+func Judge(ctx context.Context, active *configpolicy.Active, s Subject) (Judgement, error) {
 	input, err := ruleinput.WorkloadInput(s.Request, s.Workload, s.Spec, s.Targets)
 	if err != nil {
 		return Judgement{}, fmt.Errorf("gathering facts: %w", err)

@@ -19,9 +19,9 @@ import (
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/admission"
+	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/scheme"
 	"github.com/configward/configward/internal/webhookserver"
@@ -79,7 +79,7 @@ func BenchmarkConfigHashAdmission(b *testing.B) {
 		Operation: admissionv1.Create,
 		Object:    runtime.RawExtension{Raw: raw},
 	}}
-	policies, err := policystore.New(ctx, logr.Discard())
+	policies, err := configpolicy.New(ctx, logr.Discard())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func stampedWith(d *appsv1.Deployment, hash string) *appsv1.Deployment {
 func podOf(rs *appsv1.ReplicaSet, name, hash string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: name, Labels: rs.Spec.Template.Labels,
-			Annotations: map[string]string{v1alpha1.ConfigHashAnnotation: hash},
+			Annotations:     map[string]string{v1alpha1.ConfigHashAnnotation: hash},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true)}}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}},
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/check"
-	"github.com/configward/configward/internal/policystore"
+	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/report"
 	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/internal/workload"
@@ -34,7 +34,7 @@ var _ = Describe("configward check", func() {
 		for _, o := range objs {
 			o.Obj.SetNamespace(ns)
 		}
-		store, err := policystore.New(context.Background(), logr.Discard())
+		store, err := configpolicy.New(context.Background(), logr.Discard())
 		Expect(err).NotTo(HaveOccurred())
 		// The namespace holds exactly these objects, so the set is complete.
 		results, err := check.Run(context.Background(), store.Current(), objs, check.Options{Complete: true})
@@ -115,7 +115,7 @@ volumes: [{name: flags, configMap: {name: hot-flags}}]
 		objs, err := check.LoadKinds(kinds, []string{dir}, nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(objs).To(HaveLen(3))
-		store, err := policystore.New(context.Background(), logr.Discard())
+		store, err := configpolicy.New(context.Background(), logr.Discard())
 		Expect(err).NotTo(HaveOccurred())
 		results, err := check.Run(context.Background(), store.Current(), objs, check.Options{Complete: true, Kinds: kinds})
 		Expect(err).NotTo(HaveOccurred())
@@ -183,25 +183,32 @@ var _ = Describe("admission, configward check and the Reports under a ConfigPoli
 			Expect(os.WriteFile(filepath.Join(dir, "all.yaml"), []byte(strings.Join([]string{nsYAML, secret, config, workload}, "\n---\n")), 0o600)).To(Succeed())
 			objs, err := check.Load([]string{dir}, nil)
 			Expect(err).NotTo(HaveOccurred())
-			store, err := policystore.New(context.Background(), logr.Discard())
+			store, err := configpolicy.New(context.Background(), logr.Discard())
 			Expect(err).NotTo(HaveOccurred())
 			for _, o := range decodeAll(policyYAML("parity-"+tag, tag, policy)) {
 				Expect(store.Load(context.Background(), o.(*v1alpha1.ConfigPolicy))).To(Succeed())
 			}
 			results, err := check.Run(context.Background(), store.Current(), objs, check.Options{Complete: true})
 			Expect(err).NotTo(HaveOccurred())
-			var offline, told []string
+			// offline is every finding with its action; seenByKubectl what
+			// kubectl prints of them (a denial's lines, warnings, which are
+			// shortened to fit, and the notes on exemptions that do not count).
+			var offline, seenByKubectl, told []string
 			for _, r := range results {
 				if r.Kind != "Deployment" {
 					continue
 				}
-				line := rules.Line(rules.Finding{Rule: r.Rule, Message: r.Message})
+				f := rules.Finding{Rule: r.Rule, Message: r.Message}
 				switch r.Action {
 				case check.Note:
-					told = append(told, line)
-				default:
-					offline = append(offline, string(r.Action)+" "+line)
+					told = append(told, rules.Warning(f))
+					continue
+				case rules.Deny:
+					seenByKubectl = append(seenByKubectl, "Deny "+rules.Line(f))
+				case rules.Warn:
+					seenByKubectl = append(seenByKubectl, "Warn "+rules.Warning(f))
 				}
+				offline = append(offline, string(r.Action)+" "+rules.Line(f))
 			}
 			Expect(offline).NotTo(BeEmpty(), "each setting must give the workload a finding to compare")
 
@@ -232,15 +239,6 @@ var _ = Describe("admission, configward check and the Reports under a ConfigPoli
 					admitted = append(admitted, "Warn "+w)
 				}
 			}
-			var seenByKubectl []string
-			for _, o := range offline {
-				if !strings.HasPrefix(o, "Audit ") {
-					seenByKubectl = append(seenByKubectl, strings.Join(strings.Fields(o), " "))
-				}
-			}
-			for i := range admitted {
-				admitted[i] = strings.Join(strings.Fields(admitted[i]), " ")
-			}
 			Expect(admitted).To(ConsistOf(seenByKubectl))
 			Expect(noted).To(ConsistOf(told))
 
@@ -261,7 +259,7 @@ var _ = Describe("admission, configward check and the Reports under a ConfigPoli
 		Entry("a rule's action raised", "parity-raised",
 			"rules: {secret-in-env: {action: Deny}}", "", secretEnv),
 		Entry("a rule turned off beside one left on", "parity-off",
-			"rules: {secret-in-env: {action: Off}}", "",
+			`rules: {secret-in-env: {action: "Off"}}`, "",
 			"containers:\n- name: app\n  image: registry.example/app:1\n  envFrom: [{secretRef: {name: db}}, {configMapRef: {name: gone}}]\n"),
 		Entry("a rule audited", "parity-audit",
 			"rules: {secret-in-env: {action: Audit}}", "", secretEnv),

@@ -101,11 +101,28 @@ type Env struct {
 	stops           []func() error
 }
 
-// RepoRoot is the directory holding go.mod, found from this source file so
-// tests work from any package directory.
+// RepoRoot is the directory holding configward's go.mod: found from this
+// source file, or, when the build trimmed file paths (-trimpath, as make
+// test builds), from the working directory up, so tests work from any
+// package directory.
 func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	for {
+		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(mod), "module github.com/configward/configward\n") {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			panic("framework: no configward go.mod above the working directory")
+		}
+		dir = parent
+	}
 }
 
 // Start brings up kube-apiserver and etcd (from $KUBEBUILDER_ASSETS, which

@@ -1,7 +1,7 @@
 // JSON positions are not taken from encoding/json: position() finds them by parsing the same
 // text as YAML (see yamlPosition).
 
-package schema
+package valueschema
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package schema
+package valueschema
 
 import (
 	"bytes"

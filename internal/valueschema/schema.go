@@ -1,4 +1,4 @@
-// Package schema implements the ConfigSchema check (rule `config-schema`): it parses the
+// Package valueschema implements the ConfigSchema check (rule `config-schema`): it parses the
 // values of a ConfigMap's keys in their declared format (json, yaml, toml, properties, ini,
 // env, text), validates them against a JSON Schema (draft 2020-12) and reports every violation
 // with the key, the JSON pointer inside the value, the line and column in the original text,
@@ -34,7 +34,7 @@
 // MaxAliasNodes materialised nodes, more than one YAML document and invalid UTF-8 are reported
 // as violations, and at most MaxViolationsPerKey schema violations are listed per key followed by
 // one "and N more" violation.
-package schema
+package valueschema
 
 import (
 	"bytes"

@@ -1,7 +1,7 @@
-// Package policy evaluates configward's rules, written in Rego. The built-in
+// Package regoengine evaluates configward's rules, written in Rego. The built-in
 // modules are embedded from policies/; custom modules (ConfigPolicy
 // customRules) can be added. A set of modules is compiled once into a
-// Version whose prepared queries every request shares; internal/policystore
+// Version whose prepared queries every request shares; internal/configpolicy
 // decides which version is in force and swaps versions atomically.
 //
 // Custom rules are sandboxed: they compile without network, runtime and
@@ -10,7 +10,7 @@
 // fails, runs out of time or reports a finding under another rule's id
 // yields one finding under its own id saying so; it never fails the request
 // nor stops the other rules.
-package policy
+package regoengine
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package policystore
+package configpolicy
 
 import (
 	"context"

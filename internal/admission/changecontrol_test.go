@@ -16,7 +16,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/changecontrol"
-	"github.com/configward/configward/internal/schemastore"
+	"github.com/configward/configward/internal/configschema"
 )
 
 // Change control as the webhook's flags set it: the namespace is governed,
@@ -211,7 +211,7 @@ func TestValidateConfigChanges(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cache, live := changesFixture(t, tc.nsPhase)
-			h := &ValidateConfigChanges{Inventory: newInventory(cache), Cache: cache, Live: live, Schemas: schemastore.New(cache),
+			h := &ValidateConfigChanges{Inventory: newInventory(cache), Cache: cache, Live: live, Schemas: configschema.New(cache),
 				ChangeControl: governed, Policies: builtinPolicies(t)}
 			if tc.changeControl != nil {
 				h.ChangeControl = tc.changeControl
@@ -239,7 +239,7 @@ func TestValidateConfigChangesRecordsBreakGlass(t *testing.T) {
 	for _, dryRun := range []bool{false, true} {
 		cache, live := changesFixture(t, "")
 		rec := events.NewFakeRecorder(10)
-		h := &ValidateConfigChanges{Inventory: newInventory(cache), Cache: cache, Live: live, Schemas: schemastore.New(cache),
+		h := &ValidateConfigChanges{Inventory: newInventory(cache), Cache: cache, Live: live, Schemas: configschema.New(cache),
 			Recorder: Recorder{Events: rec}, ChangeControl: governed, Policies: builtinPolicies(t)}
 		counter := breakGlassEdits.WithLabelValues("ConfigMap", "UPDATE")
 		before := testutil.ToFloat64(counter)

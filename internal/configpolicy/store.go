@@ -1,30 +1,22 @@
-package policystore
+package configpolicy
 
 import (
 	"context"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/changecontrol"
-	"github.com/configward/configward/internal/policy"
-	"github.com/configward/configward/internal/rules"
+	"github.com/configward/configward/internal/regoengine"
 )
 
 var (
@@ -44,7 +36,7 @@ func init() { metrics.Registry.MustRegister(loads, activeVersion) }
 // the policies their settings come from. Requests take it once and use it
 // throughout.
 type Active struct {
-	Version  *policy.Version
+	Version  *regoengine.Version
 	policies []*Compiled // sorted by name
 }
 
@@ -73,7 +65,7 @@ type Outcome struct {
 
 // New starts with the built-in rules and no policy.
 func New(ctx context.Context, log logr.Logger) (*Store, error) {
-	v, err := policy.Compile(ctx, nil)
+	v, err := regoengine.Compile(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -219,14 +211,14 @@ func (s *Store) Check(ctx context.Context, cp *v1alpha1.ConfigPolicy) field.Erro
 	if err := s.conflicts(ctx, c); err != nil {
 		return field.ErrorList{withOthers(err)}
 	}
-	var modules []policy.CustomModule
+	var modules []regoengine.CustomModule
 	for _, name := range slices.Sorted(maps.Keys(s.good)) {
 		if name != cp.Name {
 			modules = append(modules, s.good[name].modules...)
 		}
 	}
 	modules = append(modules, c.modules...)
-	if _, err := policy.Compile(ctx, modules); err != nil {
+	if _, err := regoengine.Compile(ctx, modules); err != nil {
 		return field.ErrorList{withOthers(err)}
 	}
 	return nil
@@ -277,139 +269,17 @@ func (s *Store) Forget(name string) {
 
 // swap compiles the rules of a set of policies and puts the set in force.
 func (s *Store) swap(ctx context.Context, set map[string]*Compiled) error {
-	var modules []policy.CustomModule
+	var modules []regoengine.CustomModule
 	var list []*Compiled
 	for _, name := range slices.Sorted(maps.Keys(set)) {
 		list = append(list, set[name])
 		modules = append(modules, set[name].modules...)
 	}
-	v, err := policy.Compile(ctx, modules)
+	v, err := regoengine.Compile(ctx, modules)
 	if err != nil {
 		return err
 	}
 	s.good = set
 	s.publish(&Active{Version: v, policies: list})
 	return nil
-}
-
-// selecting returns the policies that select the namespace. A namespace
-// the cache does not know yet is matched with no labels.
-func (a *Active) selecting(ns *corev1.Namespace) []*Compiled {
-	var l map[string]string
-	if ns != nil {
-		l = ns.Labels
-	}
-	var out []*Compiled
-	for _, p := range a.policies {
-		if p.selector.Matches(labelSet(l)) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// Settings merges the rule settings of the policies selecting ns: the
-// strictest action wins, a rule is exemptible only if every selecting
-// policy allows it, and custom rules apply only where a policy declaring
-// them selects.
-func (a *Active) Settings(ns *corev1.Namespace) rules.Settings {
-	sel := a.selecting(ns)
-	if len(a.policies) == 0 {
-		return rules.Settings{}
-	}
-	s := rules.Settings{Actions: map[string]rules.Action{}, Defaulted: map[string]bool{},
-		Custom: map[string]rules.Action{}, Exemptible: map[string]bool{}, Scoped: true}
-	exemptVotes := map[string]int{}
-	for _, p := range sel {
-		for _, r := range p.spec.CustomRules {
-			act := rules.Action(r.Action)
-			if act == "" {
-				act = rules.Warn
-			}
-			if prev, ok := s.Custom[r.ID]; ok {
-				act = rules.Stricter(prev, act)
-			}
-			s.Custom[r.ID] = act
-		}
-		for id, rs := range p.spec.Rules {
-			if rs.AllowExemption {
-				exemptVotes[id]++
-			}
-			if rs.Action == "" {
-				continue
-			}
-			act := rules.Action(rs.Action)
-			if prev, ok := s.Actions[id]; ok {
-				act = rules.Stricter(prev, act)
-			}
-			s.Actions[id] = act
-		}
-	}
-	for id := range s.Actions {
-		if !rules.Builtin(id) {
-			continue
-		}
-		for _, p := range sel {
-			if rs, ok := p.spec.Rules[id]; !ok || rs.Action == "" {
-				s.Defaulted[id] = true
-			}
-		}
-	}
-	for id, n := range exemptVotes {
-		if n == len(sel) {
-			s.Exemptible[id] = true
-		}
-	}
-	return s
-}
-
-// Pipeline combines the pipeline identities of the policies selecting ns.
-func (a *Active) Pipeline(ns *corev1.Namespace) changecontrol.Identities {
-	var ids changecontrol.Identities
-	for _, p := range a.selecting(ns) {
-		ids = ids.Merge(p.pipeline)
-	}
-	return ids
-}
-
-// ChangeControl is the change-control settings of a namespace: those of
-// the webhook's flags (base), with the pipeline identities of the policies
-// that select it; a namespace any of them names a pipeline for is governed.
-// Admission, the namespace webhook and the controller's namespace labels
-// all take governance from here.
-func (a *Active) ChangeControl(base func(*corev1.Namespace) changecontrol.Settings, ns *corev1.Namespace) changecontrol.Settings {
-	return base(ns).WithPipeline(a.Pipeline(ns))
-}
-
-// Rollouts returns the rollout settings in ns: rollouts stay on unless
-// every selecting policy turns them off, and Secrets stay in the hash
-// unless every selecting policy leaves them out.
-func (a *Active) Rollouts(ns *corev1.Namespace) (enabled, includeSecrets bool) {
-	sel := a.selecting(ns)
-	if len(sel) == 0 {
-		return true, true
-	}
-	enabled, includeSecrets = false, false
-	for _, p := range sel {
-		enabled = enabled || !p.spec.Rollouts.Disabled
-		includeSecrets = includeSecrets || !p.spec.Rollouts.ExcludeSecrets
-	}
-	return enabled, includeSecrets
-}
-
-func labelSet(l map[string]string) labels.Set { return labels.Set(l) }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-// LookupNamespace reads a namespace from a cache; nil when it is not there
-// (yet): it then matches only selectors that select everything.
-func LookupNamespace(ctx context.Context, reader client.Reader, name string) (*corev1.Namespace, error) {
-	var ns corev1.Namespace
-	if err := reader.Get(ctx, types.NamespacedName{Name: name}, &ns); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
-	}
-	return &ns, nil
 }

@@ -1,4 +1,4 @@
-package schemastore
+package configschema
 
 import (
 	"fmt"

@@ -18,11 +18,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/changecontrol"
+	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/configschema"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/policystore"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/rules"
-	"github.com/configward/configward/internal/schemastore"
 	"github.com/configward/configward/internal/webhookserver"
 )
 
@@ -72,10 +72,10 @@ type ValidateConfigChanges struct {
 	// the pipeline identities of the ConfigPolicies selecting it are added.
 	ChangeControl func(ns *corev1.Namespace) changecontrol.Settings
 	// Policies are the ConfigPolicies in force.
-	Policies *policystore.Store
+	Policies *configpolicy.Store
 	// Schemas say which labels select a ConfigSchema: changing one is a
 	// change of governing metadata.
-	Schemas *schemastore.Store
+	Schemas *configschema.Store
 }
 
 // configKinds is the scope of the webhooks that read ConfigMaps and
@@ -131,7 +131,7 @@ func (h *ValidateConfigChanges) Review(ctx context.Context, rv *webhookserver.Re
 	if r.Name = obj.GetName(); r.Name == "" {
 		r.Name = req.Name
 	}
-	ns, err := policystore.LookupNamespace(ctx, h.Cache, req.Namespace)
+	ns, err := configpolicy.LookupNamespace(ctx, h.Cache, req.Namespace)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: %w", err))
 	}

@@ -1,10 +1,10 @@
-// Package policystore holds the ConfigPolicies in force. Policy is
+// Package configpolicy holds the ConfigPolicies in force. Policy is
 // configuration too, so it is handled the way configward asks applications
 // to handle theirs: each generation is validated and compiled before it is
 // used, the set in force is swapped in one step (a request in flight
 // finishes on the set it started with), a generation that fails leaves the
 // last good one in force, and the hash of what is in force is visible.
-package policystore
+package configpolicy
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/changecontrol"
-	"github.com/configward/configward/internal/policy"
+	"github.com/configward/configward/internal/regoengine"
 	"github.com/configward/configward/internal/rules"
 )
 
@@ -38,11 +38,11 @@ type Compiled struct {
 	spec     v1alpha1.ConfigPolicySpec
 	pipeline changecontrol.Identities
 	// modules are the custom rules' Rego modules, in spec order.
-	modules []policy.CustomModule
+	modules []regoengine.CustomModule
 }
 
 // ModulePackage is the package a custom rule's module must declare.
-func ModulePackage(id string) string { return policy.Package(id) }
+func ModulePackage(id string) string { return regoengine.Package(id) }
 
 // Validate checks a ConfigPolicy and compiles its custom rules together
 // with the built-in ones. Every problem is a field error with its exact
@@ -93,7 +93,7 @@ func Validate(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Compiled, field.
 			continue
 		}
 		index[file] = i
-		c.modules = append(c.modules, policy.CustomModule{Policy: cp.Name, ID: r.ID, File: file, Source: r.Rego})
+		c.modules = append(c.modules, regoengine.CustomModule{Policy: cp.Name, ID: r.ID, File: file, Source: r.Rego})
 	}
 	for _, id := range slices.Sorted(maps.Keys(cp.Spec.Rules)) {
 		if !rules.Builtin(id) && !custom[id] {
@@ -110,12 +110,12 @@ func Validate(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Compiled, field.
 		c.pipeline.ServiceAccounts = append(c.pipeline.ServiceAccounts, u)
 	}
 	if len(errs) == 0 && len(c.modules) > 0 {
-		if _, err := policy.Compile(ctx, c.modules); err != nil {
+		if _, err := regoengine.Compile(ctx, c.modules); err != nil {
 			// A call of a built-in the sandbox leaves out is the problem of
 			// the rule that makes it; other compile errors may involve
 			// several modules (the built-in ones too), so they are the
 			// custom rules'.
-			violations, rest := policy.SandboxViolations(err)
+			violations, rest := regoengine.SandboxViolations(err)
 			for _, v := range violations {
 				i, ok := index[v.Location.File]
 				if !ok {

@@ -1,4 +1,4 @@
-// Package schemastore holds the ConfigSchemas in force, compiled, and
+// Package configschema holds the ConfigSchemas in force, compiled, and
 // answers which of them govern a ConfigMap. Every generation is compiled as
 // soon as the informer delivers it (Watch), not when a ConfigMap first needs
 // it, so that a generation that does not compile (stored while the webhook
@@ -6,7 +6,7 @@
 // never changed, so a request always sees one consistent version of each
 // schema. A process that starts when only a broken generation is stored has
 // no good one to fall back to and refuses the ConfigMaps it governs.
-package schemastore
+package configschema
 
 import (
 	"context"
@@ -24,13 +24,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/schema"
+	"github.com/configward/configward/internal/valueschema"
 )
 
 // Validate checks a ConfigSchema and compiles it. Every problem is a field
 // error with its exact path under spec: admission answers them all at once
 // (422 Invalid), and the controller's Ready condition says the same.
-func Validate(cs *v1alpha1.ConfigSchema) (*schema.Compiled, field.ErrorList) {
+func Validate(cs *v1alpha1.ConfigSchema) (*valueschema.Compiled, field.ErrorList) {
 	specPath := field.NewPath("spec")
 	var errs field.ErrorList
 	if cs.Spec.Selector != nil {
@@ -38,15 +38,15 @@ func Validate(cs *v1alpha1.ConfigSchema) (*schema.Compiled, field.ErrorList) {
 			errs = append(errs, field.Invalid(specPath.Child("selector"), field.OmitValueType{}, err.Error()))
 		}
 	}
-	spec := schema.Spec{AllowUndeclaredKeys: cs.Spec.AllowUndeclaredKeys}
+	spec := valueschema.Spec{AllowUndeclaredKeys: cs.Spec.AllowUndeclaredKeys}
 	for _, k := range cs.Spec.Keys {
-		rule := schema.KeyRule{Name: k.Name, Pattern: k.Pattern, Format: schema.Format(k.Format), Required: k.Required}
+		rule := valueschema.KeyRule{Name: k.Name, Pattern: k.Pattern, Format: valueschema.Format(k.Format), Required: k.Required}
 		if k.Schema != nil {
 			rule.Schema = k.Schema.Raw
 		}
 		spec.Keys = append(spec.Keys, rule)
 	}
-	c, keyErrs := schema.Compile(spec, specPath.Child("keys"))
+	c, keyErrs := valueschema.Compile(spec, specPath.Child("keys"))
 	if errs = append(errs, keyErrs...); len(errs) > 0 {
 		return nil, errs
 	}
@@ -54,7 +54,7 @@ func Validate(cs *v1alpha1.ConfigSchema) (*schema.Compiled, field.ErrorList) {
 }
 
 // Compile is Validate with every problem in one error.
-func Compile(cs *v1alpha1.ConfigSchema) (*schema.Compiled, error) {
+func Compile(cs *v1alpha1.ConfigSchema) (*valueschema.Compiled, error) {
 	c, errs := Validate(cs)
 	return c, errs.ToAggregate()
 }
@@ -77,7 +77,7 @@ type Governing struct {
 	Name string
 	// Compiled is the version in force; nil when no generation of the
 	// schema ever compiled.
-	Compiled *schema.Compiled
+	Compiled *valueschema.Compiled
 	// Generation of the version in force.
 	Generation int64
 	// Err is why the newest generation is not in force, if it is not.
@@ -87,7 +87,7 @@ type Governing struct {
 type entry struct {
 	generation int64 // newest generation seen
 	err        error // its compile error
-	good       *schema.Compiled
+	good       *valueschema.Compiled
 	goodGen    int64
 }
 
