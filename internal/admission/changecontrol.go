@@ -148,6 +148,9 @@ func (h *ValidateConfigChanges) Review(ctx context.Context, rv *webhookserver.Re
 	if v.Exempt != "" {
 		return admission.Allowed(v.Exempt)
 	}
+	if v.Refused != "" {
+		return admission.Denied(v.Refused)
+	}
 	// Exemptions count from the stored object: an edit, and a create, cannot
 	// exempt itself.
 	var exemptions map[string]string

@@ -7,6 +7,8 @@ package admission
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +24,7 @@ import (
 	"github.com/configward/configward/internal/effects"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
 )
@@ -35,12 +38,18 @@ const ConfigHashPath = "/mutate-config-hash"
 //
 // +kubebuilder:webhook:path=/mutate-config-hash,mutating=true,failurePolicy=ignore,sideEffects=None,groups="";apps;batch,resources=pods;deployments;statefulsets;daemonsets;replicasets;jobs;cronjobs,verbs=create;update,versions=v1,name=config-hash.configward.dev,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=5
 
-var hashesStamped = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "configward_config_hash_stamped_total",
-	Help: "Pod templates whose configward.dev/config-hash the mutating webhook set or changed, by workload kind.",
-}, []string{"kind"})
+var (
+	hashesStamped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configward_config_hash_stamped_total",
+		Help: "Pod templates whose configward.dev/config-hash the mutating webhook set or changed, by workload kind.",
+	}, []string{"kind"})
+	rollbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configward_revision_rollbacks_total",
+		Help: "Rollbacks (kubectl rollout undo) to a revision whose config snapshots exist, which configward kept with their config, by workload kind.",
+	}, []string{"kind"})
+)
 
-func init() { metrics.Registry.MustRegister(hashesStamped) }
+func init() { metrics.Registry.MustRegister(hashesStamped, rollbacks) }
 
 // ConfigHash stamps configward.dev/config-hash on pod templates.
 type ConfigHash struct {
@@ -97,53 +106,158 @@ func (h *ConfigHash) Review(ctx context.Context, r *webhookserver.Review[*worklo
 	if err != nil {
 		return admission.Allowed("").WithWarnings(fmt.Sprintf("configward could not read namespace %s (%v); no config hash stamped", r.Namespace, err))
 	}
-	enabled, includeSecrets := h.Policies.Current().Rollouts(ns)
+	active := h.Policies.Current()
+	enabled, includeSecrets := active.Rollouts(ns)
 	if !enabled {
 		return admission.Allowed("rollouts disabled by ConfigPolicy")
 	}
-	hash, counted, err := h.Inventory.TemplateHash(ctx, h.Keys.Current().Bytes(), r.Namespace, spec, includeSecrets)
+	key := h.Keys.Current().Bytes()
+	hash, counted, err := h.Inventory.TemplateHash(ctx, key, r.Namespace, spec, includeSecrets)
 	if err != nil {
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
 			"configward could not compute the config hash of %s %s/%s (%v); it will not roll when its config changes until it is applied again",
 			kind, r.Namespace, r.Name(), err))
 	}
-	current, stamped := w.ConfigHash()
-	if counted == 0 {
-		if !stamped {
-			return admission.Allowed("")
-		}
-		// No rollout-mode config any more: a stale hash would only mislead.
-		return h.patched(r, w, "", jsonpatch.Operation{Operation: "remove", Path: w.Type.AnnotationKeyPatchPath(v1alpha1.ConfigHashAnnotation)})
-	}
-	if current == hash {
-		return admission.Allowed("")
+	want := revision.Stamp{}
+	if counted > 0 {
+		// With no rollout-mode config any more, a stale hash would only
+		// mislead: it goes.
+		want.Hash = hash
 	}
 	var warnings []string
-	if r.Operation == admissionv1.Update && writerChangedHash(r, current) {
-		// The hash always describes the config as it is now; a writer that
-		// sets another one (kubectl rollout undo copies an old revision's
-		// template) gets the current one, and is told why.
+	if revisionsOn, secrets := active.Revisions(ns); revisionsOn && counted > 0 {
+		snaps, err := h.Inventory.Snapshots(ctx, key, r.Namespace, spec, secrets)
+		if err != nil {
+			return admission.Allowed("").WithWarnings(fmt.Sprintf(
+				"configward could not name the config snapshots of %s %s/%s (%v); it will not roll when its config changes until it is applied again",
+				kind, r.Namespace, r.Name(), err))
+		}
+		want.Snapshots = snaps.Encode()
+		if r.Operation == admissionv1.Update {
+			if want, err = h.revisionStep(ctx, r, w, want); err != nil {
+				return admission.Allowed("").WithWarnings(fmt.Sprintf("configward could not read the history of %s %s/%s (%v); no config hash stamped",
+					kind, r.Namespace, r.Name(), err))
+			}
+		}
+		if want.RolledBack {
+			warnings = append(warnings, fmt.Sprintf("[config-revision] %s %s/%s: rolled back to the revision with config hash %s, whose pods read snapshots %s. "+
+				"configward keeps it there until its config changes again or a new revision is deployed.",
+				kind, r.Namespace, r.Name(), want.Hash, want.Snapshots))
+		}
+	}
+	written, _ := w.ConfigHash()
+	if !want.RolledBack && want.Hash != "" && written != want.Hash && r.Operation == admissionv1.Update && writerChangedHash(r, written) {
+		// The hash describes the config as it is now; a writer that sets
+		// another one (kubectl rollout undo copies an old revision's
+		// template) gets the current one, and is told why: without
+		// revisions, or to a revision without snapshots, a rollback does
+		// not bring its config back.
 		warnings = append(warnings, fmt.Sprintf("[config-hash] %s %s/%s: the config hash was reset to the current config's. "+
 			"A rollback does not bring back old ConfigMap or Secret content; change the config itself to go back.",
 			kind, r.Namespace, r.Name()))
 	}
-	return h.patched(r, w, hash, addHash(w, hash)).WithWarnings(warnings...)
+	ops := stampOps(w, want)
+	if len(ops) == 0 {
+		return admission.Allowed("").WithWarnings(warnings...)
+	}
+	return h.patched(r, w, want, ops).WithWarnings(warnings...)
 }
 
-// addHash is the JSON patch operation that sets the hash. A JSON patch
-// cannot add a key to a map that is not there: without annotations it adds
-// the map, and without template metadata (possible in a custom kind's
-// template, never in a typed one) the metadata.
-func addHash(w workload.Object, hash string) jsonpatch.Operation {
-	switch {
-	case w.TemplateAnnotations() != nil:
-		return jsonpatch.Operation{Operation: "add", Path: w.Type.AnnotationKeyPatchPath(v1alpha1.ConfigHashAnnotation), Value: hash}
-	case w.TemplateMetadataPresent():
-		return jsonpatch.Operation{Operation: "add", Path: w.Type.AnnotationPatchPath(), Value: map[string]string{v1alpha1.ConfigHashAnnotation: hash}}
-	default:
-		return jsonpatch.Operation{Operation: "add", Path: "/" + strings.Join(w.Type.PodTemplatePath(), "/"),
-			Value: map[string]any{"annotations": map[string]string{v1alpha1.ConfigHashAnnotation: hash}}}
+// revisionStep decides what an update of a workload whose namespace has
+// revisions carries (see revision.Next): the config of now, or, for a
+// rollback to a revision whose snapshots exist, that revision's.
+func (h *ConfigHash) revisionStep(ctx context.Context, r *webhookserver.Review[*workload.Type], w workload.Object, now revision.Stamp) (revision.Stamp, error) {
+	old, err := r.OldObject()
+	if err != nil {
+		return now, nil // judged as a write of its own: the config of now
 	}
+	stored := r.Kind.Info.Wrap(old)
+	in := revision.Write{Now: now.Hash, NowSnapshots: now.Snapshots,
+		Marker:          w.Obj.GetAnnotations()[v1alpha1.RolledBackFromAnnotation],
+		TemplateChanged: !w.SameTemplate(stored, v1alpha1.ConfigHashAnnotation, v1alpha1.ConfigSnapshotsAnnotation)}
+	in.Written, _ = w.ConfigHash()
+	in.WrittenSnapshots, _ = w.TemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation)
+	in.Stored, _ = stored.ConfigHash()
+	if in.Written != "" && in.Written != in.Stored && in.Written != in.Now && in.WrittenSnapshots != "" {
+		if in.Restorable, err = h.restorable(ctx, r.Namespace, w, in.Written, in.WrittenSnapshots); err != nil {
+			return now, err
+		}
+	}
+	return revision.Next(in), nil
+}
+
+// restorable reports whether hash with snapshots is a revision in w's
+// history (a ReplicaSet or ControllerRevision of it carries both) whose
+// snapshots all exist, from the cache.
+func (h *ConfigHash) restorable(ctx context.Context, namespace string, w workload.Object, hash, snapshots string) (bool, error) {
+	history, err := h.Inventory.History(ctx, namespace, w.Obj.GetUID())
+	if err != nil {
+		return false, err
+	}
+	if !slices.Contains(history, inventory.Revision{Hash: hash, Snapshots: snapshots}) {
+		return false, nil
+	}
+	snaps, err := revision.Decode(snapshots)
+	if err != nil {
+		return false, nil
+	}
+	for src, snap := range snaps {
+		if ok, err := h.Inventory.SnapshotWritten(ctx, namespace, src, snap); !ok || err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// stampOps is the JSON patch that leaves want on w: the hash and snapshots
+// on its pod template, the rolled-back-from marker on the workload.
+func stampOps(w workload.Object, want revision.Stamp) []jsonpatch.Operation {
+	ops := annotationOps(w.TemplateAnnotations(), map[string]string{
+		v1alpha1.ConfigHashAnnotation: want.Hash, v1alpha1.ConfigSnapshotsAnnotation: want.Snapshots,
+	}, w.Type.AnnotationPatchPath(), func(adds map[string]string) jsonpatch.Operation {
+		// A JSON patch cannot add a key to a map that is not there: without
+		// annotations it adds the map, and without template metadata
+		// (possible in a custom kind's template, never in a typed one) the
+		// metadata.
+		if w.TemplateMetadataPresent() {
+			return jsonpatch.Operation{Operation: "add", Path: w.Type.AnnotationPatchPath(), Value: adds}
+		}
+		return jsonpatch.Operation{Operation: "add", Path: "/" + strings.Join(w.Type.PodTemplatePath(), "/"), Value: map[string]any{"annotations": adds}}
+	})
+	if w.Type.OwnTemplate {
+		return ops // a Pod is its own template: no marker
+	}
+	return append(ops, annotationOps(w.Obj.GetAnnotations(), map[string]string{v1alpha1.RolledBackFromAnnotation: want.Marker},
+		"/metadata/annotations", func(adds map[string]string) jsonpatch.Operation {
+			return jsonpatch.Operation{Operation: "add", Path: "/metadata/annotations", Value: adds}
+		})...)
+}
+
+// annotationOps sets each of changes ("" removes it) in the annotations at
+// path, which hold current; addMap adds them when there is no map yet.
+func annotationOps(current, changes map[string]string, path string, addMap func(map[string]string) jsonpatch.Operation) []jsonpatch.Operation {
+	var ops []jsonpatch.Operation
+	adds := map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(changes)) {
+		v := changes[k]
+		cur, has := current[k]
+		switch {
+		case v == "" && has:
+			ops = append(ops, jsonpatch.Operation{Operation: "remove", Path: path + "/" + workload.EscapePointer(k)})
+		case v != "" && (!has || cur != v):
+			adds[k] = v
+		}
+	}
+	switch {
+	case len(adds) == 0:
+	case current == nil:
+		ops = append(ops, addMap(adds))
+	default:
+		for _, k := range slices.Sorted(maps.Keys(adds)) {
+			ops = append(ops, jsonpatch.Operation{Operation: "add", Path: path + "/" + workload.EscapePointer(k), Value: adds[k]})
+		}
+	}
+	return ops
 }
 
 // templateRefAnswer answers for a workload that takes its pod template
@@ -179,19 +293,40 @@ func writerChangedHash(r *webhookserver.Review[*workload.Type], written string) 
 	return written != "" && written != previous
 }
 
-// patched answers with op, which leaves hash ("" for none) on w's
-// template.
-func (h *ConfigHash) patched(r *webhookserver.Review[*workload.Type], w workload.Object, hash string, op jsonpatch.Operation) admission.Response {
-	// The metric waits, where callers are not authenticated, for the
+// patched answers with ops, which leave want on w.
+func (h *ConfigHash) patched(r *webhookserver.Review[*workload.Type], w workload.Object, want revision.Stamp, ops []jsonpatch.Operation) admission.Response {
+	// The metrics wait, where callers are not authenticated, for the
 	// object as this patch leaves it.
 	stamped := w.Type.Wrap(w.Obj.DeepCopyObject().(client.Object))
-	if hash == "" {
-		stamped.RemoveTemplateAnnotation(v1alpha1.ConfigHashAnnotation)
-	} else {
-		stamped.SetTemplateAnnotation(v1alpha1.ConfigHashAnnotation, hash)
+	for k, v := range map[string]string{v1alpha1.ConfigHashAnnotation: want.Hash, v1alpha1.ConfigSnapshotsAnnotation: want.Snapshots} {
+		if v == "" {
+			stamped.RemoveTemplateAnnotation(k)
+		} else {
+			stamped.SetTemplateAnnotation(k, v)
+		}
 	}
-	h.Effects.Record(r.Request, stamped.Obj, func(client.Object) { hashesStamped.WithLabelValues(w.Type.Kind.Kind).Inc() })
-	return admission.Patched("", op)
+	if !w.Type.OwnTemplate {
+		a := stamped.Obj.GetAnnotations()
+		if want.Marker == "" {
+			delete(a, v1alpha1.RolledBackFromAnnotation)
+		} else {
+			if a == nil {
+				a = map[string]string{}
+			}
+			a[v1alpha1.RolledBackFromAnnotation] = want.Marker
+		}
+		stamped.Obj.SetAnnotations(a)
+	}
+	written, _ := w.ConfigHash()
+	h.Effects.Record(r.Request, stamped.Obj, func(client.Object) {
+		if want.Hash != written {
+			hashesStamped.WithLabelValues(w.Type.Kind.Kind).Inc()
+		}
+		if want.RolledBack {
+			rollbacks.WithLabelValues(w.Type.Kind.Kind).Inc()
+		}
+	})
+	return admission.Patched("", ops...)
 }
 
 // controllerKind is the kind of the object that controls w.

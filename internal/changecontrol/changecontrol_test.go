@@ -261,3 +261,35 @@ func TestLive(t *testing.T) {
 		t.Errorf("Live = %q, want %q", got, want)
 	}
 }
+
+// A config snapshot is configward's alone: refused for everyone else,
+// pipeline included, however the namespace is governed.
+func TestSnapshotsAreConfigwards(t *testing.T) {
+	snap := &Content{Data: map[string][]byte{"k": []byte("v")}, Immutable: true,
+		Labels:      map[string]string{v1alpha1.SnapshotLabel: v1alpha1.SnapshotLabelValue},
+		Annotations: map[string]string{v1alpha1.SnapshotOfAnnotation: "app"}}
+	pipeline := authenticationv1.UserInfo{Username: "system:serviceaccount:ci:deployer"}
+	own := authenticationv1.UserInfo{Username: "system:serviceaccount:configward:configward-controller"}
+	s := Settings{Pipeline: Identities{ServiceAccounts: []string{pipeline.Username}},
+		Configward: Identities{ServiceAccounts: []string{own.Username}}}
+	for _, governed := range []bool{true, false} {
+		s.Governed = governed
+		for _, r := range []Request{
+			{Operation: "DELETE", User: pipeline, Kind: "ConfigMap", Namespace: "shop", Name: "app-1234567890", Old: snap},
+			{Operation: "UPDATE", User: pipeline, Kind: "ConfigMap", Namespace: "shop", Name: "app-1234567890", Old: snap, New: snap},
+			{Operation: "CREATE", User: authenticationv1.UserInfo{Username: "mallory"}, Kind: "ConfigMap", Namespace: "shop", Name: "app-1234567890", New: snap},
+		} {
+			v := Decide(s, r)
+			if !strings.HasPrefix(v.Refused, "[config-revision] ConfigMap shop/app-1234567890 is configward's snapshot of ConfigMap app") {
+				t.Errorf("%s by %s (governed %v): %+v", r.Operation, r.User.Username, governed, v)
+			}
+		}
+		if v := Decide(s, Request{Operation: "DELETE", User: own, Kind: "ConfigMap", Namespace: "shop", Name: "app-1234567890", Old: snap}); v.Exempt == "" {
+			t.Errorf("configward's own delete was judged: %+v", v)
+		}
+		if v := Decide(s, Request{Operation: "DELETE", User: authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:namespace-controller"},
+			Kind: "ConfigMap", Namespace: "shop", Name: "app-1234567890", Old: snap}); v.Exempt == "" {
+			t.Errorf("namespace deletion was judged: %+v", v)
+		}
+	}
+}

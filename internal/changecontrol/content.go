@@ -36,7 +36,7 @@ type Content struct {
 // them can take the ConfigMap out of its schema's reach.
 func FromConfigMap(cm *corev1.ConfigMap, schemaLabels []string) *Content {
 	c := &Content{Data: make(map[string][]byte, len(cm.Data)), BinaryData: cm.BinaryData,
-		Immutable: cm.Immutable != nil && *cm.Immutable, Annotations: cm.Annotations,
+		Immutable: cm.Immutable != nil && *cm.Immutable, Annotations: cm.Annotations, Labels: cm.Labels,
 		Governing: GoverningMetadata(&cm.ObjectMeta, schemaLabels, false)}
 	for k, v := range cm.Data {
 		c.Data[k] = []byte(v)

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/rules"
 )
 
@@ -74,6 +75,9 @@ type Request struct {
 type Verdict struct {
 	// Exempt, when set, says why the request was not judged at all.
 	Exempt string
+	// Refused, when set, refuses the request whatever the policies say: a
+	// config snapshot is configward's alone to write and delete.
+	Refused string
 	// Changed lists the content and governing fields a create or update
 	// sets or changes, e.g. `data["log-level"]`, `immutable`,
 	// `metadata.ownerReferences` (names only, never values).
@@ -89,6 +93,9 @@ type Verdict struct {
 func Decide(s Settings, r Request) Verdict {
 	if why, ok := neverBlocked(s, r); ok {
 		return Verdict{Exempt: why}
+	}
+	if refused := snapshotWrite(r); refused != "" {
+		return Verdict{Refused: refused}
 	}
 	pipeline := s.Pipeline.Includes(r.User)
 	var v Verdict
@@ -142,6 +149,31 @@ func Decide(s Settings, r Request) Verdict {
 		}
 	}
 	return v
+}
+
+// snapshotWrite refuses a write or delete of a config snapshot (or a write
+// that makes an object look like one) by anyone but configward: pods of a
+// revision read its bytes, so neither the pipeline nor a person may change
+// or remove it while it is in use, and configward deletes it once it is not.
+// Kubernetes' own controllers (namespace deletion, garbage collection) and
+// configward were let through before.
+func snapshotWrite(r Request) string {
+	var of string
+	for _, c := range []*Content{r.Old, r.New} {
+		if c == nil {
+			continue
+		}
+		if o, ok := revision.SnapshotOf(c.Labels, c.Annotations); ok {
+			of = o
+		}
+	}
+	if of == "" {
+		return ""
+	}
+	verb := map[string]string{"CREATE": "create", "UPDATE": "change", "DELETE": "delete"}[r.Operation]
+	return fmt.Sprintf("[config-revision] %s %s/%s is configward's snapshot of %s %s: the pods of a revision read exactly its bytes, so only configward's controller writes snapshots, and it deletes them once no workload, ReplicaSet, ControllerRevision, Job or pod names them. %s may not %s it. "+
+		"To change config, change %s %s; to go back, roll the workload back (kubectl rollout undo).",
+		r.Kind, r.Namespace, r.Name, r.Kind, of, r.User.Username, verb, r.Kind, of)
 }
 
 // neverBlocked names the writers change control lets through without

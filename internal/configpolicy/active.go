@@ -107,6 +107,20 @@ func (a *Active) ChangeControl(base func(*corev1.Namespace) changecontrol.Settin
 	return base(ns).WithPipeline(a.Pipeline(ns))
 }
 
+// Revisions returns the revision settings in ns: revisions are on where
+// any selecting policy turns them on, and Secrets are copied where any
+// selecting policy that turns revisions on says so. Rollouts are then on
+// too: a policy cannot turn on revisions and turn off rollouts.
+func (a *Active) Revisions(ns *corev1.Namespace) (enabled, secrets bool) {
+	for _, p := range a.selecting(ns) {
+		if p.spec.Revisions.Enabled {
+			enabled = true
+			secrets = secrets || p.spec.Revisions.Secrets
+		}
+	}
+	return enabled, secrets
+}
+
 // Rollouts returns the rollout settings in ns: rollouts stay on unless
 // every selecting policy turns them off, and Secrets stay in the hash
 // unless every selecting policy leaves them out.

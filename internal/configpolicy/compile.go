@@ -100,6 +100,7 @@ func Validate(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Compiled, field.
 			errs = append(errs, invalid(spec.Child("rules").Key(id), "unknown rule id %q (built-in rules: %s; or declare it in spec.customRules)", id, strings.Join(builtinIDs(), ", ")))
 		}
 	}
+	errs = append(errs, validateRevisions(spec, cp.Spec)...)
 	c.pipeline = changecontrol.Identities{Users: cp.Spec.Pipeline.Users, Groups: cp.Spec.Pipeline.Groups}
 	for i, sa := range cp.Spec.Pipeline.ServiceAccounts {
 		u, err := changecontrol.ParseServiceAccount(sa)
@@ -133,6 +134,26 @@ func Validate(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Compiled, field.
 		return nil, errs
 	}
 	return c, nil
+}
+
+// validateRevisions refuses the revision settings that cannot work: a
+// revision is a rollout, and a Secret snapshot is of a Secret that takes
+// part in the hash.
+func validateRevisions(spec *field.Path, s v1alpha1.ConfigPolicySpec) field.ErrorList {
+	var errs field.ErrorList
+	at := spec.Child("revisions")
+	if s.Revisions.Enabled && s.Rollouts.Disabled {
+		errs = append(errs, field.Invalid(at.Child("enabled"), true,
+			"revisions need rollouts: a revision is what a rollout moves pods to, and spec.rollouts.disabled turns rollouts off"))
+	}
+	if s.Revisions.Secrets && !s.Revisions.Enabled {
+		errs = append(errs, field.Invalid(at.Child("secrets"), true, "Secret snapshots need spec.revisions.enabled"))
+	}
+	if s.Revisions.Secrets && s.Rollouts.ExcludeSecrets {
+		errs = append(errs, field.Invalid(at.Child("secrets"), true,
+			"Secret snapshots need Secrets in the config hash, and spec.rollouts.excludeSecrets leaves them out"))
+	}
+	return errs
 }
 
 // Compile is Validate with every problem in one error.

@@ -2,6 +2,8 @@ package configpolicy
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -324,5 +326,41 @@ func TestCustomRuleFailureTakesTheDeclaredAction(t *testing.T) {
 	}
 	if got := a.Settings(ns(nil)).ActionFor(fs[0]); got != rules.Deny {
 		t.Errorf("action = %s, want the declared Deny", got)
+	}
+}
+
+func TestRevisionSettings(t *testing.T) {
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		spec v1alpha1.ConfigPolicySpec
+		want []string
+	}{
+		"revisions":               {v1alpha1.ConfigPolicySpec{Revisions: v1alpha1.RevisionSettings{Enabled: true, Secrets: true}}, nil},
+		"without rollouts":        {v1alpha1.ConfigPolicySpec{Revisions: v1alpha1.RevisionSettings{Enabled: true}, Rollouts: v1alpha1.RolloutSettings{Disabled: true}}, []string{"spec.revisions.enabled"}},
+		"Secrets without them":    {v1alpha1.ConfigPolicySpec{Revisions: v1alpha1.RevisionSettings{Secrets: true}}, []string{"spec.revisions.secrets"}},
+		"Secrets out of the hash": {v1alpha1.ConfigPolicySpec{Revisions: v1alpha1.RevisionSettings{Enabled: true, Secrets: true}, Rollouts: v1alpha1.RolloutSettings{ExcludeSecrets: true}}, []string{"spec.revisions.secrets"}},
+	} {
+		_, errs := Validate(ctx, &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: tc.spec})
+		var got []string
+		for _, e := range errs {
+			got = append(got, e.Field)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", name, errs, tc.want)
+		}
+	}
+	// Two policies: revisions where either turns them on, Secrets where one
+	// that does says so.
+	s, err := New(ctx, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, spec := range []v1alpha1.ConfigPolicySpec{{Revisions: v1alpha1.RevisionSettings{Enabled: true}}, {Revisions: v1alpha1.RevisionSettings{Enabled: true, Secrets: true}}, {}} {
+		if err := s.Load(ctx, &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("p", i), Generation: 1}, Spec: spec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if on, secrets := s.Current().Revisions(nil); !on || !secrets {
+		t.Fatalf("Revisions = %v, %v", on, secrets)
 	}
 }

@@ -63,7 +63,7 @@ const driftDelay = 500 * time.Millisecond
 // DriftOptions configure the drift controller.
 type DriftOptions struct {
 	Keys     *hashkey.Source
-	Settings func(ctx context.Context, namespace string) (enabled, includeSecrets bool, err error)
+	Settings SettingsFunc
 	// Causes is the rollout controller's log of which config changed.
 	Causes *drift.Causes
 	// Reports turns on writing OpenReports Reports; the caller has checked
@@ -205,11 +205,9 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 	if err != nil {
 		return nil, nil, err
 	}
-	enabled, includeSecrets := true, true
-	if d.opts.Settings != nil {
-		if enabled, includeSecrets, err = d.opts.Settings(ctx, ns); err != nil {
-			return nil, nil, err
-		}
+	settings, err := d.opts.Settings.of(ctx, ns)
+	if err != nil {
+		return nil, nil, err
 	}
 	key := d.opts.Keys.Current().Bytes()
 	var out []drift.Status
@@ -239,7 +237,7 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 			// config, so it is never stale (its Report says why it cannot
 			// be judged).
 			spec, _ := w.PodSpec()
-			wanted, counted, err := d.inv.TemplateHash(ctx, key, ns, spec, includeSecrets)
+			wanted, counted, err := d.inv.TemplateHash(ctx, key, ns, spec, settings.Secrets)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -248,11 +246,17 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 				// to be stale against.
 				wanted = template
 			}
+			templateHold := drift.TemplateHoldOf(w, settings.Rollouts)
+			if settings.Revisions && wanted != template && obj.GetAnnotations()[v1alpha1.RolledBackFromAnnotation] == wanted {
+				// Its pods are counted against the revision it was rolled
+				// back to, which configward keeps.
+				templateHold, wanted = drift.RolledBackHold, template
+			}
 			s := drift.Judge(drift.Workload{
 				APIVersion: k.GroupVersionKind().GroupVersion().String(), Kind: k.Kind,
 				Namespace: ns, Name: obj.GetName(), UID: obj.GetUID(),
 				Template: template, Wanted: wanted,
-				TemplateHold: drift.TemplateHoldOf(w, enabled),
+				TemplateHold: templateHold,
 				PodHold:      drift.PodHoldOf(w),
 			}, drift.CountPods(wanted, byWorkload[obj.GetUID()]))
 			s.Changed, s.ChangedAt = d.opts.Causes.Last(dk)

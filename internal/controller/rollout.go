@@ -36,6 +36,7 @@ import (
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -60,9 +61,13 @@ type RolloutOptions struct {
 	// before it is re-stamped, so that several objects changed together
 	// (one `kubectl apply` of three ConfigMaps) give one rollout.
 	BatchWindow time.Duration
-	// Settings returns the rollout settings of the ConfigPolicies selecting
-	// a namespace (nil: rollouts on, Secrets included).
-	Settings func(ctx context.Context, namespace string) (enabled, includeSecrets bool, err error)
+	// Settings returns the rollout and revision settings of the
+	// ConfigPolicies selecting a namespace (nil: rollouts on, Secrets
+	// included, no revisions).
+	Settings SettingsFunc
+	// Snapshots writes the config snapshots a revision names before the
+	// revision is rolled out, where revisions are on.
+	Snapshots *Snapshotter
 	// Rate is how many workloads per second may be re-stamped, across every
 	// kind, so that one ConfigMap shared by a thousand workloads does not
 	// restart them all in the same second. Zero means unpaced.
@@ -101,6 +106,7 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			events:   mgr.GetEventRecorder("configward-rollout"),
 			window:   opts.BatchWindow,
 			settings: opts.Settings,
+			snaps:    opts.Snapshots,
 			pace:     pace,
 			keys:     opts.Keys,
 			causes:   opts.Causes,
@@ -151,7 +157,8 @@ type rollout struct {
 	typ      *workload.Type
 	events   recorder.EventRecorder
 	window   time.Duration
-	settings func(ctx context.Context, namespace string) (enabled, includeSecrets bool, err error)
+	settings SettingsFunc
+	snaps    *Snapshotter
 	pace     *rate.Limiter
 	keys     *hashkey.Source
 	causes   *drift.Causes
@@ -290,16 +297,40 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		r.putBack(req.NamespacedName, changed)
 		return reconcile.Result{}, err
 	}
-	w, hash, err := r.staleHash(ctx, req, len(changed) > 0)
+	w, t, err := r.staleHash(ctx, req, len(changed) > 0)
 	if w.Obj == nil || err != nil {
 		if err != nil {
 			r.putBack(req.NamespacedName, changed)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	hash := t.hash
+	if t.revisions {
+		// A revision is rolled out only once every snapshot it names is
+		// written: its pods would be refused, or read other bytes.
+		if err := r.snaps.ensure(ctx, req.Namespace, t.snaps); err != nil {
+			r.putBack(req.NamespacedName, changed)
+			r.events.Eventf(w.Obj, nil, corev1.EventTypeWarning, "ConfigRevisionBlocked", "Rollout",
+				"%s changed, but a snapshot of the new config could not be written (%v): its pods keep the revision they run until it can", what, err)
+			if blockedReason(err) == "changed" {
+				return reconcile.Result{RequeueAfter: time.Second}, nil // the next look names the newer content
+			}
+			return reconcile.Result{}, err
+		}
+	}
 
 	before := w.Obj.DeepCopyObject().(client.Object)
 	w.SetTemplateAnnotation(v1alpha1.ConfigHashAnnotation, hash)
+	if t.revisions && t.snapshots != "" {
+		w.SetTemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation, t.snapshots)
+	} else {
+		w.RemoveTemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation)
+	}
+	// A rolled-back workload moves on with its config.
+	if a := w.Obj.GetAnnotations(); a[v1alpha1.RolledBackFromAnnotation] != "" {
+		delete(a, v1alpha1.RolledBackFromAnnotation)
+		w.Obj.SetAnnotations(a)
+	}
 	// The optimistic lock makes a concurrent writer win; the conflict
 	// retries and the hash is recomputed on the fresh object.
 	if err := r.client.Patch(ctx, w.Obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -334,57 +365,78 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	return reconcile.Result{}, nil
 }
 
-// staleHash reads the workload and returns it with the hash its template
+// target is what a workload's template should carry now.
+type target struct {
+	hash string
+	// revisions says the namespace has revisions; snaps are the snapshots
+	// the revision names, snapshots their annotation.
+	revisions bool
+	snaps     revision.Snapshots
+	snapshots string
+}
+
+// staleHash reads the workload and returns it with what its template
 // should carry, or a handle without object when nothing is to be done: the
 // workload is gone, controlled by another, opted out, not stamped yet with
 // no config change to account for (installing configward restarts
-// nothing), or up to date. changed says whether config it consumes changed
-// since the last reconcile, for the metrics of workloads left alone.
-func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed bool) (workload.Object, string, error) {
+// nothing), up to date, or rolled back to a revision whose config has not
+// changed since. changed says whether config it consumes changed since the
+// last reconcile, for the metrics of workloads left alone.
+func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed bool) (workload.Object, target, error) {
 	none := workload.Object{}
 	w := r.typ.Wrap(r.typ.New())
 	if err := r.client.Get(ctx, req.NamespacedName, w.Obj); err != nil {
-		return none, "", err
+		return none, target{}, err
 	}
 	if w.Controlled() {
-		return none, "", nil
+		return none, target{}, nil
 	}
 	if _, ref := w.TemplateRef(); ref {
 		// Never stamped (see admission's templateRefAnswer); a referenced
 		// Deployment rolls on its own and Argo follows it.
-		return none, "", nil
+		return none, target{}, nil
 	}
 	current, stamped := w.ConfigHash()
 	if w.RolloutsDisabled() {
 		if changed {
 			rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.OptedOut.Reason).Inc()
 		}
-		return none, "", nil
+		return none, target{}, nil
 	}
 	if !stamped && !changed {
-		return none, "", nil
+		return none, target{}, nil
 	}
-	enabled, includeSecrets := true, true
-	if r.settings != nil {
-		var err error
-		if enabled, includeSecrets, err = r.settings(ctx, req.Namespace); err != nil {
-			return none, "", err
-		}
+	settings, err := r.settings.of(ctx, req.Namespace)
+	if err != nil {
+		return none, target{}, err
 	}
-	if !enabled {
+	if !settings.Rollouts {
 		if changed {
 			rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.PolicyDisabled.Reason).Inc()
 		}
-		return none, "", nil
+		return none, target{}, nil
 	}
 	// Declared kinds whose template is no pod spec were refused at
 	// admission; the spec read is then empty and counts nothing.
 	spec, _ := w.PodSpec()
-	hash, counted, err := r.inv.TemplateHash(ctx, r.keys.Current().Bytes(), req.Namespace, spec, includeSecrets)
+	key := r.keys.Current().Bytes()
+	hash, counted, err := r.inv.TemplateHash(ctx, key, req.Namespace, spec, settings.Secrets)
 	if err != nil || counted == 0 || hash == current {
-		return none, "", err
+		return none, target{}, err
 	}
-	return w, hash, nil
+	t := target{hash: hash, revisions: settings.Revisions}
+	if settings.Revisions {
+		if marker := w.Obj.GetAnnotations()[v1alpha1.RolledBackFromAnnotation]; marker == hash {
+			// Rolled back (kubectl rollout undo) from the config it still
+			// has: the restored revision stays until that config changes.
+			return none, target{}, nil
+		}
+		if t.snaps, err = r.inv.Snapshots(ctx, key, req.Namespace, spec, settings.RevisionSecrets); err != nil {
+			return none, target{}, err
+		}
+		t.snapshots = t.snaps.Encode()
+	}
+	return w, t, nil
 }
 
 // The rollout controller reads config and workloads, patches pod templates

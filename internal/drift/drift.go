@@ -36,6 +36,11 @@ const (
 	// NotRolled: some pods run old config and nothing will replace them
 	// until someone acts (a paused Deployment, OnDelete, a Job, opted out).
 	NotRolled State = "not-rolled"
+	// RolledBack: the workload was rolled back (kubectl rollout undo) to
+	// an earlier revision, whose pods read that revision's config
+	// snapshots; it stays there until its config changes again or a new
+	// revision is deployed. Its pods are counted against that revision.
+	RolledBack State = "rolled-back"
 )
 
 // Hold says why configward leaves a workload's template or pods as they are,
@@ -55,6 +60,10 @@ var (
 	JobImmutable   = Hold{Reason: "job-immutable", Why: "a Job's pod template cannot change", Until: "a new Job is started"}
 	// StartedJobs is a CronJob's: its template gets the new hash, which
 	// the next Job uses, and Jobs already started keep theirs.
+	// RolledBackHold is a workload's that was rolled back to a revision
+	// whose config snapshots exist (revisions on).
+	RolledBackHold = Hold{Reason: "rolled-back", Why: "it was rolled back (kubectl rollout undo) to an earlier revision, whose pods read that revision's config snapshots",
+		Until: "its config changes again or a new revision is deployed"}
 	StartedJobs = Hold{Reason: "cronjob", Why: "Jobs already started keep the config they started with", Until: "they finish; the next Job uses the new config"}
 )
 
@@ -117,6 +126,8 @@ func CountPods(wanted string, byHash map[string]int) Pods {
 func Judge(w Workload, pods Pods) Status {
 	s := Status{Workload: w, Pods: pods}
 	switch {
+	case w.TemplateHold == RolledBackHold:
+		s.State, s.Hold = RolledBack, w.TemplateHold
 	case w.Template != w.Wanted && w.TemplateHold.Reason != "":
 		s.State, s.Hold = NotRolled, w.TemplateHold
 	case w.Template != w.Wanted:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -93,6 +94,8 @@ func CacheOptions() cache.Options {
 			&corev1.ConfigMap{}: {Transform: TransformConfigMap},
 			&corev1.Secret{}:    {Transform: TransformSecret},
 			&corev1.Pod{}:       {Transform: TransformPod},
+			// Read only where revisions are on (WatchHistory).
+			&appsv1.ControllerRevision{}: {Transform: TransformControllerRevision},
 		},
 		DefaultTransform:            TransformWorkload,
 		ReaderFailOnMissingInformer: true,

@@ -96,20 +96,28 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, reports bool) error
 	if err != nil {
 		return err
 	}
-	settings := func(ctx context.Context, namespace string) (bool, bool, error) {
+	settings := func(ctx context.Context, namespace string) (controller.Settings, error) {
 		ns, err := configpolicy.LookupNamespace(ctx, mgr.GetCache(), namespace)
 		if err != nil {
-			return false, false, err
+			return controller.Settings{}, err
 		}
-		enabled, includeSecrets := policies.Current().Rollouts(ns)
-		return enabled, includeSecrets, nil
+		var s controller.Settings
+		active := policies.Current()
+		s.Rollouts, s.Secrets = active.Rollouts(ns)
+		s.Revisions, s.RevisionSecrets = active.Revisions(ns)
+		return s, nil
 	}
+	if err := inventory.WatchHistory(context.Background(), mgr.GetCache()); err != nil {
+		return err
+	}
+	snapshots := controller.NewSnapshotter(mgr, inv, keys)
 	causes := drift.NewCauses()
 	if err := controller.SetupRollouts(mgr, inv, controller.RolloutOptions{
 		Keys:        keys,
 		BatchWindow: o.RolloutBatchWindow,
 		Rate:        o.RolloutRate,
 		Settings:    settings,
+		Snapshots:   snapshots,
 		Causes:      causes,
 	}); err != nil {
 		return err
@@ -117,6 +125,13 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, reports bool) error
 	if err := controller.SetupDrift(mgr, inv, controller.DriftOptions{
 		Keys: keys, Settings: settings, Causes: causes, Reports: reports, Policies: policies,
 	}); err != nil {
+		return err
+	}
+	grace := o.SnapshotGrace
+	if grace == 0 {
+		grace = DefaultSnapshotGrace
+	}
+	if err := controller.SetupRevisions(mgr, inv, controller.RevisionOptions{Settings: settings, Snapshots: snapshots, Grace: grace}); err != nil {
 		return err
 	}
 	changeControl, err := o.ChangeControl.Settings()

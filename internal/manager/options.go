@@ -313,6 +313,9 @@ type Controller struct {
 	// Reports is "auto" (or empty): write OpenReports Reports when their
 	// CRD is served at start; or "off".
 	Reports string
+	// SnapshotGrace is how long a config snapshot nothing names is kept
+	// before it is deleted (zero: the default).
+	SnapshotGrace time.Duration
 	// Restartable lets a second controller process be built in the same Go
 	// process once the first has stopped (controller-runtime refuses two
 	// controllers of one name in a process otherwise). Tests that stop and
@@ -333,6 +336,8 @@ func (c *Controller) AddFlags(fs *pflag.FlagSet) {
 		"How long to wait after a ConfigMap or Secret changes before rolling its consumers, so several objects changed together give one rollout. Longer windows batch more and react later.")
 	fs.Float64Var(&c.RolloutRate, "rollout-rate", DefaultRolloutRate,
 		"Most workloads rolled per second, across every namespace and kind, so that a ConfigMap shared by many workloads does not restart them all in the same second or flood the API server. Each workload is still rolled exactly once. 0 means unpaced.")
+	fs.DurationVar(&c.SnapshotGrace, "snapshot-grace", DefaultSnapshotGrace,
+		"How long a config snapshot (revisions) that no template, ReplicaSet, ControllerRevision, Job or pod names is kept before it is deleted.")
 	fs.StringVar(&c.Reports, "reports", ReportsAuto,
 		"Write one OpenReports Report (openreports.io/v1alpha1) per stamped workload saying whether its pods run its current config: auto writes them when the Report CRD is served when the controller starts (install it later and restart), off never does.")
 }
@@ -342,6 +347,10 @@ const (
 	ReportsAuto = "auto"
 	ReportsOff  = "off"
 )
+
+// DefaultSnapshotGrace keeps an unnamed snapshot long enough for the
+// template that names a snapshot just written to reach the cache.
+const DefaultSnapshotGrace = time.Minute
 
 // DefaultRolloutRate paces rollouts: a thousand workloads sharing one
 // ConfigMap start rolling over about 100 s (see the measurements in
@@ -358,6 +367,9 @@ func (c *Controller) Validate() error {
 	}
 	if c.RolloutBatchWindow < 0 {
 		return fmt.Errorf("--rollout-batch-window must not be negative")
+	}
+	if c.SnapshotGrace < 0 {
+		return fmt.Errorf("--snapshot-grace must not be negative")
 	}
 	if c.Reports != "" && c.Reports != ReportsAuto && c.Reports != ReportsOff {
 		return fmt.Errorf("--reports must be %s or %s, not %q", ReportsAuto, ReportsOff, c.Reports)

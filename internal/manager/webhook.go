@@ -91,6 +91,10 @@ func registerWebhooks(mgr ctrlmanager.Manager, srv *webhookserver.Server, o Webh
 	if err != nil {
 		return nil, err
 	}
+	// Rollbacks are told from other writes by the workload's history.
+	if err := inventory.WatchHistory(context.Background(), mgr.GetCache()); err != nil {
+		return nil, err
+	}
 	changeControl, err := o.ChangeControl.Settings()
 	if err != nil {
 		return nil, err

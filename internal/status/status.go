@@ -76,6 +76,7 @@ func (r Result) Stale() bool {
 // cannot show (a ConfigPolicy's) or that it shows the same way.
 var templateHolds = map[string]drift.Hold{
 	drift.OptedOut.Reason: drift.OptedOut, drift.PolicyDisabled.Reason: drift.PolicyDisabled, drift.JobImmutable.Reason: drift.JobImmutable,
+	drift.RolledBackHold.Reason: drift.RolledBackHold,
 }
 
 // Gather reads the cluster and judges every stamped top-level workload.

@@ -1,7 +1,10 @@
 package workload
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -165,4 +168,33 @@ func (t TemplateRef) RolledThrough() (bool, string) {
 		return false, "configward rolls a referenced template only through a Deployment (a ReplicaSet never replaces its pods)"
 	}
 	return false, "configward does not stamp " + t.Kind + "s"
+}
+
+// SameTemplate reports whether w's pod template equals other's, once the
+// annotations named in ignore are left out of both: configward's own
+// annotations change without the pipeline writing a new revision.
+func (w Object) SameTemplate(other Object, ignore ...string) bool {
+	strip := func(a map[string]string) map[string]string {
+		out := make(map[string]string, len(a))
+		for k, v := range a {
+			if !slices.Contains(ignore, k) {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	if w.Type.custom != nil {
+		mine, _, _ := unstructured.NestedMap(w.unstructured().Object, w.Type.templatePath...)
+		theirs, _, _ := unstructured.NestedMap(other.unstructured().Object, other.Type.templatePath...)
+		for _, m := range []map[string]any{mine, theirs} {
+			for _, k := range ignore {
+				unstructured.RemoveNestedField(m, "metadata", "annotations", k)
+			}
+		}
+		return equality.Semantic.DeepEqual(mine, theirs)
+	}
+	meta, spec := w.Type.template(w.Obj)
+	otherMeta, otherSpec := other.Type.template(other.Obj)
+	return equality.Semantic.DeepEqual(spec, otherSpec) && equality.Semantic.DeepEqual(meta.Labels, otherMeta.Labels) &&
+		equality.Semantic.DeepEqual(strip(meta.Annotations), strip(otherMeta.Annotations))
 }

@@ -131,8 +131,12 @@ func (t *Type) AnnotationPatchPath() string {
 // "configward.dev/config-hash" contain "/", which would otherwise split the
 // pointer.
 func (t *Type) AnnotationKeyPatchPath(key string) string {
-	return t.AnnotationPatchPath() + "/" + pointerEscaper.Replace(key)
+	return t.AnnotationPatchPath() + "/" + EscapePointer(key)
 }
+
+// EscapePointer escapes one token of a JSON pointer (RFC 6901): annotation
+// keys such as "configward.dev/config-hash" contain "/".
+func EscapePointer(token string) string { return pointerEscaper.Replace(token) }
 
 // Items returns the objects of a list NewList made.
 func Items(list client.ObjectList) []client.Object {

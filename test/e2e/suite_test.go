@@ -32,7 +32,7 @@ var (
 // a short batch window so specs wait less, and no pacing, which one spec
 // turns on for itself.
 var suiteController = manager.Controller{Common: manager.Common{ChangeControl: suiteChangeControl, WorkloadKindsFile: workloadKindsFile},
-	RolloutBatchWindow: rolloutBatchWindow}
+	RolloutBatchWindow: rolloutBatchWindow, SnapshotGrace: snapshotGrace}
 
 // kwokNodes is how many fake nodes run the suite's pods.
 const kwokNodes = 3

@@ -9,14 +9,17 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/manager"
 )
@@ -32,6 +35,7 @@ func (e *Env) InstallWebhookConfigurations(ctx context.Context, tweaks ...func(c
 	}
 	e.PointAtLocalWebhook(objs...)
 	for _, o := range objs {
+		pinOnlyRevisionPods(o)
 		for _, t := range tweaks {
 			t(o)
 		}
@@ -40,6 +44,23 @@ func (e *Env) InstallWebhookConfigurations(ctx context.Context, tweaks ...func(c
 		}
 	}
 	return objs, nil
+}
+
+// pinOnlyRevisionPods puts on the Pod path the matchCondition every
+// installation puts there (the chart too): only pods whose template names
+// config snapshots reach it.
+func pinOnlyRevisionPods(o client.Object) {
+	c, ok := o.(*admissionregistrationv1.MutatingWebhookConfiguration)
+	if !ok {
+		return
+	}
+	for i := range c.Webhooks {
+		if c.Webhooks[i].ClientConfig.Service != nil && c.Webhooks[i].ClientConfig.Service.Path != nil && *c.Webhooks[i].ClientConfig.Service.Path == admission.PinPodsPath ||
+			c.Webhooks[i].ClientConfig.URL != nil && strings.HasSuffix(*c.Webhooks[i].ClientConfig.URL, admission.PinPodsPath) {
+			c.Webhooks[i].MatchConditions = append(c.Webhooks[i].MatchConditions,
+				admissionregistrationv1.MatchCondition{Name: "names-config-snapshots", Expression: admission.PinPodsMatchCondition})
+		}
+	}
 }
 
 // DecodeManifests reads a multi-document YAML file into typed objects.

@@ -47,6 +47,12 @@ type ConfigPolicySpec struct {
 	// Rollouts sets config-hash rollouts.
 	// +optional
 	Rollouts RolloutSettings `json:"rollouts,omitempty"`
+	// Revisions gives config history: every content of rollout-mode config
+	// a workload's template names is kept as an immutable snapshot, pods
+	// read their revision's snapshots, and a rollback brings its config
+	// back.
+	// +optional
+	Revisions RevisionSettings `json:"revisions,omitempty"`
 	// CustomRules are rules in Rego, following the contract of
 	// policies/README.md.
 	// +optional
@@ -91,6 +97,24 @@ type RolloutSettings struct {
 	// not roll workloads (for Secrets the application re-reads itself).
 	// +optional
 	ExcludeSecrets bool `json:"excludeSecrets,omitempty"`
+}
+
+// RevisionSettings configures config revisions. Where several policies
+// select a namespace, revisions are on when any of them turns them on, and
+// Secrets are copied when any of them that turns revisions on says so.
+type RevisionSettings struct {
+	// Enabled keeps an immutable snapshot of each content of the
+	// rollout-mode ConfigMaps that workloads in the selected namespaces
+	// consume, and points each pod at its revision's snapshots. Needs
+	// rollouts (a policy cannot turn both revisions on and rollouts off).
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+	// Secrets snapshots Secrets too: configward's controller then reads
+	// Secret values (from the API server, never cached) to copy them.
+	// Needs Enabled, and Secrets in the config hash (not
+	// rollouts.excludeSecrets).
+	// +optional
+	Secrets bool `json:"secrets,omitempty"`
 }
 
 // CustomRule is one rule written in Rego.

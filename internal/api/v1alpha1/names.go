@@ -40,6 +40,29 @@ const (
 	// config-hash rollouts.
 	RolloutAnnotation = "configward.dev/rollout"
 	RolloutDisabled   = "disabled"
+	// ConfigSnapshotsAnnotation on a pod template, beside the config hash,
+	// names the snapshot of each ConfigMap and Secret the revision reads
+	// ("ConfigMap/app=app-1f2e3d4c5b,Secret/db=db-6a7b8c9d0e"), where a
+	// ConfigPolicy turns revisions on. Pods inherit it, and each pod's
+	// references are pointed at those snapshots when it is created.
+	ConfigSnapshotsAnnotation = "configward.dev/config-snapshots"
+	// RolledBackFromAnnotation on a workload (not its template) records the
+	// config hash it was rolled back from (kubectl rollout undo to a
+	// revision with snapshots): configward leaves the restored revision in
+	// place until that config changes again or a new revision is written.
+	RolledBackFromAnnotation = "configward.dev/rolled-back-from"
+)
+
+// Config snapshots: immutable copies configward keeps of each content of a
+// ConfigMap or Secret that a revision reads.
+const (
+	// SnapshotLabel is SnapshotLabelValue on every snapshot, so configward
+	// finds them and nobody else's selectors do by accident.
+	SnapshotLabel      = "configward.dev/snapshot"
+	SnapshotLabelValue = "true"
+	// SnapshotOfAnnotation on a snapshot names the object it copies (names
+	// outlive the 63-character limit of label values).
+	SnapshotOfAnnotation = "configward.dev/snapshot-of"
 )
 
 // Labels configward maintains on Namespaces. They scope the fail-closed

@@ -1,0 +1,101 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/revision"
+	"github.com/configward/configward/internal/webhookserver"
+)
+
+// PinPodsPath is where pods are pointed at their revision's config.
+const PinPodsPath = "/mutate-pod-config"
+
+// The Pod path sees only pods whose template names config snapshots: the
+// webhook configurations match on the annotation (a matchCondition), so the
+// pods of workloads without revisions never reach it. It fails open: while
+// configward is down, a pod of a revision starts on the originals' live
+// bytes rather than not at all, and the controller says so for every pod
+// that did (ConfigRevisionNotPinned). A later mutating webhook that changes
+// what the pod consumes has it pinned again.
+//
+// +kubebuilder:webhook:path=/mutate-pod-config,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=pod-config.configward.dev,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=5
+
+// PinPodsMatchCondition is the CEL matchCondition every installation puts
+// on the Pod path (controller-gen's markers cannot express one): only the
+// pods whose template names config snapshots are sent to it.
+const PinPodsMatchCondition = `has(object.metadata.annotations) && '` + v1alpha1.ConfigSnapshotsAnnotation + `' in object.metadata.annotations`
+
+var podReviews = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "configward_revision_pod_reviews_total",
+	Help: "Pod creations the Pod path judged, by result: pinned (pointed at its revision's snapshots), waiting (refused until a snapshot is written), unnamed (no snapshots to pin). Dry-runs are counted too.",
+}, []string{"result"})
+
+func init() { metrics.Registry.MustRegister(podReviews) }
+
+// PinPods rewrites, at a pod's creation, its references to the ConfigMaps
+// and Secrets its revision read into references to their snapshots, named
+// by the pod's own configward.dev/config-snapshots annotation (inherited
+// from its template): the pod alone decides, so no cache lag can give it
+// other bytes. A snapshot not written yet refuses the pod; its controller
+// creates it again.
+type PinPods struct {
+	Inventory *inventory.Inventory
+}
+
+// Scope implements webhookserver.Handler.
+func (h *PinPods) Scope() webhookserver.Scope[string] {
+	return webhookserver.Scope[string]{
+		Operations: []admissionv1.Operation{admissionv1.Create},
+		Unjudged:   "configward pins no config of %s",
+		Kind: func(gk schema.GroupKind) (webhookserver.Kind[string], bool) {
+			if gk != (schema.GroupKind{Kind: "Pod"}) {
+				return webhookserver.Kind[string]{}, false
+			}
+			return webhookserver.Kind[string]{Info: "Pod", Resource: "pods", New: func() client.Object { return &corev1.Pod{} }, OnePassVersion: "v1"}, true
+		},
+	}
+}
+
+// Review implements webhookserver.Handler.
+func (h *PinPods) Review(ctx context.Context, r *webhookserver.Review[string]) admission.Response {
+	pod := r.Object.(*corev1.Pod)
+	value, ok := pod.Annotations[v1alpha1.ConfigSnapshotsAnnotation]
+	if !ok || value == "" {
+		podReviews.WithLabelValues("unnamed").Inc()
+		return admission.Allowed("no config snapshots named")
+	}
+	snaps, err := revision.Decode(value)
+	if err != nil {
+		return admission.Denied(fmt.Sprintf("[config-revision] Pod %s/%s: its %s annotation is not one configward wrote (%v), so its config cannot be pinned. "+
+			"Remove the annotation from the pod template; configward stamps it again.", r.Namespace, r.Name(), v1alpha1.ConfigSnapshotsAnnotation, err))
+	}
+	for _, src := range snaps.Sorted() {
+		written, err := h.Inventory.SnapshotWritten(ctx, r.Namespace, src, snaps[src])
+		if err != nil {
+			return admission.Errored(500, fmt.Errorf("configward: looking up snapshot %s: %w", snaps[src], err))
+		}
+		if !written {
+			podReviews.WithLabelValues("waiting").Inc()
+			return admission.Denied(fmt.Sprintf("[config-revision] snapshot %s of %s %s/%s is not written yet: Pod %s/%s must read exactly its revision's config, "+
+				"so it waits for configward's controller to write it (the pod's controller retries). If it does not come, see the Events of the workload.",
+				snaps[src], src.Kind, r.Namespace, src.Name, r.Namespace, r.Name()))
+		}
+	}
+	ops, _ := revision.PodPatch(&pod.Spec, snaps)
+	podReviews.WithLabelValues("pinned").Inc()
+	if len(ops) == 0 {
+		return admission.Allowed("its references name no snapshotted config")
+	}
+	return admission.Patched("pointed at its revision's config snapshots", ops...)
+}

@@ -1,0 +1,309 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/revision"
+	"github.com/configward/configward/internal/workload"
+)
+
+// The revisions controller keeps each namespace's config snapshots in step
+// with what can still create pods there. A snapshot lives as long as a
+// workload's template, a ReplicaSet or ControllerRevision of its history, a
+// Job or a pod names it; then it is deleted. The tie is computed here, not
+// kept in owner references: a snapshot shared by a thousand Deployments
+// would otherwise carry thousands of them, rewritten on every new
+// ReplicaSet, beside up to 1 MiB of data. It also writes the snapshots a
+// template names that are not written yet (a pipeline that applies a
+// workload with new config at once), and says so for every pod that
+// started without its revision's config (created while configward's Pod
+// path was down).
+//
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch
+
+var (
+	snapshotsDeleted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "configward_snapshots_deleted_total",
+		Help: "Config snapshots the controller deleted once nothing that can create pods named them.",
+	})
+	snapshotsKept = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "configward_snapshots",
+		Help: "Config snapshots in a namespace (ConfigMaps and Secrets configward copied for revisions).",
+	}, []string{"namespace"})
+	podsNotPinned = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "configward_pods_not_pinned_total",
+		Help: "Pods whose template names config snapshots but whose references name the originals: created while configward's Pod path was down (it fails open), they read the originals' live bytes.",
+	})
+)
+
+func init() { metrics.Registry.MustRegister(snapshotsDeleted, snapshotsKept, podsNotPinned) }
+
+// RevisionOptions configure the revisions controller.
+type RevisionOptions struct {
+	Settings  SettingsFunc
+	Snapshots *Snapshotter
+	// Grace is how long a snapshot no one names is kept: a template that
+	// names a snapshot just written may not be in the cache yet.
+	Grace time.Duration
+}
+
+// SetupRevisions registers the revisions controller, which reconciles
+// namespaces.
+func SetupRevisions(mgr ctrl.Manager, inv *inventory.Inventory, opts RevisionOptions) error {
+	r := &revisions{client: mgr.GetClient(), cache: mgr.GetCache(), inv: inv, opts: opts,
+		events: mgr.GetEventRecorder("configward-revisions"), unnamedSince: map[types.UID]time.Time{}, reported: map[types.UID]string{}}
+	for _, k := range inv.WatchedKinds() {
+		if t, _ := inv.Registry().Type(k.GroupKind()); t.Rolled() {
+			r.types = append(r.types, t)
+		}
+	}
+	b := ctrl.NewControllerManagedBy(mgr).Named("revisions")
+	watched := []client.Object{&corev1.Pod{}, &appsv1.ReplicaSet{}, &appsv1.ControllerRevision{}, &batchv1.Job{},
+		&corev1.ConfigMap{}, &corev1.Secret{}}
+	for _, t := range r.types {
+		watched = append(watched, t.New())
+	}
+	for _, obj := range watched {
+		b = b.Watches(obj, namespaceOf(nil))
+	}
+	return b.Complete(r)
+}
+
+type revisions struct {
+	client client.Client
+	// cache lists snapshots: the manager's client refuses ConfigMap reads
+	// (they hold digests only), which is all a snapshot's identity needs.
+	cache  client.Reader
+	inv    *inventory.Inventory
+	opts   RevisionOptions
+	types  []*workload.Type
+	events recorder.EventRecorder
+
+	mu sync.Mutex
+	// unnamedSince is when a snapshot was first seen named by nothing.
+	unnamedSince map[types.UID]time.Time
+	// reported holds the pods already reported as not pinned, with their
+	// namespace.
+	reported map[types.UID]string
+}
+
+// named is what the objects of a namespace name: the snapshots (by kind
+// and name), and the revisions whose snapshots must exist because they
+// can still create pods.
+type named struct {
+	snapshots map[revision.Source]bool
+	creators  []revision.Snapshots
+	pods      []*corev1.Pod
+}
+
+func (r *revisions) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ns := req.Name
+	n, err := r.named(ctx, ns)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	settings, err := r.opts.Settings.of(ctx, ns)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if settings.Revisions {
+		for _, snaps := range n.creators {
+			if err := r.opts.Snapshots.ensure(ctx, ns, snaps); err != nil {
+				// The rollout that named it says why; pods wait.
+				ctrl.LoggerFrom(ctx).Info("a snapshot a revision names cannot be written", "namespace", ns, "error", err.Error())
+			}
+		}
+	}
+	r.reportUnpinned(ns, n.pods)
+	requeue, err := r.collect(ctx, ns, n)
+	return reconcile.Result{RequeueAfter: requeue}, err
+}
+
+// named reads what the namespace's objects name, from the cache.
+func (r *revisions) named(ctx context.Context, ns string) (named, error) {
+	n := named{snapshots: map[revision.Source]bool{}}
+	add := func(annotation string, creates bool) {
+		snaps, err := revision.Decode(annotation)
+		if err != nil || len(snaps) == 0 {
+			return
+		}
+		for src, snap := range snaps {
+			n.snapshots[revision.Source{Kind: src.Kind, Name: snap}] = true
+		}
+		if creates {
+			n.creators = append(n.creators, snaps)
+		}
+	}
+	in := []client.ListOption{client.InNamespace(ns), client.UnsafeDisableDeepCopy}
+	// Top-level workloads of every rolled kind, and what their own
+	// controllers keep: ReplicaSets, Jobs (a CronJob's), ControllerRevisions.
+	for _, t := range r.types {
+		list := t.NewList()
+		if err := r.client.List(ctx, list, in...); err != nil {
+			return n, fmt.Errorf("listing %s: %w", t.Resource, err)
+		}
+		for _, obj := range workload.Items(list) {
+			v, _ := t.Wrap(obj).TemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation)
+			add(v, true)
+		}
+	}
+	var crs appsv1.ControllerRevisionList
+	if err := r.client.List(ctx, &crs, in...); err != nil {
+		return n, fmt.Errorf("listing controllerrevisions: %w", err)
+	}
+	for i := range crs.Items {
+		add(inventory.RevisionAnnotations(&crs.Items[i])[v1alpha1.ConfigSnapshotsAnnotation], true)
+	}
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, in...); err != nil {
+		return n, fmt.Errorf("listing pods: %w", err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		add(p.Annotations[v1alpha1.ConfigSnapshotsAnnotation], false)
+		// What it mounts counts too: it read those bytes at start.
+		for _, c := range refs.Consumed(refs.FromPodSpec(&p.Spec)) {
+			n.snapshots[revision.Source{Kind: c.Kind, Name: c.Name}] = true
+		}
+		n.pods = append(n.pods, p)
+	}
+	return n, nil
+}
+
+// reportUnpinned records, once per pod, a pod that names snapshots in its
+// annotation but reads the originals: it started while the Pod path was
+// down (the webhook fails open), on the originals' live bytes.
+func (r *revisions) reportUnpinned(ns string, pods []*corev1.Pod) {
+	live := map[types.UID]bool{}
+	for _, p := range pods {
+		live[p.UID] = true
+	}
+	r.mu.Lock()
+	for uid, podNS := range r.reported {
+		if podNS == ns && !live[uid] {
+			delete(r.reported, uid)
+		}
+	}
+	r.mu.Unlock()
+	for _, p := range pods {
+		snaps, err := revision.Decode(p.Annotations[v1alpha1.ConfigSnapshotsAnnotation])
+		if err != nil || len(snaps) == 0 {
+			continue
+		}
+		var unpinned []string
+		for _, c := range refs.Consumed(refs.FromPodSpec(&p.Spec)) {
+			if _, ok := snaps[revision.Source{Kind: c.Kind, Name: c.Name}]; ok {
+				unpinned = append(unpinned, string(c.Kind)+"/"+c.Name)
+			}
+		}
+		r.mu.Lock()
+		_, seen := r.reported[p.UID]
+		first := len(unpinned) > 0 && !seen
+		if first {
+			r.reported[p.UID] = p.Namespace
+		}
+		r.mu.Unlock()
+		if first {
+			podsNotPinned.Inc()
+			r.events.Eventf(p, nil, corev1.EventTypeWarning, "ConfigRevisionNotPinned", "Pin",
+				"the pod reads %v, not its revision's snapshots (%s): it was created while configward's Pod path was not reachable, so it runs on their live bytes; delete it to have it recreated on its revision's config",
+				unpinned, snaps.Encode())
+		}
+	}
+}
+
+// collect deletes the namespace's snapshots that nothing has named for the
+// grace period, and says when to look again for the others.
+func (r *revisions) collect(ctx context.Context, ns string, n named) (time.Duration, error) {
+	sel := client.MatchingLabels{v1alpha1.SnapshotLabel: v1alpha1.SnapshotLabelValue}
+	var cms corev1.ConfigMapList
+	if err := r.cache.List(ctx, &cms, client.InNamespace(ns), sel); err != nil {
+		return 0, fmt.Errorf("listing snapshots: %w", err)
+	}
+	var secrets corev1.SecretList
+	if err := r.cache.List(ctx, &secrets, client.InNamespace(ns), sel); err != nil {
+		return 0, fmt.Errorf("listing snapshots: %w", err)
+	}
+	var snaps []client.Object
+	for i := range cms.Items {
+		snaps = append(snaps, &cms.Items[i])
+	}
+	for i := range secrets.Items {
+		snaps = append(snaps, &secrets.Items[i])
+	}
+	if len(snaps) == 0 {
+		snapshotsKept.DeleteLabelValues(ns)
+	} else {
+		snapshotsKept.WithLabelValues(ns).Set(float64(len(snaps)))
+	}
+	now, next := time.Now(), time.Duration(0)
+	for _, s := range snaps {
+		kind := refs.ConfigMap
+		if _, ok := s.(*corev1.Secret); ok {
+			kind = refs.Secret
+		}
+		if n.snapshots[revision.Source{Kind: kind, Name: s.GetName()}] {
+			r.forget(s.GetUID())
+			continue
+		}
+		since := r.unnamed(s.GetUID(), now)
+		if created := s.GetCreationTimestamp().Time; created.After(since) {
+			since = created
+		}
+		if wait := since.Add(r.opts.Grace).Sub(now); wait > 0 {
+			if next == 0 || wait < next {
+				next = wait
+			}
+			continue
+		}
+		// The UID and version it was judged at: a snapshot written again
+		// under the same name meanwhile is not deleted.
+		uid, rv := s.GetUID(), s.GetResourceVersion()
+		err := r.client.Delete(ctx, s, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		if client.IgnoreNotFound(err) != nil {
+			return 0, fmt.Errorf("deleting snapshot %s/%s: %w", ns, s.GetName(), err)
+		}
+		r.forget(uid)
+		snapshotsDeleted.Inc()
+	}
+	if next > 0 {
+		next += time.Second
+	}
+	return next, nil
+}
+
+func (r *revisions) unnamed(uid types.UID, now time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, ok := r.unnamedSince[uid]; ok {
+		return t
+	}
+	r.unnamedSince[uid] = now
+	return now
+}
+
+func (r *revisions) forget(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.unnamedSince, uid)
+}

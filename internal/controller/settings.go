@@ -1,0 +1,26 @@
+package controller
+
+import "context"
+
+// Settings are what the ConfigPolicies selecting a namespace say of
+// rollouts and revisions there (see configpolicy.Active).
+type Settings struct {
+	// Rollouts: config-hash rollouts are on; Secrets: Secrets take part in
+	// the hash.
+	Rollouts, Secrets bool
+	// Revisions: config snapshots are kept; RevisionSecrets: of Secrets too.
+	Revisions, RevisionSecrets bool
+}
+
+// SettingsFunc returns a namespace's Settings.
+type SettingsFunc func(ctx context.Context, namespace string) (Settings, error)
+
+// defaults are the settings without any ConfigPolicy.
+var defaults = Settings{Rollouts: true, Secrets: true}
+
+func (f SettingsFunc) of(ctx context.Context, namespace string) (Settings, error) {
+	if f == nil {
+		return defaults, nil
+	}
+	return f(ctx, namespace)
+}

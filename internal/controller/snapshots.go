@@ -1,0 +1,155 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/configward/configward/internal/digest"
+	"github.com/configward/configward/internal/hashkey"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/revision"
+)
+
+// Config snapshots are written only here, by the controller's identity,
+// from values read from the API server (the cache holds digests only), and
+// deleted by the revisions controller once nothing that can create pods
+// names them.
+//
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=create;delete
+
+var (
+	snapshotsWritten = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configward_snapshots_written_total",
+		Help: "Config snapshots the controller wrote, by kind (ConfigMap, Secret).",
+	}, []string{"kind"})
+	snapshotsBlocked = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configward_snapshots_blocked_total",
+		Help: "Config snapshots the controller could not write, by reason: quota (a ResourceQuota), forbidden (no RBAC), changed (the original's content moved on before it was copied), missing (the original is gone), error.",
+	}, []string{"reason"})
+)
+
+func init() { metrics.Registry.MustRegister(snapshotsWritten, snapshotsBlocked) }
+
+// Snapshotter writes the snapshots a revision names.
+type Snapshotter struct {
+	inv *inventory.Inventory
+	// live reads originals, with their values, from the API server.
+	live   client.Reader
+	client client.Client
+	keys   *hashkey.Source
+}
+
+// NewSnapshotter writes snapshots with the manager's client, reading
+// originals through its API reader.
+func NewSnapshotter(mgr ctrl.Manager, inv *inventory.Inventory, keys *hashkey.Source) *Snapshotter {
+	return &Snapshotter{inv: inv, live: mgr.GetAPIReader(), client: mgr.GetClient(), keys: keys}
+}
+
+// blocked is why a snapshot could not be written; the revision that names
+// it must not be rolled out.
+type blocked struct {
+	reason string
+	err    error
+}
+
+func (b *blocked) Error() string { return b.err.Error() }
+func (b *blocked) Unwrap() error { return b.err }
+
+// blockedReason is the metric reason of err, "" when err is nil.
+func blockedReason(err error) string {
+	var b *blocked
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &b):
+		return b.reason
+	}
+	return "error"
+}
+
+// ensure writes every snapshot of snaps that is not in the cache yet, each
+// copied from its original as the API server holds it now. An original
+// whose content no longer gives the snapshot's name changed again since
+// the revision was named: that snapshot can no longer be written.
+func (s *Snapshotter) ensure(ctx context.Context, namespace string, snaps revision.Snapshots) error {
+	for _, src := range snaps.Sorted() {
+		name := snaps[src]
+		ok, err := s.inv.SnapshotWritten(ctx, namespace, src, name)
+		if err != nil {
+			return err
+		}
+		if ok {
+			continue
+		}
+		if err := s.write(ctx, namespace, src, name); err != nil {
+			snapshotsBlocked.WithLabelValues(blockedReason(err)).Inc()
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Snapshotter) write(ctx context.Context, namespace string, src revision.Source, name string) error {
+	key := types.NamespacedName{Namespace: namespace, Name: src.Name}
+	var snap client.Object
+	var content string
+	switch src.Kind {
+	case refs.ConfigMap:
+		var cm corev1.ConfigMap
+		if err := s.live.Get(ctx, key, &cm); err != nil {
+			return readFailed(src, namespace, err)
+		}
+		content = digest.Content(digest.KeyDigests(cm.Data, cm.BinaryData), nil)
+		snap = revision.ConfigMapSnapshot(&cm, name)
+	case refs.Secret:
+		// The values live only in this call: copied, never logged or kept.
+		var sec corev1.Secret
+		if err := s.live.Get(ctx, key, &sec); err != nil {
+			return readFailed(src, namespace, err)
+		}
+		content = digest.Content(digest.SecretKeyDigests(sec.Data), nil)
+		snap = revision.SecretSnapshot(&sec, name)
+	default:
+		return fmt.Errorf("no snapshots of %s", src.Kind)
+	}
+	if revision.SnapshotName(s.keys.Current().Bytes(), namespace, src.Kind, src.Name, content) != name {
+		return &blocked{"changed", fmt.Errorf("%s %s/%s changed again before snapshot %s of it was written", src.Kind, namespace, src.Name, name)}
+	}
+	err := s.client.Create(ctx, snap)
+	switch {
+	case err == nil:
+		snapshotsWritten.WithLabelValues(string(src.Kind)).Inc()
+		return nil
+	case apierrors.IsAlreadyExists(err):
+		return nil // written by an earlier attempt; the cache is behind
+	case apierrors.IsForbidden(err) && isQuota(err):
+		return &blocked{"quota", fmt.Errorf("a ResourceQuota refused snapshot %s of %s %s/%s: %w", name, src.Kind, namespace, src.Name, err)}
+	case apierrors.IsForbidden(err):
+		return &blocked{"forbidden", fmt.Errorf("writing snapshot %s of %s %s/%s was refused (the chart grants it with revisions.enabled): %w", name, src.Kind, namespace, src.Name, err)}
+	}
+	return fmt.Errorf("writing snapshot %s of %s %s/%s: %w", name, src.Kind, namespace, src.Name, err)
+}
+
+func readFailed(src revision.Source, namespace string, err error) error {
+	if apierrors.IsNotFound(err) {
+		return &blocked{"missing", fmt.Errorf("%s %s/%s is gone, so the snapshot of it cannot be written", src.Kind, namespace, src.Name)}
+	}
+	return fmt.Errorf("reading %s %s/%s: %w", src.Kind, namespace, src.Name, err)
+}
+
+// isQuota reports whether a refusal came from a ResourceQuota.
+func isQuota(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status) && strings.Contains(status.Status().Message, "exceeded quota")
+}

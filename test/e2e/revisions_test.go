@@ -1,0 +1,210 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+)
+
+// snapshotGrace is how long the suite's controller keeps a snapshot that
+// nothing names.
+const snapshotGrace = 2 * time.Second
+
+// revisionsNamespace returns a namespace a ConfigPolicy gives revisions
+// (tag names the policy, so specs' policies never meet).
+func revisionsNamespace(tag, settings string) string {
+	ns := newNamespace("revisions", map[string]string{policyLabel: tag})
+	applyPolicy(policyYAML("revisions-"+tag, tag, "revisions: {"+settings+"}"))
+	Eventually(policyReady("revisions-"+tag), 10*time.Second).Should(HaveField("Status", metav1.ConditionTrue))
+	return ns
+}
+
+// readsOf says, for each pod labelled app=<app> that is not being deleted,
+// which ConfigMap its "config" volume names and what that ConfigMap holds
+// under key, as "name=value": the bytes the pod reads, from the API.
+func readsOf(ns, app, key string) func() []string {
+	return func() []string {
+		var pods corev1.PodList
+		Expect(env.Client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{"app": app})).To(Succeed())
+		var out []string
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			for _, v := range p.Spec.Volumes {
+				if v.ConfigMap == nil {
+					continue
+				}
+				var cm corev1.ConfigMap
+				value := "<missing>"
+				if env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: v.ConfigMap.Name}, &cm) == nil {
+					value = cm.Data[key]
+				}
+				out = append(out, v.ConfigMap.Name+"="+value)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+}
+
+// snapshotsOf lists the snapshots of ConfigMap cm in ns, by name, with the
+// value under key.
+func snapshotsOf(ns, cm, key string) func() map[string]string {
+	return func() map[string]string {
+		var list corev1.ConfigMapList
+		Expect(env.Client.List(context.Background(), &list, client.InNamespace(ns),
+			client.MatchingLabels{v1alpha1.SnapshotLabel: v1alpha1.SnapshotLabelValue})).To(Succeed())
+		out := map[string]string{}
+		for _, s := range list.Items {
+			if s.Annotations[v1alpha1.SnapshotOfAnnotation] == cm {
+				Expect(s.Immutable).To(HaveValue(BeTrue()), "a snapshot is immutable")
+				out[s.Name] = s.Data[key]
+			}
+		}
+		return out
+	}
+}
+
+// valuesOf are the values of reads ("name=value"), without the names.
+func valuesOf(reads []string) []string {
+	var out []string
+	for _, r := range reads {
+		_, v, _ := strings.Cut(r, "=")
+		out = append(out, v)
+	}
+	return out
+}
+
+var _ = Describe("config revisions", func() {
+	It("pins every pod to its revision's bytes, old ReplicaSet included, and a rollback brings its config back", func() {
+		ns := revisionsNamespace("pin", "enabled: true")
+		cm := func(level string) string { return configMap(ns, "cfg", map[string]string{"level": level}, nil) }
+		applyWhenSeen(ns, []string{cm("info")}, map[string][]string{"cfg": nil}, replicatedDeployment(ns, "web", "cfg", 3))
+		Eventually(readsOf(ns, "web", "level"), rolloutTimeout).Should(HaveLen(3))
+		Eventually(func() []string { return valuesOf(readsOf(ns, "web", "level")()) }, rolloutTimeout).Should(ConsistOf("info", "info", "info"))
+		first := readsOf(ns, "web", "level")()
+		Expect(first[0]).To(HavePrefix("cfg-"), "pods name a snapshot, not the ConfigMap")
+		Expect(snapshotsOf(ns, "cfg", "level")()).To(HaveLen(1))
+
+		By("a change rolls the Deployment onto a snapshot of the new content")
+		apply(cm("debug"))
+		Eventually(func() []string { return valuesOf(readsOf(ns, "web", "level")()) }, rolloutTimeout).Should(ConsistOf("debug", "debug", "debug"))
+		rolloutStatus(ns, "deployment/web")
+		Expect(snapshotsOf(ns, "cfg", "level")()).To(HaveLen(2), "one snapshot per content")
+
+		By("kubectl rollout undo: the restored revision's pods read the old bytes, and nothing moves it on")
+		res := env.Kubectl("", "rollout", "undo", "deployment/web", "-n", ns)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(res.Stderr).To(ContainSubstring("[config-revision] Deployment " + ns + "/web: rolled back to the revision with config hash"))
+		Eventually(func() []string { return valuesOf(readsOf(ns, "web", "level")()) }, rolloutTimeout).Should(ConsistOf("info", "info", "info"))
+		rolloutStatus(ns, "deployment/web")
+		Expect(readsOf(ns, "web", "level")()).To(Equal(first), "the same snapshot as before the change")
+		var d appsv1.Deployment
+		Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, &d)).To(Succeed())
+		rolledBack := d.Spec.Template.Annotations[v1alpha1.ConfigHashAnnotation]
+		Expect(d.Annotations).To(HaveKey(v1alpha1.RolledBackFromAnnotation))
+		Consistently(stateOf("Deployment", ns, "web"), settle).Should(HaveField("Hash", rolledBack), "no re-stamp follows a rollback")
+		Eventually(status("-n", ns), 15*time.Second).Should(HaveField("Table", ContainSubstring("rolled-back")))
+
+		By("the next config change rolls it forward again")
+		apply(cm("warn"))
+		Eventually(func() []string { return valuesOf(readsOf(ns, "web", "level")()) }, rolloutTimeout).Should(ConsistOf("warn", "warn", "warn"))
+		Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, &d)).To(Succeed())
+		Expect(d.Annotations).NotTo(HaveKey(v1alpha1.RolledBackFromAnnotation))
+	})
+
+	It("gives the pods a paused rollout's old ReplicaSet creates the old bytes", func() {
+		ns := revisionsNamespace("paused", "enabled: true")
+		cm := func(level string) string { return configMap(ns, "cfg", map[string]string{"level": level}, nil) }
+		applyWhenSeen(ns, []string{cm("info")}, map[string][]string{"cfg": nil}, replicatedDeployment(ns, "web", "cfg", 2))
+		Eventually(runningPods(ns, "web"), rolloutTimeout).Should(Equal(2))
+		Expect(env.Kubectl("", "rollout", "pause", "deployment/web", "-n", ns).ExitCode).To(Equal(0))
+		apply(cm("debug"))
+		// Paused: the template gets the new revision, no pod is replaced.
+		Eventually(func() int { return len(replicaSetsOf(ns, "web")) }, 15*time.Second).Should(Equal(1))
+		Eventually(stateOf("Deployment", ns, "web"), 15*time.Second).Should(HaveField("Hash", Not(BeEmpty())))
+		Expect(env.Kubectl("", "scale", "deployment/web", "--replicas=4", "-n", ns).ExitCode).To(Equal(0))
+		Eventually(func() []string { return valuesOf(readsOf(ns, "web", "level")()) }, rolloutTimeout).Should(ConsistOf("info", "info", "info", "info"))
+	})
+
+	It("never copies hot config, and leaves the pods of namespaces without revisions alone", func() {
+		ns := revisionsNamespace("hot", "enabled: true")
+		hot := configMap(ns, "flags", map[string]string{"level": "info"}, map[string]string{v1alpha1.ReloadAnnotation: "hot"})
+		before := counter("configward_revision_pod_reviews_total", nil)
+		apply(hot, replicatedDeployment(ns, "web", "flags", 1))
+		Eventually(runningPods(ns, "web"), rolloutTimeout).Should(Equal(1))
+		Expect(readsOf(ns, "web", "level")()).To(Equal([]string{"flags=info"}))
+		Expect(snapshotsOf(ns, "flags", "level")()).To(BeEmpty())
+
+		plain := rolloutNamespace()
+		applyWhenSeen(plain, []string{configMap(plain, "cfg", map[string]string{"level": "info"}, nil)}, map[string][]string{"cfg": nil},
+			replicatedDeployment(plain, "web", "cfg", 2))
+		Eventually(runningPods(plain, "web"), rolloutTimeout).Should(Equal(2))
+		Expect(readsOf(plain, "web", "level")()).To(Equal([]string{"cfg=info", "cfg=info"}))
+		Expect(counter("configward_revision_pod_reviews_total", nil)).To(Equal(before), "no pod of either namespace reached the Pod path")
+	})
+
+	It("keeps snapshots while something names them, and no longer", func() {
+		ns := revisionsNamespace("cleanup", "enabled: true")
+		cm := func(level string) string { return configMap(ns, "shared", map[string]string{"level": level}, nil) }
+		limited := func(name string) string {
+			return strings.Replace(replicatedDeployment(ns, name, "shared", 1), "spec:\n  replicas:", "spec:\n  revisionHistoryLimit: 1\n  replicas:", 1)
+		}
+		applyWhenSeen(ns, []string{cm("v0")}, map[string][]string{"shared": nil}, limited("a"), limited("b"))
+		for _, level := range []string{"v1", "v2", "v3"} {
+			apply(cm(level))
+			Eventually(func() []string { return valuesOf(readsOf(ns, "a", "level")()) }, rolloutTimeout).Should(ConsistOf(level))
+			Eventually(func() []string { return valuesOf(readsOf(ns, "b", "level")()) }, rolloutTimeout).Should(ConsistOf(level))
+		}
+		By("revisionHistoryLimit 1 keeps the current and one earlier revision: two snapshots, shared by both")
+		Eventually(snapshotsOf(ns, "shared", "level"), 30*time.Second).Should(SatisfyAll(HaveLen(2), ContainElements("v2", "v3")))
+
+		By("deleting one of the two Deployments keeps what the other names")
+		Expect(env.Kubectl("", "delete", "deployment", "a", "-n", ns, "--wait=true").ExitCode).To(Equal(0))
+		Consistently(snapshotsOf(ns, "shared", "level"), snapshotGrace+3*time.Second).Should(HaveLen(2))
+		By("deleting the last one deletes its snapshots")
+		Expect(env.Kubectl("", "delete", "deployment", "b", "-n", ns, "--wait=true").ExitCode).To(Equal(0))
+		Eventually(snapshotsOf(ns, "shared", "level"), 60*time.Second).Should(BeEmpty())
+	})
+
+	It("lets nobody but configward change or delete a snapshot, the pipeline included", func() {
+		ns := revisionsNamespace("protect", "enabled: true")
+		applyWhenSeen(ns, []string{configMap(ns, "cfg", map[string]string{"level": "info"}, nil)}, map[string][]string{"cfg": nil},
+			replicatedDeployment(ns, "web", "cfg", 1))
+		Eventually(snapshotsOf(ns, "cfg", "level"), rolloutTimeout).Should(HaveLen(1))
+		var name string
+		for n := range snapshotsOf(ns, "cfg", "level")() {
+			name = n
+		}
+		for _, args := range [][]string{
+			{"delete", "configmap", name, "-n", ns},
+			{"label", "configmap", name, "-n", ns, "configward.dev/snapshot-", "--overwrite"},
+			{"annotate", "configmap", name, "-n", ns, "team=a"},
+		} {
+			for _, who := range []string{human, pipelineSA} {
+				res := as(who, "", args...)
+				Expect(res.ExitCode).To(Equal(1), "%s %v", who, args)
+				Expect(res.Stderr).To(ContainSubstring("[config-revision] ConfigMap " + ns + "/" + name + " is configward's snapshot of ConfigMap cfg"))
+			}
+		}
+		Expect(snapshotsOf(ns, "cfg", "level")()).To(HaveKey(name))
+	})
+
+	It("refuses a ConfigPolicy whose revisions cannot work", func() {
+		res := env.Kubectl(policyYAML("revisions-invalid", "nowhere", "rollouts: {disabled: true, excludeSecrets: true}\nrevisions: {enabled: true, secrets: true}"), "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(1))
+		Expect(res.Stderr).To(ContainSubstring("spec.revisions.enabled: Invalid value: true: revisions need rollouts"))
+		Expect(res.Stderr).To(ContainSubstring("spec.revisions.secrets: Invalid value: true: Secret snapshots need Secrets in the config hash"))
+	})
+})
