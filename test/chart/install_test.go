@@ -463,6 +463,8 @@ spec:
 		writes := []outageWrite{
 			{"`config-hash` + `validate` (Ignore + Fail)", "create a Deployment (namespace `shop`)", plainDeployment("shop"), []string{"apply"}},
 			{"`config-hash` + `validate` (Ignore + Fail)", "create a Pod (namespace `shop`)", plainPod("shop"), []string{"apply"}},
+			{"`pod-config` (Ignore)", "create a pod of a revision (it names config snapshots) as the replicaset controller (namespace `shop`)",
+				revisionPod("shop"), []string{"--as=system:serviceaccount:kube-system:replicaset-controller", "create"}},
 			{"none (namespace excluded)", "create a Deployment in `kube-system`", plainDeployment("kube-system"), []string{"apply"}},
 			{"`configmaps` (Fail)", "write a ConfigMap where a ConfigSchema is (`schemas`)", plainConfigMap("schemas"), []string{"apply"}},
 			{"`configmaps-without-schemas` + `changes-ungoverned` (Ignore)", "write a ConfigMap or Secret elsewhere (`plain`)", plainConfigMap("plain"), []string{"apply"}},
@@ -751,6 +753,13 @@ spec:
 
 func plainPod(ns string) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: outage-probe, namespace: %s}\nspec: {containers: [{name: app, image: registry.example/app:1}]}\n", ns)
+}
+
+// revisionPod is a pod as a ReplicaSet of a workload with config
+// revisions creates it, its template naming no snapshot (so it is clean).
+func revisionPod(ns string) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: outage-revision, namespace: %s, annotations: {configward.dev/config-snapshots: \"\"}}\n"+
+		"spec: {containers: [{name: app, image: registry.example/app:1}]}\n", ns)
 }
 
 func plainConfigMap(ns string) string {

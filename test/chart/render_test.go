@@ -591,9 +591,10 @@ var _ = Describe("the chart, rendered", func() {
 		))).To(Equal(generatedWebhookFacts()), "the chart's webhooks and config/webhook (from the handlers' markers) differ")
 
 		// Every permission the code's markers ask for is granted to one of
-		// the chart's two roles.
+		// the chart's two roles (the snapshots' writes with revisions on).
 		roleObjs, err := framework.DecodeManifests(filepath.Join(framework.RepoRoot(), "config", "rbac", "role.yaml"))
 		Expect(err).NotTo(HaveOccurred())
+		objs = render("--set", "revisions.enabled=true", "--set", "revisions.secrets=true")
 		granted := map[string]bool{}
 		for _, name := range []string{"configward-webhook", "configward-controller"} {
 			for _, r := range typed[rbacv1.ClusterRole](objs, "ClusterRole", name).Rules {
