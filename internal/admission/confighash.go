@@ -132,6 +132,23 @@ func (h *ConfigHash) Review(ctx context.Context, r *webhookserver.Review[*worklo
 				"configward could not name the config snapshots of %s %s/%s (%v); it will not roll when its config changes until it is applied again",
 				kind, r.Namespace, r.Name(), err))
 		}
+		if w.Type.OwnTemplate {
+			// A bare Pod is its own template: no controller retries its
+			// creation, so it names only snapshots written already, and
+			// reads the others as they are (the controller writes their
+			// snapshots for the next pod).
+			var unwritten []string
+			for _, src := range snaps.Sorted() {
+				if ok, err := h.Inventory.SnapshotWritten(ctx, r.Namespace, src, snaps[src]); err != nil || !ok {
+					unwritten = append(unwritten, src.String())
+					delete(snaps, src)
+				}
+			}
+			if len(unwritten) > 0 {
+				warnings = append(warnings, fmt.Sprintf("[config-revision] Pod %s/%s reads %s as they are now: no snapshot of that content is written yet, so a container restart may read later content. "+
+					"configward writes the snapshot; Pods created from now on are pinned.", r.Namespace, r.Name(), strings.Join(unwritten, ", ")))
+			}
+		}
 		want.Snapshots = snaps.Encode()
 		if r.Operation == admissionv1.Update {
 			if want, err = h.revisionStep(ctx, r, w, want); err != nil {

@@ -111,6 +111,7 @@ type named struct {
 	snapshots map[revision.Source]bool
 	creators  []revision.Snapshots
 	pods      []*corev1.Pod
+	bare      []*corev1.Pod
 }
 
 func (r *revisions) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -124,6 +125,14 @@ func (r *revisions) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		return reconcile.Result{}, err
 	}
 	if settings.Revisions {
+		key := r.opts.Snapshots.keys.Current().Bytes()
+		for _, p := range n.bare {
+			snaps, err := r.inv.Snapshots(ctx, key, ns, &p.Spec, settings.RevisionSecrets)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			n.creators = append(n.creators, snaps)
+		}
 		for _, snaps := range n.creators {
 			if err := r.opts.Snapshots.ensure(ctx, ns, snaps); err != nil {
 				// The rollout that named it says why; pods wait.
@@ -181,6 +190,11 @@ func (r *revisions) named(ctx context.Context, ns string) (named, error) {
 			continue
 		}
 		add(p.Annotations[v1alpha1.ConfigSnapshotsAnnotation], false)
+		if !workload.Controlled(p) {
+			// A bare Pod names only the snapshots written when it was
+			// created; the content it reads gets one now, for the next.
+			n.bare = append(n.bare, p)
+		}
 		// What it mounts counts too: it read those bytes at start.
 		for _, c := range refs.Consumed(refs.FromPodSpec(&p.Spec)) {
 			n.snapshots[revision.Source{Kind: c.Kind, Name: c.Name}] = true

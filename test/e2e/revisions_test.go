@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -176,6 +177,57 @@ var _ = Describe("config revisions", func() {
 		By("deleting the last one deletes its snapshots")
 		Expect(env.Kubectl("", "delete", "deployment", "b", "-n", ns, "--wait=true").ExitCode).To(Equal(0))
 		Eventually(snapshotsOf(ns, "shared", "level"), 60*time.Second).Should(BeEmpty())
+	})
+
+	It("pins the pods of StatefulSets (and brings a rollback's config back), DaemonSets, a CronJob's Jobs and bare Pods, and stamps a declared Rollout", func() {
+		ns := revisionsNamespace("kinds", "enabled: true")
+		cm := func(level string) string { return configMap(ns, "cfg", map[string]string{"level": level}, nil) }
+		podSpec := "containers:\n- name: app\n  image: registry.example/app:1\n  volumeMounts: [{name: config, mountPath: /etc/app}]\n" +
+			"volumes: [{name: config, configMap: {name: cfg}}]\n"
+		sts := fmt.Sprintf("apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db, namespace: %s}\nspec:\n  replicas: 2\n  serviceName: db\n"+
+			"  selector: {matchLabels: {app: db}}\n  template:\n    metadata: {labels: {app: db}}\n    spec:\n%s", ns, indent(podSpec, 6))
+		ds := strings.NewReplacer("StatefulSet", "DaemonSet", "name: db", "name: agent", "app: db", "app: agent", "  serviceName: db\n", "", "  replicas: 2\n", "").Replace(sts)
+		cron := fmt.Sprintf("apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: nightly, namespace: %s}\nspec:\n  schedule: \"0 3 * * *\"\n"+
+			"  jobTemplate:\n    spec:\n      template:\n        metadata: {labels: {app: nightly}}\n        spec:\n%s", ns, indent(podSpec+"restartPolicy: Never\n", 10))
+		applyWhenSeen(ns, []string{cm("info")}, map[string][]string{"cfg": nil}, sts, ds, cron, argoRollout(ns, "canary", podSpec, ""))
+		for _, app := range []string{"db", "agent"} {
+			Eventually(func() []string { return valuesOf(readsOf(ns, app, "level")()) }, rolloutTimeout).Should(And(Not(BeEmpty()), HaveEach("info")), app)
+			Expect(readsOf(ns, app, "level")()).To(HaveEach(HavePrefix("cfg-")), app)
+		}
+		By("the next Job of the CronJob")
+		Expect(env.Kubectl("", "create", "job", "--from=cronjob/nightly", "manual", "-n", ns).ExitCode).To(Equal(0))
+		Eventually(func() []string { return valuesOf(readsOf(ns, "nightly", "level")()) }, rolloutTimeout).Should(ConsistOf("info"))
+		Expect(readsOf(ns, "nightly", "level")()).To(HaveEach(HavePrefix("cfg-")))
+		By("the declared Rollout (no Argo controller here: its template names the snapshot, which exists)")
+		Eventually(func() string {
+			st := rolloutState(ns, "canary")()
+			return st.Hash
+		}, 15*time.Second).ShouldNot(BeEmpty())
+
+		By("a change rolls the StatefulSet; kubectl rollout undo brings its pods the old bytes")
+		first := readsOf(ns, "db", "level")()
+		apply(cm("debug"))
+		Eventually(func() []string { return valuesOf(readsOf(ns, "db", "level")()) }, rolloutTimeout).Should(ConsistOf("debug", "debug"))
+		res := env.Kubectl("", "rollout", "undo", "statefulset/db", "-n", ns)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(res.Stderr).To(ContainSubstring("[config-revision] StatefulSet " + ns + "/db: rolled back"))
+		Eventually(readsOf(ns, "db", "level"), rolloutTimeout).Should(Equal(first))
+
+		By("bare Pods: the first reads a content without a snapshot as it is; once written, the next is pinned")
+		apply(configMap(ns, "solo", map[string]string{"level": "solo"}, nil))
+		bare := func(name string) string {
+			return fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: %s, labels: {app: bare}}\nspec:\n%s", name, ns,
+				indent(strings.ReplaceAll(podSpec, "name: cfg", "name: solo"), 2))
+		}
+		Eventually(func() string { return env.Kubectl(bare("probe"), "create", "--dry-run=server", "-f", "-").Stderr }, 15*time.Second).
+			Should(ContainSubstring("[config-revision] Pod " + ns + "/probe reads ConfigMap/solo as they are now"))
+		Expect(env.Kubectl(bare("first"), "create", "-f", "-").ExitCode).To(Equal(0))
+		Eventually(snapshotsOf(ns, "solo", "level"), 15*time.Second).Should(HaveLen(1))
+		Eventually(func() string {
+			return env.Kubectl(bare("second"), "create", "--dry-run=server", "-f", "-").Stderr
+		}, 15*time.Second).ShouldNot(ContainSubstring("as they are now"))
+		Expect(env.Kubectl(bare("second"), "create", "-f", "-").ExitCode).To(Equal(0))
+		Eventually(readsOf(ns, "bare", "level"), rolloutTimeout).Should(ConsistOf("solo=solo", HavePrefix("solo-")))
 	})
 
 	It("lets nobody but configward change or delete a snapshot, the pipeline included", func() {
