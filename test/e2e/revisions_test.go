@@ -253,6 +253,63 @@ var _ = Describe("config revisions", func() {
 		Expect(snapshotsOf(ns, "cfg", "level")()).To(HaveKey(name))
 	})
 
+	It("rolls nothing onto a revision whose snapshot a ResourceQuota keeps it from writing", func() {
+		ns := revisionsNamespace("quota", "enabled: true")
+		cm := func(level string) string { return configMap(ns, "cfg", map[string]string{"level": level}, nil) }
+		applyWhenSeen(ns, []string{cm("info")}, map[string][]string{"cfg": nil}, replicatedDeployment(ns, "web", "cfg", 1))
+		Eventually(func() []string { return valuesOf(readsOf(ns, "web", "level")()) }, rolloutTimeout).Should(ConsistOf("info"))
+		before := stateOf("Deployment", ns, "web")()
+		var cms corev1.ConfigMapList
+		Expect(env.Client.List(context.Background(), &cms, client.InNamespace(ns))).To(Succeed())
+		apply(fmt.Sprintf("apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: configmaps, namespace: %s}\nspec: {hard: {count/configmaps: \"%d\"}}\n", ns, len(cms.Items)))
+		// The quota is in force once it refuses a ConfigMap.
+		Eventually(func() int {
+			return env.Kubectl(configMap(ns, "probe", map[string]string{"a": "b"}, nil), "create", "--dry-run=server", "-f", "-").ExitCode
+		}, 15*time.Second).Should(Equal(1))
+
+		apply(cm("debug"))
+		Eventually(func() []string { return eventsFor(ns, "web", "ConfigRevisionBlocked") }, 15*time.Second).Should(ContainElement(
+			ContainSubstring("ConfigMap/cfg changed, but a snapshot of the new config could not be written (a ResourceQuota refused snapshot")))
+		Consistently(stateOf("Deployment", ns, "web"), settle).Should(Equal(before), "not rolled onto a revision without its snapshot")
+		Expect(valuesOf(readsOf(ns, "web", "level")())).To(ConsistOf("info"))
+
+		By("with room again, the revision is written and rolled out")
+		Expect(env.Kubectl("", "delete", "resourcequota", "configmaps", "-n", ns).ExitCode).To(Equal(0))
+		Eventually(func() []string { return valuesOf(readsOf(ns, "web", "level")()) }, rolloutTimeout).Should(ConsistOf("debug"))
+	})
+
+	It("writes no second snapshot of one content across a controller restart, and refuses a pod whose snapshot is not written", func() {
+		ns := revisionsNamespace("restart", "enabled: true")
+		cm := func(level string) string { return configMap(ns, "cfg", map[string]string{"level": level}, nil) }
+		applyWhenSeen(ns, []string{cm("info")}, map[string][]string{"cfg": nil}, replicatedDeployment(ns, "web", "cfg", 1))
+		Eventually(func() []string { return valuesOf(readsOf(ns, "web", "level")()) }, rolloutTimeout).Should(ConsistOf("info"))
+		restartController(suiteController, func() {
+			var web appsv1.Deployment
+			Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, &web)).To(Succeed())
+			old := web.Spec.Template.Annotations[v1alpha1.ConfigSnapshotsAnnotation]
+			apply(cm("debug"))
+			By("while the controller is down, a pod naming the snapshot of the new content waits for it")
+			var snaps string
+			Eventually(func() string {
+				d := decode(replicatedDeployment(ns, "probe", "cfg", 1))
+				Expect(env.Client.Create(context.Background(), d, client.DryRunAll)).To(Succeed())
+				snaps = d.(*appsv1.Deployment).Spec.Template.Annotations[v1alpha1.ConfigSnapshotsAnnotation]
+				return snaps
+			}, 15*time.Second).ShouldNot(Equal(old), "the webhook names the new content's snapshot once it has seen it")
+			Expect(snaps).To(HavePrefix("ConfigMap/cfg=cfg-"))
+			// As a ReplicaSet creates it (a bare Pod names only snapshots
+			// already written).
+			pod := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: waits, namespace: %s, annotations: {configward.dev/config-snapshots: %q},\n"+
+				"  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: web-1, uid: 6b8c2c1e-0000-4000-8000-000000000001, controller: true}]}\n"+
+				"spec: {containers: [{name: app, image: app:1}], volumes: [{name: config, configMap: {name: cfg}}]}\n", ns, snaps)
+			res := env.Kubectl(pod, "create", "--dry-run=server", "-f", "-")
+			Expect(res.ExitCode).To(Equal(1))
+			Expect(res.Stderr).To(ContainSubstring("[config-revision] snapshot " + strings.TrimPrefix(snaps, "ConfigMap/cfg=") + " of ConfigMap " + ns + "/cfg is not written yet"))
+		})
+		Eventually(func() []string { return valuesOf(readsOf(ns, "web", "level")()) }, rolloutTimeout).Should(ConsistOf("debug"))
+		Consistently(snapshotsOf(ns, "cfg", "level"), settle).Should(HaveLen(2), "one snapshot per content")
+	})
+
 	It("refuses a ConfigPolicy whose revisions cannot work", func() {
 		res := env.Kubectl(policyYAML("revisions-invalid", "nowhere", "rollouts: {disabled: true, excludeSecrets: true}\nrevisions: {enabled: true, secrets: true}"), "apply", "-f", "-")
 		Expect(res.ExitCode).To(Equal(1))
