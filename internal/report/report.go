@@ -201,6 +201,8 @@ func Message(s drift.Status) string {
 		return fmt.Sprintf("%s changed: configward has not yet put the new config hash on the pod template (rollouts are batched and paced)", what)
 	case drift.Progressing:
 		return fmt.Sprintf("%s changed: the pod template carries the new config hash and the workload is replacing its pods", what)
+	case drift.RolledBack:
+		return fmt.Sprintf("rolled back: %s; configward keeps it there until %s", s.Hold.Why, s.Hold.Until)
 	default:
 		return fmt.Sprintf("%s changed, but %s: running pods keep the old config until %s", what, s.Hold.Why, s.Hold.Until)
 	}

@@ -55,7 +55,7 @@ func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time
 	}
 	blank := false
 	for _, it := range res.Items {
-		if it.State == "not-rolled" || it.State == "pending" {
+		if it.State == "not-rolled" || it.State == "pending" || it.State == "rolled-back" {
 			if !blank {
 				fmt.Fprintln(w)
 				blank = true
@@ -65,6 +65,24 @@ func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time
 				name = it.Namespace + "/" + name
 			}
 			fmt.Fprintf(w, "%s: %s\n", name, it.Message)
+		}
+	}
+	for _, it := range res.Items {
+		if len(it.Revisions) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nRevisions of %s/%s (pods by the revision they run):\n", it.Kind, it.Name)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "REVISION\tPODS\tAGE\tCONFIG HASH\tSNAPSHOTS")
+		for _, r := range it.Revisions {
+			snaps := r.Snapshots
+			if snaps == "" {
+				snaps = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", r.Revision, r.Pods, duration.HumanDuration(now.Sub(r.Created)), r.Hash, snaps)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -21,10 +21,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/drift"
+	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/report"
 	"github.com/configward/configward/internal/workload"
 )
@@ -58,6 +61,20 @@ type Item struct {
 	// FromReport says whether the controller's Report supplied the wanted
 	// hash; without it the template's hash stands in.
 	FromReport bool `json:"fromReport"`
+	// Revisions are the workload's revisions (its ReplicaSets or
+	// ControllerRevisions), newest first, when one workload is asked for.
+	Revisions []Revision `json:"revisions,omitempty"`
+}
+
+// Revision is one revision of a workload: its config hash, the config
+// snapshots its pods read (where revisions are on), and how many running
+// pods run it.
+type Revision struct {
+	Revision  string    `json:"revision"`
+	Hash      string    `json:"hash"`
+	Snapshots string    `json:"snapshots,omitempty"`
+	Created   time.Time `json:"created"`
+	Pods      int       `json:"pods"`
 }
 
 // Result is what `configward status -o json|yaml` prints.
@@ -146,7 +163,13 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 			if fromReport {
 				s.Changed, s.ChangedAt = report.LastChange(reports[obj.GetUID()], w.Wanted)
 			}
-			res.Items = append(res.Items, itemOf(s, fromReport))
+			it := itemOf(s, fromReport)
+			if o.Name != "" {
+				if it.Revisions, err = revisionsOf(ctx, c, obj, byWorkload[obj.GetUID()]); err != nil {
+					return res, err
+				}
+			}
+			res.Items = append(res.Items, it)
 		}
 	}
 	if o.Name != "" && !found {
@@ -221,4 +244,42 @@ func joinChanged(changed []string) string {
 		return "-"
 	}
 	return strings.Join(changed, ",")
+}
+
+// revisionsOf lists the revisions a workload's own controller keeps (a
+// Deployment's ReplicaSets, a StatefulSet's or DaemonSet's
+// ControllerRevisions), newest first, with the pods running each.
+func revisionsOf(ctx context.Context, c client.Reader, obj client.Object, pods map[string]int) ([]Revision, error) {
+	var out []Revision
+	owned := func(o metav1.Object) bool {
+		ref := metav1.GetControllerOf(o)
+		return ref != nil && ref.UID == obj.GetUID()
+	}
+	var rss appsv1.ReplicaSetList
+	if err := c.List(ctx, &rss, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil, fmt.Errorf("listing replicasets: %w", err)
+	}
+	for i := range rss.Items {
+		rs := &rss.Items[i]
+		if owned(rs) {
+			a := rs.Spec.Template.Annotations
+			out = append(out, Revision{Revision: rs.Annotations["deployment.kubernetes.io/revision"], Hash: a[v1alpha1.ConfigHashAnnotation],
+				Snapshots: a[v1alpha1.ConfigSnapshotsAnnotation], Created: rs.CreationTimestamp.Time, Pods: pods[a[v1alpha1.ConfigHashAnnotation]]})
+		}
+	}
+	var crs appsv1.ControllerRevisionList
+	err := c.List(ctx, &crs, client.InNamespace(obj.GetNamespace()))
+	if err != nil && !apierrors.IsForbidden(err) {
+		return nil, fmt.Errorf("listing controllerrevisions: %w", err)
+	}
+	for i := range crs.Items {
+		cr := &crs.Items[i]
+		if owned(cr) {
+			a := inventory.RevisionAnnotations(cr)
+			out = append(out, Revision{Revision: fmt.Sprint(cr.Revision), Hash: a[v1alpha1.ConfigHashAnnotation],
+				Snapshots: a[v1alpha1.ConfigSnapshotsAnnotation], Created: cr.CreationTimestamp.Time, Pods: pods[a[v1alpha1.ConfigHashAnnotation]]})
+		}
+	}
+	slices.SortFunc(out, func(a, b Revision) int { return b.Created.Compare(a.Created) })
+	return out, nil
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -117,6 +118,11 @@ var _ = Describe("config revisions", func() {
 		Expect(d.Annotations).To(HaveKey(v1alpha1.RolledBackFromAnnotation))
 		Consistently(stateOf("Deployment", ns, "web"), settle).Should(HaveField("Hash", rolledBack), "no re-stamp follows a rollback")
 		Eventually(status("-n", ns), 15*time.Second).Should(HaveField("Table", ContainSubstring("rolled-back")))
+		res = env.Status("-n", ns, "deployment/web")
+		Expect(res.Stdout).To(ContainSubstring("Deployment/web: rolled back: it was rolled back (kubectl rollout undo) to an earlier revision"))
+		Expect(res.Stdout).To(ContainSubstring("Revisions of Deployment/web (pods by the revision they run):"))
+		snapshotOfFirst, _, _ := strings.Cut(first[0], "=")
+		Expect(res.Stdout).To(MatchRegexp(`\n\d+\s+3\s+\S+\s+` + regexp.QuoteMeta(rolledBack) + `\s+ConfigMap/cfg=` + snapshotOfFirst + `\n`))
 
 		By("the next config change rolls it forward again")
 		apply(cm("warn"))
