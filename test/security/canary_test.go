@@ -39,7 +39,7 @@ var _ = Describe("no Secret value leaves configward", Ordered, func() {
 		kubectl("", "", "create", "namespace", ns)
 		policy := fmt.Sprintf("apiVersion: configward.dev/v1alpha1\nkind: ConfigPolicy\nmetadata: {name: canary}\nspec:\n"+
 			"  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %s}}\n  pipeline: {serviceAccounts: [ci/deployer]}\n"+
-			"  rules: {secret-file-mode: {action: Audit}}\n", ns)
+			"  rules: {secret-file-mode: {action: Audit}}\n  revisions: {enabled: true, secrets: true}\n", ns)
 		Expect(kubectl("", policy, "apply", "-f", "-").ExitCode).To(Equal(0))
 		Eventually(func() string {
 			return kubectl("", "", "get", "namespace", ns, "-o", `jsonpath={.metadata.labels.configward\.dev/change-control}`).Stdout
@@ -104,6 +104,11 @@ spec:
 		Eventually(func() string {
 			return kubectl("", "", "get", "deployment", "api", "-n", ns, "-o", `jsonpath={.metadata.generation}`).Stdout
 		}, 30*time.Second, 250*time.Millisecond).ShouldNot(Equal(before), "the rollout controller did not roll the Deployment")
+
+		By("with revisions, the controller copies the Secrets the workload reads into snapshots: values read from the API server, never kept")
+		Eventually(func() string {
+			return kubectl("", "", "get", "secrets", "-n", ns, "-l", "configward.dev/snapshot=true", "-o", `jsonpath={range .items[*]}{.metadata.annotations.configward\.dev/snapshot-of}{" "}{end}`).Stdout
+		}, 60*time.Second, 250*time.Millisecond).Should(And(ContainSubstring("db "), ContainSubstring("env-db ")))
 
 		By("a human's edit is refused; a break-glass edit is let through and recorded")
 		res = kubectl(human, "", "patch", "secret", "db", "-n", ns, "--type=merge", "-p", fmt.Sprintf(`{"stringData":{"password":%q}}`, newCanary("denied")))
