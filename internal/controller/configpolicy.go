@@ -3,10 +3,13 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,10 +87,51 @@ func (r *configPolicies) Reconcile(ctx context.Context, req reconcile.Request) (
 	}
 	ready := readyCondition(cp.Generation, outcome.Problems, inForce)
 	meta.SetStatusCondition(&cp.Status.Conditions, ready)
+	if cp.Spec.Revisions.Enabled {
+		c, err := r.revisionsReady(ctx, cp)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		meta.SetStatusCondition(&cp.Status.Conditions, c)
+	} else {
+		meta.RemoveStatusCondition(&cp.Status.Conditions, v1alpha1.ConditionRevisionsReady)
+	}
 	cp.Status.ObservedGeneration = cp.Generation
 	if equality.Semantic.DeepEqual(before.Status, cp.Status) {
 		return reconcile.Result{}, nil
 	}
 	ctrl.LoggerFrom(ctx).Info("ConfigPolicy status", "ready", ready.Status, "reason", ready.Reason, "activeHash", cp.Status.ActiveHash)
 	return reconcile.Result{}, r.client.Status().Update(ctx, &cp)
+}
+
+// revisionsReady says whether configward's controller may write and delete
+// the snapshots the policy's revisions need (the chart grants it with
+// revisions.enabled and revisions.secrets): without it, the revisions the
+// policy turns on would never be rolled out.
+func (r *configPolicies) revisionsReady(ctx context.Context, cp v1alpha1.ConfigPolicy) (metav1.Condition, error) {
+	resources := []string{"configmaps"}
+	if cp.Spec.Revisions.Secrets {
+		resources = append(resources, "secrets")
+	}
+	var missing []string
+	for _, res := range resources {
+		for _, verb := range []string{"create", "delete"} {
+			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Resource: res}}}
+			if err := r.client.Create(ctx, review); err != nil {
+				return metav1.Condition{}, fmt.Errorf("asking whether the controller may %s %s: %w", verb, res, err)
+			}
+			if !review.Status.Allowed {
+				missing = append(missing, verb+" "+res)
+			}
+		}
+	}
+	c := metav1.Condition{Type: v1alpha1.ConditionRevisionsReady, ObservedGeneration: cp.Generation,
+		Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonSnapshotsWritable, Message: "configward's controller may write and delete the config snapshots revisions need"}
+	if len(missing) > 0 {
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonSnapshotsForbidden
+		c.Message = fmt.Sprintf("configward's controller may not %s cluster-wide, so no revision it turns on can be rolled out: install the chart with revisions.enabled=true%s",
+			strings.Join(missing, ", "), map[bool]string{true: " and revisions.secrets=true", false: ""}[cp.Spec.Revisions.Secrets])
+	}
+	return c, nil
 }

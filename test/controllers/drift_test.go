@@ -129,3 +129,22 @@ func ready(obj client.Object) func() metav1.ConditionStatus {
 		return c.Status
 	}
 }
+
+var _ = Describe("the ConfigPolicy reconciler", func() {
+	It("says whether the controller may write the snapshots a policy's revisions need", func() {
+		policy := &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{Name: "revisions"}, Spec: v1alpha1.ConfigPolicySpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"controllers.configward.dev/revisions": "on"}},
+			Revisions:         v1alpha1.RevisionSettings{Enabled: true, Secrets: true},
+		}}
+		create(policy)
+		DeferCleanup(func() { Expect(env.Client.Delete(ctx, policy)).To(Succeed()) })
+		Eventually(func() string {
+			Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
+			c := meta.FindStatusCondition(policy.Status.Conditions, v1alpha1.ConditionRevisionsReady)
+			if c == nil {
+				return ""
+			}
+			return string(c.Status) + " " + c.Reason
+		}, 10*time.Second).Should(Equal("True SnapshotsWritable"), "the suite's controller runs with every right")
+	})
+})

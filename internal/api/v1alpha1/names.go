@@ -89,6 +89,13 @@ const ExemptAnnotationPrefix = "configward.dev/exempt."
 // Condition types and reasons of ConfigPolicy and ConfigSchema status.
 const (
 	ConditionReady = "Ready"
+	// ConditionRevisionsReady, on a ConfigPolicy that turns revisions on,
+	// says whether configward's controller may write and delete snapshots.
+	ConditionRevisionsReady = "RevisionsReady"
+	// ReasonSnapshotsWritable: it may. ReasonSnapshotsForbidden: its RBAC
+	// lacks create or delete on ConfigMaps (or Secrets).
+	ReasonSnapshotsWritable  = "SnapshotsWritable"
+	ReasonSnapshotsForbidden = "SnapshotsForbidden"
 	// ReasonCompiled: the object compiled and is in force.
 	ReasonCompiled = "Compiled"
 	// ReasonCompileFailed: the object does not compile; the last good
