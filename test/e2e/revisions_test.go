@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -314,6 +315,42 @@ var _ = Describe("config revisions", func() {
 		})
 		Eventually(func() []string { return valuesOf(readsOf(ns, "web", "level")()) }, rolloutTimeout).Should(ConsistOf("debug"))
 		Consistently(snapshotsOf(ns, "cfg", "level"), settle).Should(HaveLen(2), "one snapshot per content")
+	})
+
+	It("writes one snapshot for a ConfigMap 1,000 Deployments share, and patches each Deployment once", func() {
+		const workloads = 1000
+		ns := revisionsNamespace("thousand", "enabled: true")
+		cm := func(level string) string { return configMap(ns, "shared", map[string]string{"level": level}, nil) }
+		// No replicas: what is measured is configward's writes, not pods.
+		// Created through the API eight at a time (kubectl would take one
+		// at a time), once the webhook has the ConfigMap.
+		applyWhenSeen(ns, []string{cm("info")}, map[string][]string{"shared": nil}, replicatedDeployment(ns, "web-0000", "shared", 0))
+		var created errgroup.Group
+		created.SetLimit(8)
+		for i := 1; i < workloads; i++ {
+			created.Go(func() error {
+				return env.Client.Create(context.Background(), decode(replicatedDeployment(ns, fmt.Sprintf("web-%04d", i), "shared", 0)))
+			})
+		}
+		Expect(created.Wait()).To(Succeed())
+		Eventually(snapshotsOf(ns, "shared", "level"), 60*time.Second).Should(HaveLen(1))
+		apply(cm("debug"))
+		Eventually(func() int {
+			var list appsv1.DeploymentList
+			Expect(env.Client.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
+			snaps, stale := snapshotsOf(ns, "shared", "level")(), 0
+			for _, d := range list.Items {
+				_, snap, _ := strings.Cut(d.Spec.Template.Annotations[v1alpha1.ConfigSnapshotsAnnotation], "=")
+				if snaps[snap] != "debug" {
+					stale++
+				}
+			}
+			return stale
+		}, 5*time.Minute, 2*time.Second).Should(BeZero())
+		Expect(snapshotsOf(ns, "shared", "level")()).To(HaveLen(2), "one snapshot of the new content, however many read it")
+		Eventually(controllerPatches(ns, "deployments"), 30*time.Second).Should(Equal(workloads))
+		Consistently(controllerPatches(ns, "deployments"), settle).Should(Equal(workloads), "each Deployment patched once")
+		Expect(controllerPatches(ns, "configmaps")()).To(Equal(2), "one snapshot written per content")
 	})
 
 	It("refuses a ConfigPolicy whose revisions cannot work", func() {
