@@ -67,6 +67,9 @@ type Inventory struct {
 	// index) run; reg knows how to read them.
 	kinds []workload.Kind
 	reg   *workload.Registry
+	// snapshots indexes the config snapshots the informers deliver (see
+	// SnapshotWritten); nil for an inventory over a reader without them.
+	snapshots *snapshotIndex
 }
 
 // Over is the inventory of a reader that is a cache configured with

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -24,12 +25,17 @@ import (
 // Inventory.WatchedKinds): one missing CRD must not take down the webhook
 // or controller for every other kind. Serving it later needs a restart.
 func Start(ctx context.Context, c cache.Cache, reg *workload.Registry, consumerKinds []workload.Kind) (*Inventory, error) {
-	for _, o := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}} {
-		if _, err := c.GetInformer(ctx, o); err != nil {
+	inv := Over(c, reg, nil)
+	inv.snapshots = &snapshotIndex{}
+	for kind, o := range map[refs.Kind]client.Object{refs.ConfigMap: &corev1.ConfigMap{}, refs.Secret: &corev1.Secret{}} {
+		informer, err := c.GetInformer(ctx, o)
+		if err != nil {
 			return nil, fmt.Errorf("starting informer for %T: %w", o, err)
 		}
+		if err := inv.snapshots.watch(informer, kind); err != nil {
+			return nil, err
+		}
 	}
-	inv := Over(c, reg, nil)
 	for _, k := range consumerKinds {
 		t, ok := reg.Type(k.GroupKind())
 		if !ok {

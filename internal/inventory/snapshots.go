@@ -2,8 +2,12 @@ package inventory
 
 import (
 	"context"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/digest"
 	"github.com/configward/configward/internal/refs"
@@ -40,12 +44,72 @@ func (inv *Inventory) Snapshots(ctx context.Context, key []byte, namespace strin
 }
 
 // SnapshotWritten reports whether the snapshot named snap of src is in the
-// cache as configward writes it: immutable, labelled, a copy of src.
+// cache as configward writes it: immutable, labelled, a copy of src. It is
+// asked for every snapshot of every pod of a revision, so Start keeps an
+// index of snapshots (written as the informers deliver them) that answers
+// without copying or unpacking the cached object.
 func (inv *Inventory) SnapshotWritten(ctx context.Context, namespace string, src revision.Source, snap string) (bool, error) {
+	if inv.snapshots != nil {
+		return inv.snapshots.written(src.Kind, namespace, snap, src.Name), nil
+	}
 	o, err := inv.Get(ctx, src.Kind, namespace, snap)
 	if err != nil || !o.Exists {
 		return false, err
 	}
 	of, ok := revision.SnapshotOf(o.Labels, o.Annotations)
 	return ok && of == src.Name && o.Immutable, nil
+}
+
+// snapshotIndex holds every snapshot the informers have delivered, by
+// kind, namespace and name, with what it copies.
+type snapshotIndex struct{ m sync.Map }
+
+type snapshotKey struct {
+	kind            refs.Kind
+	namespace, name string
+}
+
+func (x *snapshotIndex) written(kind refs.Kind, namespace, name, of string) bool {
+	v, ok := x.m.Load(snapshotKey{kind, namespace, name})
+	return ok && v.(string) == of
+}
+
+// watch keeps the index of kind's objects from the informer's events.
+func (x *snapshotIndex) watch(informer cache.Informer, kind refs.Kind) error {
+	set := func(o any) {
+		obj, ok := o.(client.Object)
+		if !ok {
+			return
+		}
+		k := snapshotKey{kind, obj.GetNamespace(), obj.GetName()}
+		of, isSnapshot := revision.SnapshotOf(obj.GetLabels(), obj.GetAnnotations())
+		if isSnapshot && immutable(obj) {
+			x.m.Store(k, of)
+		} else {
+			x.m.Delete(k)
+		}
+	}
+	_, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, o any) { set(o) },
+		DeleteFunc: func(o any) {
+			if tomb, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = tomb.Obj
+			}
+			if obj, ok := o.(client.Object); ok {
+				x.m.Delete(snapshotKey{kind, obj.GetNamespace(), obj.GetName()})
+			}
+		},
+	})
+	return err
+}
+
+func immutable(obj client.Object) bool {
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		return isTrue(o.Immutable)
+	case *corev1.Secret:
+		return isTrue(o.Immutable)
+	}
+	return false
 }
