@@ -11,8 +11,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"golang.org/x/sync/errgroup"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -353,6 +355,41 @@ var _ = Describe("config revisions", func() {
 		Expect(controllerPatches(ns, "configmaps")()).To(Equal(2), "one snapshot written per content")
 	})
 
+	It("re-stamps nothing when revisions are turned on, and says so for every pod that starts unpinned while the Pod path is unreachable", func() {
+		ns := rolloutNamespace()
+		cm := func(level string) string { return configMap(ns, "cfg", map[string]string{"level": level}, nil) }
+		applyWhenSeen(ns, []string{cm("info")}, map[string][]string{"cfg": nil}, replicatedDeployment(ns, "web", "cfg", 2))
+		Eventually(runningPods(ns, "web"), rolloutTimeout).Should(Equal(2))
+		before := stateOf("Deployment", ns, "web")()
+
+		By("turning revisions on for the namespace")
+		applyPolicy(policyYAML("revisions-late", "late", "revisions: {enabled: true}"))
+		Expect(env.Kubectl("", "label", "namespace", ns, policyLabel+"=late").ExitCode).To(Equal(0))
+		Consistently(stateOf("Deployment", ns, "web"), settle).Should(Equal(before), "turning revisions on re-stamps nothing")
+		Expect(readsOf(ns, "web", "level")()).To(Equal([]string{"cfg=info", "cfg=info"}))
+
+		By("the Pod path unreachable (it fails open) while a config change rolls the Deployment onto its first revision")
+		restore := withoutMutatingWebhook("pod-config.configward.dev")
+		apply(cm("debug"))
+		Eventually(stateOf("Deployment", ns, "web"), 30*time.Second).Should(HaveField("Generation", before.Generation+1))
+		Eventually(readsOf(ns, "web", "level"), rolloutTimeout).Should(Equal([]string{"cfg=debug", "cfg=debug"}), "the pods start, on the original's bytes")
+		Eventually(func() int {
+			var list eventsv1.EventList
+			Expect(env.Client.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
+			n := 0
+			for _, e := range list.Items {
+				if e.Reason == "ConfigRevisionNotPinned" && strings.Contains(e.Note, "created while configward's Pod path was not reachable") {
+					n++
+				}
+			}
+			return n
+		}, 30*time.Second).Should(BeNumerically(">=", 2))
+		restore()
+		By("with the Pod path back, the next pods are pinned")
+		Expect(env.Kubectl("", "rollout", "restart", "deployment/web", "-n", ns).ExitCode).To(Equal(0))
+		Eventually(readsOf(ns, "web", "level"), rolloutTimeout).Should(HaveEach(MatchRegexp(`^cfg-[0-9a-f]{10}=debug$`)))
+	})
+
 	It("refuses a ConfigPolicy whose revisions cannot work", func() {
 		res := env.Kubectl(policyYAML("revisions-invalid", "nowhere", "rollouts: {disabled: true, excludeSecrets: true}\nrevisions: {enabled: true, secrets: true}"), "apply", "-f", "-")
 		Expect(res.ExitCode).To(Equal(1))
@@ -360,3 +397,32 @@ var _ = Describe("config revisions", func() {
 		Expect(res.Stderr).To(ContainSubstring("spec.revisions.secrets: Invalid value: true: Secret snapshots need Secrets in the config hash"))
 	})
 })
+
+// withoutMutatingWebhook takes one webhook out of the mutating
+// configuration, as if it could not be reached with failurePolicy Ignore,
+// and returns how to put it back.
+func withoutMutatingWebhook(name string) (restore func()) {
+	ctx := context.Background()
+	var cfgs admissionregistrationv1.MutatingWebhookConfigurationList
+	Expect(env.Client.List(ctx, &cfgs)).To(Succeed())
+	for i := range cfgs.Items {
+		c := &cfgs.Items[i]
+		for j, w := range c.Webhooks {
+			if w.Name != name {
+				continue
+			}
+			removed := w
+			c.Webhooks = append(c.Webhooks[:j], c.Webhooks[j+1:]...)
+			Expect(env.Client.Update(ctx, c)).To(Succeed())
+			key := client.ObjectKeyFromObject(c)
+			return func() {
+				var now admissionregistrationv1.MutatingWebhookConfiguration
+				Expect(env.Client.Get(ctx, key, &now)).To(Succeed())
+				now.Webhooks = append(now.Webhooks, removed)
+				Expect(env.Client.Update(ctx, &now)).To(Succeed())
+			}
+		}
+	}
+	Fail("webhook " + name + " is not installed")
+	return nil
+}
