@@ -88,8 +88,7 @@ func SetupRevisions(mgr ctrl.Manager, inv *inventory.Inventory, opts RevisionOpt
 
 type revisions struct {
 	client client.Client
-	// cache lists snapshots: the manager's client refuses ConfigMap reads
-	// (they hold digests only), which is all a snapshot's identity needs.
+	// cache lists snapshots (see snapshots).
 	cache  client.Reader
 	inv    *inventory.Inventory
 	opts   RevisionOptions
@@ -116,11 +115,20 @@ type named struct {
 
 func (r *revisions) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	ns := req.Name
-	n, err := r.named(ctx, ns)
+	settings, err := r.opts.Settings.of(ctx, ns)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	settings, err := r.opts.Settings.of(ctx, ns)
+	snaps, err := r.snapshots(ctx, ns)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !settings.Revisions && len(snaps) == 0 {
+		// Nothing to write, keep or report here: most namespaces.
+		snapshotsKept.DeleteLabelValues(ns)
+		return reconcile.Result{}, nil
+	}
+	n, err := r.named(ctx, ns)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -141,8 +149,31 @@ func (r *revisions) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		}
 	}
 	r.reportUnpinned(ns, n.pods)
-	requeue, err := r.collect(ctx, ns, n)
+	requeue, err := r.collect(ctx, ns, n, snaps)
 	return reconcile.Result{RequeueAfter: requeue}, err
+}
+
+// snapshots lists the namespace's snapshots from the cache: the manager's
+// client refuses ConfigMap reads (they hold digests only), which is all a
+// snapshot's identity needs.
+func (r *revisions) snapshots(ctx context.Context, ns string) ([]client.Object, error) {
+	sel := client.MatchingLabels{v1alpha1.SnapshotLabel: v1alpha1.SnapshotLabelValue}
+	var cms corev1.ConfigMapList
+	if err := r.cache.List(ctx, &cms, client.InNamespace(ns), sel); err != nil {
+		return nil, fmt.Errorf("listing snapshots: %w", err)
+	}
+	var secrets corev1.SecretList
+	if err := r.cache.List(ctx, &secrets, client.InNamespace(ns), sel); err != nil {
+		return nil, fmt.Errorf("listing snapshots: %w", err)
+	}
+	var snaps []client.Object
+	for i := range cms.Items {
+		snaps = append(snaps, &cms.Items[i])
+	}
+	for i := range secrets.Items {
+		snaps = append(snaps, &secrets.Items[i])
+	}
+	return snaps, nil
 }
 
 // named reads what the namespace's objects name, from the cache.
@@ -248,23 +279,7 @@ func (r *revisions) reportUnpinned(ns string, pods []*corev1.Pod) {
 
 // collect deletes the namespace's snapshots that nothing has named for the
 // grace period, and says when to look again for the others.
-func (r *revisions) collect(ctx context.Context, ns string, n named) (time.Duration, error) {
-	sel := client.MatchingLabels{v1alpha1.SnapshotLabel: v1alpha1.SnapshotLabelValue}
-	var cms corev1.ConfigMapList
-	if err := r.cache.List(ctx, &cms, client.InNamespace(ns), sel); err != nil {
-		return 0, fmt.Errorf("listing snapshots: %w", err)
-	}
-	var secrets corev1.SecretList
-	if err := r.cache.List(ctx, &secrets, client.InNamespace(ns), sel); err != nil {
-		return 0, fmt.Errorf("listing snapshots: %w", err)
-	}
-	var snaps []client.Object
-	for i := range cms.Items {
-		snaps = append(snaps, &cms.Items[i])
-	}
-	for i := range secrets.Items {
-		snaps = append(snaps, &secrets.Items[i])
-	}
+func (r *revisions) collect(ctx context.Context, ns string, n named, snaps []client.Object) (time.Duration, error) {
 	if len(snaps) == 0 {
 		snapshotsKept.DeleteLabelValues(ns)
 	} else {
