@@ -313,6 +313,7 @@ func (r *revisions) collect(ctx context.Context, ns string, n named, snaps []cli
 			return 0, fmt.Errorf("deleting snapshot %s/%s: %w", ns, s.GetName(), err)
 		}
 		r.forget(uid)
+		r.opts.Snapshots.forget(ns, s.GetName())
 		snapshotsDeleted.Inc()
 	}
 	if next > 0 {

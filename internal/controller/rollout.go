@@ -10,7 +10,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -94,11 +92,17 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 		pace = rate.NewLimiter(rate.Limit(opts.Rate), max(1, int(opts.Rate)))
 	}
 	reg := inv.Registry()
+	var rolled []*workload.Type
+	var rolledKinds []workload.Kind
 	for _, k := range inv.WatchedKinds() {
-		t, _ := reg.Type(k.GroupKind())
-		if !t.Rolled() {
-			continue // its spec is immutable: a Pod
+		if t, _ := reg.Type(k.GroupKind()); t.Rolled() { // not a Pod: its spec is immutable
+			rolled, rolledKinds = append(rolled, t), append(rolledKinds, k)
 		}
+	}
+	if err := logCauses(context.Background(), mgr.GetCache(), inv, rolledKinds, opts.Causes); err != nil {
+		return err
+	}
+	for _, t := range rolled {
 		r := &rollout{
 			client:   mgr.GetClient(),
 			inv:      inv,
@@ -130,7 +134,7 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			WatchesRawSource(source.Channel(rotated, handler.EnqueueRequestsFromMapFunc(r.everyWorkload))).
 			Complete(r)
 		if err != nil {
-			return fmt.Errorf("setting up the %s rollout controller: %w", k.GroupKind(), err)
+			return fmt.Errorf("setting up the %s rollout controller: %w", t.GroupKind(), err)
 		}
 	}
 	return nil
@@ -198,61 +202,6 @@ func (r *rollout) everyWorkload(ctx context.Context, _ client.Object) []reconcil
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
 	}
 	return out
-}
-
-// configChanged enqueues, after the batch window, the consumers of a
-// ConfigMap or Secret whose content or reload mode changed. Deletions are
-// ignored on purpose: rolling a workload onto config that no longer exists
-// would replace running pods with pods that cannot start.
-func (r *rollout) configChanged(kind refs.Kind) handler.EventHandler {
-	enqueue := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		consumers, err := r.inv.Consumers(ctx, []workload.Kind{r.typ.Kind}, kind, obj.GetNamespace(), obj.GetName())
-		if err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "listing consumers", "kind", kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
-			return
-		}
-		for _, c := range consumers {
-			if workload.Controlled(c) {
-				continue // its owner is a consumer too, and rolls it
-			}
-			key := types.NamespacedName{Namespace: c.GetNamespace(), Name: c.GetName()}
-			r.causes.Add(r.key(key), inventory.IndexValue(kind, obj.GetName()), time.Now())
-			q.AddAfter(reconcile.Request{NamespacedName: key}, r.window)
-		}
-	}
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			// Objects listed at start-up did not change; a real creation
-			// turns a missing reference into content.
-			if !e.IsInInitialList {
-				enqueue(ctx, e.Object, q)
-			}
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if contentChanged(e.ObjectOld, e.ObjectNew) {
-				enqueue(ctx, e.ObjectNew, q)
-			}
-		},
-	}
-}
-
-// contentChanged compares the cached (digested) forms: data digests, and the
-// reload mode, which decides whether the object counts at all.
-func contentChanged(old, new client.Object) bool {
-	oldMode, _ := inventory.ModeOf(old.GetAnnotations())
-	newMode, _ := inventory.ModeOf(new.GetAnnotations())
-	if oldMode != newMode {
-		return true
-	}
-	switch o := old.(type) {
-	case *corev1.ConfigMap:
-		n, ok := new.(*corev1.ConfigMap)
-		return !ok || !maps.Equal(o.Data, n.Data)
-	case *corev1.Secret:
-		n, ok := new.(*corev1.Secret)
-		return !ok || !maps.EqualFunc(o.Data, n.Data, func(a, b []byte) bool { return string(a) == string(b) })
-	}
-	return true
 }
 
 func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

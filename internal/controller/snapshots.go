@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -48,6 +49,12 @@ type Snapshotter struct {
 	live   client.Reader
 	client client.Client
 	keys   *hashkey.Source
+	// written holds the snapshots (namespace/name) this process created
+	// that the cache had not shown yet when last asked: a thousand
+	// workloads naming one new snapshot are reconciled faster than the
+	// create comes back through the watch, and each would read the
+	// original and try the create again.
+	written sync.Map
 }
 
 // NewSnapshotter writes snapshots with the manager's client, reading
@@ -89,13 +96,19 @@ func (s *Snapshotter) ensure(ctx context.Context, namespace string, snaps revisi
 		if err != nil {
 			return err
 		}
+		written := namespace + "/" + name
 		if ok {
+			s.written.Delete(written) // the cache has it from now on
+			continue
+		}
+		if _, ok := s.written.Load(written); ok {
 			continue
 		}
 		if err := s.write(ctx, namespace, src, name); err != nil {
 			snapshotsBlocked.WithLabelValues(blockedReason(err)).Inc()
 			return err
 		}
+		s.written.Store(written, true)
 	}
 	return nil
 }
@@ -153,3 +166,7 @@ func isQuota(err error) bool {
 	var status apierrors.APIStatus
 	return errors.As(err, &status) && strings.Contains(status.Status().Message, "exceeded quota")
 }
+
+// forget drops a deleted snapshot from what this process remembers having
+// written, so that naming the same content again writes it again.
+func (s *Snapshotter) forget(namespace, name string) { s.written.Delete(namespace + "/" + name) }

@@ -7,11 +7,13 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/manager"
 )
 
 var _ = Describe("the rollout controller", func() {
@@ -46,6 +48,34 @@ var _ = Describe("the rollout controller", func() {
 		create(d)
 		setValue(cm, "port: 81")
 		Eventually(templateHash(d), 10*time.Second).Should(Equal(hashOf(cm)))
+		Eventually(events(ns, "web", "ConfigChanged"), 5*time.Second).Should(ConsistOf(
+			"ConfigMap/cfg changed: updated configward.dev/config-hash to " + hashOf(cm) + ", which rolls the pods through the workload's own update strategy"))
+	})
+
+	It("names a change made while it waited to lead: the standby that takes over logged it", func() {
+		Expect(stopController()).To(Succeed())
+		DeferCleanup(startSuiteController)
+		ns := namespace(nil)
+		cm := configMap(ns, "cfg", "port: 80")
+		create(cm)
+		d := deployment(ns, "web", "cfg")
+		d.Spec.Template.Annotations = map[string]string{v1alpha1.ConfigHashAnnotation: hashOf(cm)}
+		create(d)
+		// Another replica leads: this one watches and waits.
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "configward-controller"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("the-leader"), LeaseDurationSeconds: ptr.To[int32](3600),
+				AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()}}}
+		create(lease)
+		stop, err := env.StartController(manager.Controller{RolloutBatchWindow: batchWindow,
+			LeaderElect: true, LeaderElectionNamespace: ns, LeaderElectionID: lease.Name})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(stop)
+
+		setValue(cm, "port: 81")
+		Consistently(templateHash(d), 2*batchWindow).ShouldNot(Equal(hashOf(cm)), "a standby rolls nothing")
+		By("the leader goes away; the standby takes over")
+		Expect(env.Client.Delete(ctx, lease)).To(Succeed())
+		Eventually(templateHash(d), 20*time.Second).Should(Equal(hashOf(cm)))
 		Eventually(events(ns, "web", "ConfigChanged"), 5*time.Second).Should(ConsistOf(
 			"ConfigMap/cfg changed: updated configward.dev/config-hash to " + hashOf(cm) + ", which rolls the pods through the workload's own update strategy"))
 	})

@@ -23,7 +23,12 @@ import (
 	"github.com/configward/configward/test/framework"
 )
 
-var env *framework.Env
+var (
+	env *framework.Env
+	// stopController stops the suite's controller, for a spec that runs
+	// one of its own (startSuiteController starts it again).
+	stopController func() error
+)
 
 // batchWindow is the controller's: short, so specs wait less.
 const batchWindow = 500 * time.Millisecond
@@ -43,9 +48,14 @@ var _ = BeforeSuite(func() {
 		ExtraCRDPaths: []string{filepath.Join(framework.RepoRoot(), "charts", "configward", "files", "openreports")},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	_, err = env.StartController(manager.Controller{RolloutBatchWindow: batchWindow})
-	Expect(err).NotTo(HaveOccurred())
+	startSuiteController()
 })
+
+func startSuiteController() {
+	var err error
+	stopController, err = env.StartController(manager.Controller{RolloutBatchWindow: batchWindow})
+	Expect(err).NotTo(HaveOccurred())
+}
 
 var _ = AfterSuite(func() {
 	if env != nil {

@@ -148,12 +148,15 @@ func rolloutStatus(ns, kindName string) {
 }
 
 // controllerPatches counts the writes configward's controller made to a
-// resource in a namespace, from the API server's audit log.
+// resource in a namespace, from the API server's audit log: those the API
+// server answered with success (a write refused or timed out changed
+// nothing; controllerWriteLog shows them).
 func controllerPatches(ns, resource string) func() int {
 	return func() int {
 		events, err := env.AuditEvents(func(ev framework.AuditEvent) bool {
 			return ev.User.Username == framework.ControllerUser && ev.ObjectRef.Namespace == ns &&
-				ev.ObjectRef.Resource == resource && ev.Verb != "get" && ev.Verb != "list" && ev.Verb != "watch"
+				ev.ObjectRef.Resource == resource && ev.Verb != "get" && ev.Verb != "list" && ev.Verb != "watch" &&
+				ev.ResponseStatus.Code >= 200 && ev.ResponseStatus.Code < 300
 		})
 		Expect(err).NotTo(HaveOccurred())
 		return len(events)
@@ -168,6 +171,34 @@ func restartController(o manager.Controller, f func()) {
 	var err error
 	stopController, err = env.StartController(o)
 	Expect(err).NotTo(HaveOccurred())
+}
+
+// controllerWriteLog describes the objects of a resource in a namespace
+// that configward's controller wrote, or tried to write, more than once,
+// with each write's verb and response code, so that a failed count says
+// which writes it saw.
+func controllerWriteLog(ns, resource string) func() string {
+	return func() string {
+		events, err := env.AuditEvents(func(ev framework.AuditEvent) bool {
+			return ev.User.Username == framework.ControllerUser && ev.ObjectRef.Namespace == ns &&
+				ev.ObjectRef.Resource == resource && ev.Verb != "get" && ev.Verb != "list" && ev.Verb != "watch"
+		})
+		if err != nil {
+			return err.Error()
+		}
+		byName := map[string][]string{}
+		for _, ev := range events {
+			byName[ev.ObjectRef.Name] = append(byName[ev.ObjectRef.Name], fmt.Sprintf("%s/%s %d", ev.Verb, ev.ObjectRef.Subresource, ev.ResponseStatus.Code))
+		}
+		var out []string
+		for name, writes := range byName {
+			if len(writes) > 1 {
+				out = append(out, fmt.Sprintf("%s: %s", name, strings.Join(writes, ", ")))
+			}
+		}
+		slices.Sort(out)
+		return fmt.Sprintf("%d writes to %d objects; written more than once: %v", len(events), len(byName), out)
+	}
 }
 
 // eventTimes lists when the rollout controller recorded reason on the

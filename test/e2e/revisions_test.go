@@ -350,9 +350,19 @@ var _ = Describe("config revisions", func() {
 			return stale
 		}, 5*time.Minute, 2*time.Second).Should(BeZero())
 		Expect(snapshotsOf(ns, "shared", "level")()).To(HaveLen(2), "one snapshot of the new content, however many read it")
-		Eventually(controllerPatches(ns, "deployments"), 30*time.Second).Should(Equal(workloads))
-		Consistently(controllerPatches(ns, "deployments"), settle).Should(Equal(workloads), "each Deployment patched once")
-		Expect(controllerPatches(ns, "configmaps")()).To(Equal(2), "one snapshot written per content")
+		generations := func() map[int64]int {
+			var list appsv1.DeploymentList
+			Expect(env.Client.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
+			out := map[int64]int{}
+			for _, d := range list.Items {
+				out[d.Generation]++
+			}
+			return out
+		}
+		Consistently(generations, settle).Should(Equal(map[int64]int{2: workloads}), "each template changed once: created, then rolled")
+		Eventually(controllerPatches(ns, "deployments"), 30*time.Second).Should(Equal(workloads), controllerWriteLog(ns, "deployments"))
+		Expect(controllerPatches(ns, "configmaps")()).To(Equal(2), controllerWriteLog(ns, "configmaps"))
+		Expect(controllerWriteLog(ns, "configmaps")()).To(HavePrefix("2 writes"), "no snapshot create was tried twice")
 	})
 
 	It("re-stamps nothing when revisions are turned on, and says so for every pod that starts unpinned while the Pod path is unreachable", func() {

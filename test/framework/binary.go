@@ -3,12 +3,10 @@ package framework
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"time"
 )
 
 // The configward binary, built once per test process, for tests that need
@@ -114,19 +112,9 @@ func (e *Env) startBinary(name, kubeconfig string, args []string) (*Process, err
 		return nil, err
 	}
 	p := &Process{Component: c, MetricsURL: "http://" + metrics + "/metrics", ProbeURL: "http://" + probe, HeapDump: heap}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(p.ProbeURL + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			out, _ := os.ReadFile(c.Log)
-			return nil, errors.Join(fmt.Errorf("%s not ready after 60 s", name), errors.New(tail(string(out), 3000)))
-		}
-		time.Sleep(200 * time.Millisecond)
+	if err := waitProbe(p.ProbeURL+"/readyz", nil); err != nil {
+		out, _ := os.ReadFile(c.Log)
+		return nil, errors.Join(fmt.Errorf("%s: %w", name, err), errors.New(tail(string(out), 3000)))
 	}
+	return p, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,15 +117,16 @@ func (e *Env) HashKey(ctx context.Context) ([]byte, error) {
 }
 
 // StartController runs `configward controller` in-process against the test
-// API server as ControllerUser, without leader election. It stops with the Env, or earlier
-// through the returned function (which a test uses to stand for a crash
-// or a restart); stopping twice does nothing.
+// API server as ControllerUser, without leader election unless o asks for
+// it, and returns once the process is ready. It stops with the Env, or
+// earlier through the returned function (which a test uses to stand for a
+// crash or a restart); stopping twice does nothing.
 func (e *Env) StartController(o manager.Controller) (stop func() error, err error) {
 	probe, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	o.MetricsAddr, o.ProbeAddr, o.LeaderElect, o.Restartable = "0", probe, false, true
+	o.MetricsAddr, o.ProbeAddr, o.Restartable = "0", probe, true
 	if o.HashKeyNamespace == "" {
 		o.HashKeyNamespace, o.HashKeySecret, o.HashKeyPoll = Namespace, HashKeySecret, time.Second
 	}
@@ -139,8 +141,11 @@ func (e *Env) StartController(o manager.Controller) (stop func() error, err erro
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	done, exited := make(chan error, 1), make(chan struct{})
+	go func() {
+		done <- p.Run(ctx)
+		close(exited)
+	}()
 	var once sync.Once
 	var result error
 	stop = func() error {
@@ -151,5 +156,33 @@ func (e *Env) StartController(o manager.Controller) (stop func() error, err erro
 		return result
 	}
 	e.stops = append(e.stops, stop)
+	// Ready: its informers have synced, so a change made from now on is
+	// seen as a change (and logged as a rollout's cause), not listed as
+	// the state the controller found.
+	if err := waitProbe("http://"+probe+"/readyz", exited); err != nil {
+		return nil, errors.Join(err, stop())
+	}
 	return stop, nil
+}
+
+// waitProbe polls a readiness endpoint until it answers 200, the process
+// exits (exited closes; nil: not watched) or a minute passes.
+func waitProbe(url string, exited <-chan struct{}) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not answer 200 within a minute", url)
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("the process ended before %s answered 200", url)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

@@ -1,0 +1,137 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/configward/configward/internal/drift"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/workload"
+)
+
+// configChanged enqueues, after the batch window, the consumers of a
+// ConfigMap or Secret whose content or reload mode changed. Deletions are
+// ignored on purpose: rolling a workload onto config that no longer exists
+// would replace running pods with pods that cannot start. What changed is
+// logged apart from this, by logCauses.
+func (r *rollout) configChanged(kind refs.Kind) handler.EventHandler {
+	enqueue := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, key := range rolledConsumers(ctx, r.inv, []workload.Kind{r.typ.Kind}, kind, obj) {
+			q.AddAfter(reconcile.Request{NamespacedName: key.NamespacedName}, r.window)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			// Objects listed at start-up did not change; a real creation
+			// turns a missing reference into content.
+			if !e.IsInInitialList {
+				enqueue(ctx, e.Object, q)
+			}
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if contentChanged(e.ObjectOld, e.ObjectNew) {
+				enqueue(ctx, e.ObjectNew, q)
+			}
+		},
+	}
+}
+
+// logCauses records in causes, for every top-level workload of the rolled
+// kinds that consumes a ConfigMap or Secret whose content changed, that it
+// changed. It is registered on the cache's informers before the manager
+// starts, not by the rollout controllers when they start: a change made
+// once the informers have synced (the process reports ready) is then named
+// in the rollout's Event even when the controllers' own watches start after
+// it, which would see the changed object only as part of their initial list.
+func logCauses(ctx context.Context, c cache.Cache, inv *inventory.Inventory, rolled []workload.Kind, causes *drift.Causes) error {
+	for kind, obj := range map[refs.Kind]client.Object{refs.ConfigMap: &corev1.ConfigMap{}, refs.Secret: &corev1.Secret{}} {
+		informer, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("watching %ss for the change log: %w", kind, err)
+		}
+		log := func(o any) {
+			obj, ok := o.(client.Object)
+			if !ok {
+				return
+			}
+			for _, key := range rolledConsumers(ctx, inv, rolled, kind, obj) {
+				causes.Add(key, inventory.IndexValue(kind, obj.GetName()), time.Now())
+			}
+		}
+		_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(o any, isInInitialList bool) {
+				if !isInInitialList {
+					log(o)
+				}
+			},
+			UpdateFunc: func(old, new any) {
+				o, okOld := old.(client.Object)
+				n, okNew := new.(client.Object)
+				if okOld && okNew && contentChanged(o, n) {
+					log(n)
+				}
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("watching %ss for the change log: %w", kind, err)
+		}
+	}
+	return nil
+}
+
+// rolledConsumers names the workloads of kinds that consume obj and are
+// rolled by their own rollout controller: not those another workload
+// controls, which their owner's rollout replaces.
+func rolledConsumers(ctx context.Context, inv *inventory.Inventory, kinds []workload.Kind, kind refs.Kind, obj client.Object) []drift.Key {
+	consumers, err := inv.Consumers(ctx, kinds, kind, obj.GetNamespace(), obj.GetName())
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing consumers", "kind", kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
+		return nil
+	}
+	var out []drift.Key
+	for _, c := range consumers {
+		if workload.Controlled(c) {
+			continue
+		}
+		t, ok := inv.Registry().TypeOf(c)
+		if !ok {
+			continue // listed for one of kinds, so never
+		}
+		out = append(out, drift.Key{Group: t.Group, Kind: t.Kind.Kind,
+			NamespacedName: types.NamespacedName{Namespace: c.GetNamespace(), Name: c.GetName()}})
+	}
+	return out
+}
+
+// contentChanged compares the cached (digested) forms: data digests, and the
+// reload mode, which decides whether the object counts at all.
+func contentChanged(old, new client.Object) bool {
+	oldMode, _ := inventory.ModeOf(old.GetAnnotations())
+	newMode, _ := inventory.ModeOf(new.GetAnnotations())
+	if oldMode != newMode {
+		return true
+	}
+	switch o := old.(type) {
+	case *corev1.ConfigMap:
+		n, ok := new.(*corev1.ConfigMap)
+		return !ok || !maps.Equal(o.Data, n.Data)
+	case *corev1.Secret:
+		n, ok := new.(*corev1.Secret)
+		return !ok || !maps.EqualFunc(o.Data, n.Data, func(a, b []byte) bool { return string(a) == string(b) })
+	}
+	return true
+}
