@@ -96,7 +96,8 @@ type Options struct {
 	// idle before the server closes it. Go's TLS and HTTP connection
 	// buffers keep the last request a connection carried, Secret values
 	// and all, until the next one overwrites it or the connection goes;
-	// this bounds how long. Default DefaultIdleTimeout.
+	// this bounds how long (see wipingListener for the buffer that would
+	// outlive the connection). Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
 	// ShutdownTimeout bounds how long in-flight requests may take to finish
 	// once the server is asked to stop. Default 30s.
@@ -321,7 +322,11 @@ func (s *Server) Start(ctx context.Context) error {
 	s.started.Store(true)
 	s.opts.Log.Info("serving webhooks", "address", ln.Addr().String(), "http2", s.opts.EnableHTTP2,
 		"clientCertificatesRequired", s.opts.ClientCAFile != "", "maxInFlight", s.opts.MaxInFlight, "maxInFlightBytes", s.opts.MaxInFlightBytes)
-	if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	serve := func() error { return srv.Serve(newWipingListener(ln, tlsCfg)) }
+	if s.opts.EnableHTTP2 {
+		serve = func() error { return srv.ServeTLS(ln, "", "") }
+	}
+	if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("webhook server: %w", err)
 	}
 	<-drained

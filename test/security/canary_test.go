@@ -1,7 +1,9 @@
 package security
 
 import (
+	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -159,6 +161,10 @@ spec:
 
 		By("the API server's connections to the webhook idle out, and the processes' live heaps are read")
 		time.Sleep(idleTimeout + time.Second)
+		By("new connections take the read buffers net/http pooled when those connections closed: their short requests must not leave the old ones' tails in them")
+		for _, c := range reusePooledReadBuffers(webhook.Addr, 8) {
+			defer c.Close()
+		}
 		for _, p := range []*framework.Process{webhook, controller} {
 			objects, err := readHeapDump(heapDump(p))
 			Expect(err).NotTo(HaveOccurred())
@@ -182,6 +188,24 @@ spec:
 		Expect(leaks).To(BeEmpty(), "%s", strings.Join(leaks, "\n"))
 	})
 })
+
+// reusePooledReadBuffers opens n connections to addr, each sending one
+// short request and staying open: each takes a read buffer from net/http's
+// pool, where the closed connections' buffers went.
+func reusePooledReadBuffers(addr string, n int) []*tls.Conn {
+	var conns []*tls.Conn
+	for range n {
+		c, err := tls.Dial("tcp", addr, env.ClientTLS())
+		Expect(err).NotTo(HaveOccurred())
+		_, err = c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: webhook\r\n\r\n"))
+		Expect(err).NotTo(HaveOccurred())
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		conns = append(conns, c)
+	}
+	return conns
+}
 
 // canaryForms are the canaries as given and as base64, the form a Secret's
 // data takes in JSON.
