@@ -74,7 +74,7 @@ build: ## Build bin/configward, and bin/kubectl-configward, the same binary as a
 	ln -f $(BIN)/configward $(BIN)/kubectl-configward
 
 .PHONY: test
-test: controlplane helm argo-crds generate manifests test-image fuzz-smoke ## Run every test: unit, Rego, the envtest suites, the Helm chart, the container image and a short run of every fuzz target.
+test: controlplane helm argo-crds generate manifests test-image ## Run every test: unit, Rego, the envtest suites, the Helm chart, the container image and every fuzz target's seeds and kept crashers.
 	CONFIGWARD_REQUIRE_CLUSTER=1 CONFIGWARD_HELM=$(HELM) CONFIGWARD_ARGO_CRDS=$(ARGO_CRDS) $(GO) test ./... -count=1 -timeout 30m
 
 # The fast loops. Packages whose tests need no cluster: every one but the
@@ -131,7 +131,7 @@ FUZZMINIMIZE ?= 2s
 FUZZ_REPORT  := $(BIN)/fuzz-report.txt
 
 .PHONY: fuzz-smoke
-fuzz-smoke: ## Fuzz every target for 500 executions beyond its seeds (part of make test).
+fuzz-smoke: ## Fuzz every target for 500 executions beyond its seeds (not part of make test: its instrumented builds cost five minutes cold).
 	mkdir -p $(BIN) && for t in $(FUZZ_TARGETS); do \
 		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime 500x -fuzzminimizetime 10x > $(BIN)/fuzz-smoke.log 2>&1 \
 			|| { cat $(BIN)/fuzz-smoke.log; exit 1; }; \

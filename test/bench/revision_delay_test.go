@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,7 +52,11 @@ func BenchmarkRevisionDelay(b *testing.B) {
 		if err := c.Create(ctx, ns); err != nil {
 			b.Fatal(err)
 		}
+		// Ten keys of 1 KiB, the shape of a typical application config.
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "cfg"}, Data: map[string]string{"v": "0"}}
+		for k := range 10 {
+			cm.Data[fmt.Sprintf("key-%d.yaml", k)] = strings.Repeat("x", 1024)
+		}
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "web"}, Spec: appsv1.DeploymentSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"},
@@ -92,9 +97,37 @@ func BenchmarkRevisionDelay(b *testing.B) {
 		}
 		slices.Sort(took)
 		median[revisions] = took[len(took)/2]
+		if revisions {
+			reportSnapshotCost(b, ctx, c, cm, len(took))
+		}
 		b.Logf("revisions=%v: median %v from the change to the re-stamp (min %v, max %v)", revisions, median[revisions], took[0], took[len(took)-1])
 	}
 	b.ReportMetric(float64(median[false].Microseconds())/1000, "without-revisions-ms")
 	b.ReportMetric(float64(median[true].Microseconds())/1000, "with-revisions-ms")
 	b.ReportMetric(float64((median[true]-median[false]).Microseconds())/1000, "snapshot-wait-ms")
+}
+
+// reportSnapshotCost reports what the changes to original left in the API
+// server: snapshots per revision and their stored (protobuf) size beside the
+// original's. Every change is a new content, so each names one new snapshot.
+func reportSnapshotCost(b *testing.B, ctx context.Context, c client.Client, original *corev1.ConfigMap, changes int) {
+	var snaps corev1.ConfigMapList
+	if err := c.List(ctx, &snaps, client.InNamespace(original.Namespace), client.MatchingLabels{v1alpha1.SnapshotLabel: v1alpha1.SnapshotLabelValue}); err != nil {
+		b.Fatal(err)
+	}
+	if len(snaps.Items) == 0 {
+		b.Fatal("no snapshots were written")
+	}
+	var stored int
+	for i := range snaps.Items {
+		stored += snaps.Items[i].Size()
+	}
+	var live corev1.ConfigMap
+	if err := c.Get(ctx, client.ObjectKeyFromObject(original), &live); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d snapshots after %d changes (and the first stamp); %d bytes each on average, the original %d", len(snaps.Items), changes, stored/len(snaps.Items), live.Size())
+	b.ReportMetric(float64(len(snaps.Items))/float64(changes+1), "snapshots/revision")
+	b.ReportMetric(float64(stored)/float64(len(snaps.Items)), "snapshot-bytes")
+	b.ReportMetric(float64(live.Size()), "original-bytes")
 }
