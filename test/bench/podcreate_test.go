@@ -37,18 +37,20 @@ func BenchmarkPodCreation(b *testing.B) {
 		}
 	}()
 	ctx := context.Background()
-	if _, err := env.InstallWebhookConfigurations(ctx); err != nil {
-		b.Fatal(err)
-	}
 	c := env.Client
 	const ns = "podcreate"
 	createNamespace(b, c, ns)
+	// The snapshot is written before the webhooks are installed: once they
+	// are, change control lets only configward's controller write one.
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"level": "info"}}
 	snap := revision.ConfigMapSnapshot(cm, "cfg-0123456789")
 	for _, o := range []client.Object{cm, snap} {
 		if err := c.Create(ctx, o); err != nil {
 			b.Fatal(err)
 		}
+	}
+	if _, err := env.InstallWebhookConfigurations(ctx); err != nil {
+		b.Fatal(err)
 	}
 	pod := func(pinned bool) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "web-", OwnerReferences: []metav1.OwnerReference{{
