@@ -40,6 +40,7 @@ import (
 )
 
 func TestChart(t *testing.T) {
+	defer framework.RemoveBuilds()
 	framework.RequireControlPlane(t)
 	framework.RequireHelm(t)
 	RegisterFailHandler(Fail)

@@ -34,6 +34,7 @@ var (
 const batchWindow = 500 * time.Millisecond
 
 func TestControllers(t *testing.T) {
+	defer framework.RemoveBuilds()
 	framework.RequireControlPlane(t)
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "configward reconcilers against kube-apiserver and etcd")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -151,7 +152,7 @@ var _ = Describe("ConfigPolicy", func() {
 		var good v1alpha1.ConfigPolicy
 		Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: "lkg"}, &good)).To(Succeed())
 
-		restore := unregisterWebhook("configpolicies.validate.configward.dev")
+		restore := withoutWebhook("configpolicies.validate.configward.dev")
 		broken := policyYAML("lkg", tag, "rules:\n  secret-in-env: {action: \"Off\"}\ncustomRules:\n- id: oops\n  rego: |\n    package configward.custom.oops\n\n    findings contains f if { f := nope }\n")
 		Eventually(func() int { return env.Kubectl(broken, "apply", "-f", "-").ExitCode }, 10*time.Second, 200*time.Millisecond).Should(Equal(0))
 		restore()
@@ -402,31 +403,50 @@ volumes: [{name: app, configMap: {name: app}}]
 	})
 })
 
-// unregisterWebhook takes one webhook out of configward's validating
-// configuration, as if configward were not installed, and returns a
+// withoutWebhook takes one of configward's webhooks out of its validating
+// or mutating configuration, as if configward were not installed or the
+// webhook could not be reached with failurePolicy Ignore, and returns a
 // function that puts it back.
-func unregisterWebhook(name string) (restore func()) {
-	ctx := context.Background()
-	var cfgs admissionregistrationv1.ValidatingWebhookConfigurationList
-	Expect(env.Client.List(ctx, &cfgs)).To(Succeed())
-	for i := range cfgs.Items {
-		c := &cfgs.Items[i]
-		for j, w := range c.Webhooks {
-			if w.Name != name {
-				continue
-			}
-			removed := w
-			c.Webhooks = append(c.Webhooks[:j], c.Webhooks[j+1:]...)
-			Expect(env.Client.Update(ctx, c)).To(Succeed())
-			key := client.ObjectKeyFromObject(c)
-			return func() {
-				var now admissionregistrationv1.ValidatingWebhookConfiguration
-				Expect(env.Client.Get(ctx, key, &now)).To(Succeed())
-				now.Webhooks = append(now.Webhooks, removed)
-				Expect(env.Client.Update(ctx, &now)).To(Succeed())
-			}
+func withoutWebhook(name string) (restore func()) {
+	var validating admissionregistrationv1.ValidatingWebhookConfigurationList
+	Expect(env.Client.List(context.Background(), &validating)).To(Succeed())
+	for i := range validating.Items {
+		if restore := removeWebhook(&validating.Items[i], func(c *admissionregistrationv1.ValidatingWebhookConfiguration) *[]admissionregistrationv1.ValidatingWebhook {
+			return &c.Webhooks
+		}, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == name }); restore != nil {
+			return restore
+		}
+	}
+	var mutating admissionregistrationv1.MutatingWebhookConfigurationList
+	Expect(env.Client.List(context.Background(), &mutating)).To(Succeed())
+	for i := range mutating.Items {
+		if restore := removeWebhook(&mutating.Items[i], func(c *admissionregistrationv1.MutatingWebhookConfiguration) *[]admissionregistrationv1.MutatingWebhook {
+			return &c.Webhooks
+		}, func(w admissionregistrationv1.MutatingWebhook) bool { return w.Name == name }); restore != nil {
+			return restore
 		}
 	}
 	Fail("webhook " + name + " is not installed")
 	return nil
+}
+
+// removeWebhook removes the webhook of cfg that is, if cfg has one, and
+// returns how to add it back to the configuration as it is by then; nil
+// when cfg has none.
+func removeWebhook[C client.Object, W any](cfg C, webhooks func(C) *[]W, is func(W) bool) (restore func()) {
+	ctx := context.Background()
+	hooks := webhooks(cfg)
+	j := slices.IndexFunc(*hooks, is)
+	if j < 0 {
+		return nil
+	}
+	removed := (*hooks)[j]
+	*hooks = slices.Delete(*hooks, j, j+1)
+	Expect(env.Client.Update(ctx, cfg)).To(Succeed())
+	return func() {
+		now := cfg.DeepCopyObject().(C)
+		Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(cfg), now)).To(Succeed())
+		*webhooks(now) = append(*webhooks(now), removed)
+		Expect(env.Client.Update(ctx, now)).To(Succeed())
+	}
 }

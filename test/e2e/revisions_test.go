@@ -11,7 +11,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"golang.org/x/sync/errgroup"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -379,7 +378,7 @@ var _ = Describe("config revisions", func() {
 		Expect(readsOf(ns, "web", "level")()).To(Equal([]string{"cfg=info", "cfg=info"}))
 
 		By("the Pod path unreachable (it fails open) while a config change rolls the Deployment onto its first revision")
-		restore := withoutMutatingWebhook("pod-config.configward.dev")
+		restore := withoutWebhook("pod-config.configward.dev")
 		apply(cm("debug"))
 		Eventually(stateOf("Deployment", ns, "web"), 30*time.Second).Should(HaveField("Generation", before.Generation+1))
 		Eventually(readsOf(ns, "web", "level"), rolloutTimeout).Should(Equal([]string{"cfg=debug", "cfg=debug"}), "the pods start, on the original's bytes")
@@ -407,32 +406,3 @@ var _ = Describe("config revisions", func() {
 		Expect(res.Stderr).To(ContainSubstring("spec.revisions.secrets: Invalid value: true: Secret snapshots need Secrets in the config hash"))
 	})
 })
-
-// withoutMutatingWebhook takes one webhook out of the mutating
-// configuration, as if it could not be reached with failurePolicy Ignore,
-// and returns how to put it back.
-func withoutMutatingWebhook(name string) (restore func()) {
-	ctx := context.Background()
-	var cfgs admissionregistrationv1.MutatingWebhookConfigurationList
-	Expect(env.Client.List(ctx, &cfgs)).To(Succeed())
-	for i := range cfgs.Items {
-		c := &cfgs.Items[i]
-		for j, w := range c.Webhooks {
-			if w.Name != name {
-				continue
-			}
-			removed := w
-			c.Webhooks = append(c.Webhooks[:j], c.Webhooks[j+1:]...)
-			Expect(env.Client.Update(ctx, c)).To(Succeed())
-			key := client.ObjectKeyFromObject(c)
-			return func() {
-				var now admissionregistrationv1.MutatingWebhookConfiguration
-				Expect(env.Client.Get(ctx, key, &now)).To(Succeed())
-				now.Webhooks = append(now.Webhooks, removed)
-				Expect(env.Client.Update(ctx, &now)).To(Succeed())
-			}
-		}
-	}
-	Fail("webhook " + name + " is not installed")
-	return nil
-}

@@ -201,7 +201,7 @@ spec:
 		Expect(res.Stderr).To(ContainSubstring(`The ConfigPolicy "second-claim" is invalid: spec.customRules: Invalid value: cannot be in force with the other ConfigPolicies: custom rule id "shared-id" is declared by ConfigPolicy "owner-of-id" too`))
 
 		By("stored while the webhook was not registered: Ready=False, with why")
-		restore := unregisterWebhook("configpolicies.validate.configward.dev")
+		restore := withoutWebhook("configpolicies.validate.configward.dev")
 		Eventually(func() int { return env.Kubectl(rule("second-claim"), "apply", "-f", "-").ExitCode }, 10*time.Second, 200*time.Millisecond).Should(Equal(0))
 		restore()
 		DeferCleanup(func() { env.Kubectl("", "delete", "configpolicy", "second-claim", "--ignore-not-found") })

@@ -38,6 +38,7 @@ var suiteController = manager.Controller{Common: manager.Common{ChangeControl: s
 const kwokNodes = 3
 
 func TestE2E(t *testing.T) {
+	defer framework.RemoveBuilds()
 	framework.RequireControlPlane(t)
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "configward e2e")

@@ -30,6 +30,7 @@ var (
 var webhookFlags = []string{"--shutdown-delay=5s"}
 
 func TestFaults(t *testing.T) {
+	defer framework.RemoveBuilds()
 	framework.RequireControlPlane(t)
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "configward under faults")

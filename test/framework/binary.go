@@ -20,9 +20,17 @@ var (
 )
 
 // Binary builds cmd/configward (once per test process) and returns its path.
+// It is built under the repository's bin/test, not the machine's temporary
+// directory, so that a test process killed before RemoveBuilds leaves it
+// in the clone, not on the machine.
 func Binary() (string, error) {
 	binaryOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "configward-bin-")
+		parent := filepath.Join(RepoRoot(), "bin", "test")
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			binaryErr = err
+			return
+		}
+		dir, err := os.MkdirTemp(parent, "configward-")
 		if err != nil {
 			binaryErr = err
 			return
@@ -39,6 +47,17 @@ func Binary() (string, error) {
 		}
 	})
 	return binaryPath, binaryErr
+}
+
+// RemoveBuilds removes what Binary and KubectlPlugin made. Suites call it
+// once every spec has run.
+func RemoveBuilds() {
+	if binaryPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binaryPath))
+	}
+	if pluginDir != "" {
+		_ = os.RemoveAll(pluginDir)
+	}
 }
 
 // Process is `configward webhook` or `configward controller` running as a

@@ -450,7 +450,9 @@ func (e *Env) Kubectl(stdin string, args ...string) KubectlResult {
 // KubectlEnv is Kubectl with extra environment variables ("KEY=value"),
 // e.g. KUBE_EDITOR for `kubectl edit`.
 func (e *Env) KubectlEnv(extra []string, stdin string, args ...string) KubectlResult {
-	return runTool(KubectlPath(), append([]string{"KUBECONFIG=" + e.Kubeconfig}, extra...), stdin, args...)
+	// TMPDIR: a refused `kubectl edit` keeps a copy of the edit in a
+	// temporary file; the environment's directory goes with the environment.
+	return runTool(KubectlPath(), append([]string{"KUBECONFIG=" + e.Kubeconfig, "TMPDIR=" + e.Dir}, extra...), stdin, args...)
 }
 
 // KubectlPath picks the kubectl binary as Kubectl describes.

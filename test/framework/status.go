@@ -31,7 +31,7 @@ func (e *Env) KubectlPlugin(args ...string) KubectlResult {
 		if bin, pluginErr = Binary(); pluginErr != nil {
 			return
 		}
-		if pluginDir, pluginErr = os.MkdirTemp("", "configward-plugin-"); pluginErr != nil {
+		if pluginDir, pluginErr = os.MkdirTemp(filepath.Dir(bin), "plugin-"); pluginErr != nil {
 			return
 		}
 		pluginErr = os.Symlink(bin, filepath.Join(pluginDir, "kubectl-configward"))

@@ -41,6 +41,7 @@ const (
 )
 
 func TestSecurity(t *testing.T) {
+	defer framework.RemoveBuilds()
 	framework.RequireControlPlane(t)
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "configward secret safety")

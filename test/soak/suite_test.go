@@ -38,6 +38,7 @@ var (
 )
 
 func TestSoak(t *testing.T) {
+	defer framework.RemoveBuilds()
 	raw := os.Getenv(DurationEnv)
 	if raw == "" {
 		t.Skip("the soak runs only when " + DurationEnv + " is set (e.g. 30m); `make soak` sets it")
