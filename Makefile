@@ -38,7 +38,13 @@ K8S_LDFLAGS  := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION)
 # or changing any pin there rebuilds (mostly from Go's build cache).
 TOOLS_SUM    = $(shell cat $(TOOLS)/$(1)/go.mod $(TOOLS)/$(1)/go.sum | sha256sum | cut -c1-8)
 ASSETS       := $(BIN)/k8s/$(K8S_VERSION)-etcd-$(ETCD_VERSION)-kwok-$(KWOK_VERSION)-$(call TOOLS_SUM,controlplane)$(call TOOLS_SUM,kwok)
-HELM         := $(BIN)/helm-$(HELM_VERSION)-$(call TOOLS_SUM,helm)/helm
+# helm's releases stamp the Kubernetes version it assumes when no cluster is
+# asked (`helm template`) from their client-go: 1.(minor of v0.MINOR.x).
+# Unstamped, helm assumes v1.20.0, and the chart's kubeVersion refuses it.
+HELM_KUBE_MINOR := $(word 2,$(subst ., ,$(call modversion,helm,k8s.io/client-go)))
+HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+                $(foreach p,pkg/chartutil pkg/lint/rules,-X helm.sh/helm/v3/$(p).k8sVersionMajor=1 -X helm.sh/helm/v3/$(p).k8sVersionMinor=$(HELM_KUBE_MINOR))
+HELM         := $(BIN)/helm-$(HELM_VERSION)-kube1.$(HELM_KUBE_MINOR)-$(call TOOLS_SUM,helm)/helm
 CODEGEN_DIR  := $(BIN)/codegen-$(CODEGEN_VERSION)-$(call TOOLS_SUM,codegen)
 CONTROLLER_GEN := $(CODEGEN_DIR)/controller-gen
 STATICCHECK  := $(CODEGEN_DIR)/staticcheck
@@ -196,7 +202,7 @@ $(ASSETS)/kwok:
 helm: $(HELM) ## Build helm (cached).
 $(HELM):
 	mkdir -p $(dir $@)
-	cd $(TOOLS)/helm && $(GO) build -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v3/cmd/helm
+	cd $(TOOLS)/helm && $(GO) build -ldflags "$(HELM_LDFLAGS)" -o $@ helm.sh/helm/v3/cmd/helm
 
 .PHONY: codegen
 codegen: $(CONTROLLER_GEN) ## Build controller-gen and staticcheck (cached).

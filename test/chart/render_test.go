@@ -179,6 +179,14 @@ var _ = Describe("the chart, rendered", func() {
 		Expect(res.Stderr).To(ContainSubstring("/reports/mode"))
 	})
 
+	It("renders and lints without --kube-version, as with a released helm: the project's helm assumes the Kubernetes of its client-go, not 1.20", func() {
+		res := helm("template", "configward", chartDir, "-n", "configward")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(res.Stdout).To(ContainSubstring("kind: MutatingWebhookConfiguration"))
+		res = helm("lint", chartDir, "--strict")
+		Expect(res.ExitCode).To(Equal(0), res.Stdout+res.Stderr)
+	})
+
 	It("passes helm lint with default and non-default values", func() {
 		for _, args := range [][]string{
 			nil,
