@@ -193,7 +193,7 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
 		crds, err := certManagerCRDs()
 		Expect(err).NotTo(HaveOccurred())
-		env, err = framework.Start(framework.Options{WithoutWebhook: true, ExtraCRDPaths: []string{crds}})
+		env, err = framework.Start(framework.Options{WithoutWebhook: true, ExtraCRDPaths: []string{crds}, WithoutReports: true})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(env.Stop)
 		Expect(cmscheme.AddToScheme(env.Client.Scheme())).To(Succeed())

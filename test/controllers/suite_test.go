@@ -8,7 +8,6 @@ package controllers
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -43,11 +42,7 @@ func TestControllers(t *testing.T) {
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	var err error
-	env, err = framework.Start(framework.Options{
-		WithoutWebhook: true,
-		// The Report CRD, so the drift controller writes Reports.
-		ExtraCRDPaths: []string{filepath.Join(framework.RepoRoot(), "charts", "configward", "files", "openreports")},
-	})
+	env, err = framework.Start(framework.Options{WithoutWebhook: true})
 	Expect(err).NotTo(HaveOccurred())
 	startSuiteController()
 })

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -102,6 +103,7 @@ wait:
 		`ConfigSchema "payments" in configward.dev/schema, which does not exist`,
 		"✓ 08 as expected",
 		"generation=2 configward.dev/config-hash=hmac-sha256:",
+		"$ kubectl configward status -n demo",
 		"✓ 09 as expected",
 		`denied the request: [secret-in-env] Deployment demo/checkout-worker`,
 		"✓ 10 as expected",
@@ -111,6 +113,16 @@ wait:
 	} {
 		if !strings.Contains(strings.ToLower(walk), strings.ToLower(want)) {
 			t.Errorf("the walkthrough does not show %q", want)
+		}
+	}
+	// configward status during step 08's rollout (pods still on the old
+	// config) and after it: the drift a newcomer should see.
+	for _, row := range []string{
+		`(?m)^\s+Deployment/checkout\s+[0-9]/[0-9]\s+[1-9]\s+progressing\s+ConfigMap/checkout-config\s`,
+		`(?m)^\s+Deployment/checkout\s+2/2\s+0\s+done\s+ConfigMap/checkout-config\s`,
+	} {
+		if !regexp.MustCompile(row).MatchString(walk) {
+			t.Errorf("the walkthrough shows no configward status row matching %s", row)
 		}
 	}
 	if strings.Contains(walk, "✗") {

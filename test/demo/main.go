@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -192,12 +193,18 @@ func (w *walkthrough) steps() {
 			return false
 		}
 		w.kubectl("get", "events", "-n", namespace, "--field-selector", "reason=ConfigChanged", "-o", "custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message")
-		fmt.Println("  the Deployment replaces its pods through its own rolling update; every pod now runs the new config:")
+		fmt.Println("  the Deployment replaces its pods through its own rolling update, one every 5 s (minReadySeconds);")
+		fmt.Println("  while it does, configward status counts the pods still on the old config (exit code 1: not all current):")
+		inFlight := w.statusShows(1, "progressing")
 		if !w.expect(w.kubectl("rollout", "status", "deployment/checkout", "-n", namespace, "--timeout=60s"), 0, "successfully rolled out") {
 			return false
 		}
 		want := strings.TrimSpace(after.Stdout[strings.Index(after.Stdout, "hmac-sha256:"):])
-		return w.podsCarry(want)
+		if !w.podsCarry(want) {
+			return false
+		}
+		fmt.Println("  and once every pod runs the new config:")
+		return w.statusShows(0, "done") && inFlight
 	})
 	w.step("09", "ConfigPolicy: secret-in-env becomes Deny in namespace demo, without a restart", func() bool {
 		if !w.apply("09-configpolicy-demo.yaml", 0) {
@@ -330,10 +337,32 @@ func (w *walkthrough) expect(res framework.KubectlResult, wantExit int, want ...
 	return ok
 }
 
+// statusShows waits up to 20 s until `kubectl configward status` shows
+// Deployment checkout in state, then shows it, and checks the exit code.
+func (w *walkthrough) statusShows(wantExit int, state string) bool {
+	args := []string{"status", "-n", namespace}
+	row := regexp.MustCompile(`(?m)^Deployment/checkout\s.*\s` + state + `\s`)
+	deadline := time.Now().Add(20 * time.Second)
+	for !row.MatchString(w.env.KubectlPlugin(args...).Stdout) && time.Now().Before(deadline) && w.ctx.Err() == nil {
+		time.Sleep(250 * time.Millisecond)
+	}
+	fmt.Println("  $ kubectl configward " + shellJoin(args))
+	res := w.show(w.env.KubectlPlugin(args...))
+	if !row.MatchString(res.Stdout) {
+		fmt.Printf("  ✗ expected Deployment/checkout to be %s\n", state)
+		return false
+	}
+	return w.expect(res, wantExit)
+}
+
 // kubectl runs kubectl, printing the command and what kubectl printed.
 func (w *walkthrough) kubectl(args ...string) framework.KubectlResult {
 	fmt.Println("  $ kubectl " + shellJoin(args))
-	res := w.env.Kubectl("", args...)
+	return w.show(w.env.Kubectl("", args...))
+}
+
+// show prints what a command printed, and its exit code when not 0.
+func (w *walkthrough) show(res framework.KubectlResult) framework.KubectlResult {
 	for _, out := range []string{res.Stderr, res.Stdout} {
 		out = strings.TrimRight(out, "\n")
 		if out == "" {

@@ -8,7 +8,6 @@ package e2e
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -61,7 +60,7 @@ var _ = BeforeSuite(func() {
 		// both processes (argo_rollout_test.go), and OpenReports' Report CRD,
 		// whose Reports the controller writes where it is served (the chart
 		// installs this copy on request).
-		ExtraCRDPaths: []string{argoCRDs, filepath.Join(framework.RepoRoot(), "charts", "configward", "files", "openreports")},
+		ExtraCRDPaths: []string{argoCRDs},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(env.StartCluster(kwokNodes)).To(Succeed())

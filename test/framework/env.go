@@ -60,6 +60,17 @@ type Options struct {
 	UnauthenticatedCallers bool
 	// ExtraCRDPaths are installed with configward's CRDs.
 	ExtraCRDPaths []string
+	// WithoutReports leaves out the OpenReports Report CRD, which the world
+	// serves by default (as the chart installs it where none is): without
+	// it, drift shows only in gauges and `configward status` cannot show a
+	// config change not yet stamped. The chart suite leaves it out so that
+	// the chart can install it.
+	WithoutReports bool
+}
+
+// ReportsCRDPath is the OpenReports Report CRD as the chart ships it.
+func ReportsCRDPath() string {
+	return filepath.Join(RepoRoot(), "charts", "configward", "files", "openreports")
 }
 
 // Env is a running control plane plus configward's webhook.
@@ -143,8 +154,12 @@ func Start(opts Options) (env *Env, err error) {
 			_ = e.Stop()
 		}
 	}()
+	crds := append([]string{filepath.Join(RepoRoot(), "config", "crd", "bases")}, opts.ExtraCRDPaths...)
+	if !opts.WithoutReports {
+		crds = append(crds, ReportsCRDPath())
+	}
 	e.testEnv = &envtest.Environment{
-		CRDDirectoryPaths:        append([]string{filepath.Join(RepoRoot(), "config", "crd", "bases")}, opts.ExtraCRDPaths...),
+		CRDDirectoryPaths:        crds,
 		ErrorIfCRDPathMissing:    false,
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		// A cluster that ran a thousand workloads takes more than envtest's
