@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/configschema"
@@ -31,7 +32,9 @@ const ValidateConfigChangesPath = "/validate-config-changes"
 
 // Change control sees every create, update and delete of a ConfigMap or
 // Secret: a create is how governed config deleted by any route would come
-// back with other content. It fails closed (the generated configuration,
+// back with other content. It sees ConfigSchemas too: a schema is what
+// keeps bad values out of governed config, so loosening or deleting one is
+// a change like a change to the config it governs. It fails closed (the generated configuration,
 // and in the Helm chart the copy scoped to the namespaces configward labels
 // as governed): if taking the webhook down let anyone edit governed config,
 // the control would be a suggestion. Kubernetes' own controllers are let
@@ -41,6 +44,7 @@ const ValidateConfigChangesPath = "/validate-config-changes"
 // Events, never for dry-runs.
 //
 // +kubebuilder:webhook:path=/validate-config-changes,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=configmaps;secrets,verbs=create;update;delete,versions=v1,name=changes.validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-config-changes,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=configward.dev,resources=configschemas,verbs=create;update;delete,versions=v1alpha1,name=schema-changes.validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5
 //
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
@@ -49,7 +53,7 @@ const ValidateConfigChangesPath = "/validate-config-changes"
 
 var breakGlassEdits = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "configward_break_glass_total",
-	Help: "Changes of governed ConfigMaps and Secrets let through with configward.dev/break-glass (updates) or configward.dev/break-glass-delete (deletes), by kind and operation. Dry-runs are not counted.",
+	Help: "Changes of governed ConfigMaps, Secrets and ConfigSchemas let through with configward.dev/break-glass (creates and updates) or configward.dev/break-glass-delete (deletes), by kind and operation. Dry-runs are not counted.",
 }, []string{"kind", "operation"})
 
 func init() { metrics.Registry.MustRegister(breakGlassEdits) }
@@ -98,8 +102,17 @@ func configKinds(unjudged string, ops []admissionv1.Operation, kinds ...string) 
 
 // Scope implements webhookserver.Handler.
 func (h *ValidateConfigChanges) Scope() webhookserver.Scope[string] {
-	return configKinds("configward has no change-control rules for %s",
+	scope := configKinds("configward has no change-control rules for %s",
 		[]admissionv1.Operation{admissionv1.Create, admissionv1.Update, admissionv1.Delete}, "ConfigMap", "Secret")
+	config := scope.Kind
+	schemaKind := v1alpha1.GroupVersion.WithKind("ConfigSchema").GroupKind()
+	scope.Kind = func(gk schema.GroupKind) (webhookserver.Kind[string], bool) {
+		if gk == schemaKind {
+			return webhookserver.Kind[string]{Info: gk.Kind, Resource: "configschemas", New: func() client.Object { return &v1alpha1.ConfigSchema{} }}, true
+		}
+		return config(gk)
+	}
+	return scope
 }
 
 // Review implements webhookserver.Handler.
@@ -121,12 +134,16 @@ func (h *ValidateConfigChanges) Review(ctx context.Context, rv *webhookserver.Re
 		if old, err = rv.OldObject(); err != nil {
 			return webhookserver.Undecodable(err)
 		}
-		r.Old = contentOf(old, schemaLabels)
+		if r.Old, err = contentOf(old, schemaLabels); err != nil {
+			return webhookserver.Undecodable(err)
+		}
 	}
 	obj := old
 	if rv.Object != nil {
 		obj = rv.Object
-		r.New = contentOf(obj, schemaLabels)
+		if r.New, err = contentOf(obj, schemaLabels); err != nil {
+			return webhookserver.Undecodable(err)
+		}
 	}
 	if r.Name = obj.GetName(); r.Name == "" {
 		r.Name = req.Name
@@ -139,7 +156,7 @@ func (h *ValidateConfigChanges) Review(ctx context.Context, rv *webhookserver.Re
 	active := h.Policies.Current()
 	cc := active.ChangeControl(h.ChangeControl, ns)
 	settings := active.Settings(ns)
-	if req.Operation == admissionv1.Delete && settings.ActionFor(rules.Finding{Rule: rules.ConfigInUseDelete}) != rules.Off {
+	if req.Operation == admissionv1.Delete && kind != "ConfigSchema" && settings.ActionFor(rules.Finding{Rule: rules.ConfigInUseDelete}) != rules.Off {
 		if r.Consumers, err = h.consumers(ctx, kind, req.Namespace, r.Name); err != nil {
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: looking up the consumers of %s %s/%s: %w", kind, req.Namespace, r.Name, err))
 		}
@@ -211,12 +228,16 @@ func (h *ValidateConfigChanges) breakGlass(resp *admission.Response, obj client.
 	})
 }
 
-// contentOf takes what change control compares of a ConfigMap or Secret.
-func contentOf(obj client.Object, schemaLabels []string) *changecontrol.Content {
-	if cm, ok := obj.(*corev1.ConfigMap); ok {
-		return changecontrol.FromConfigMap(cm, schemaLabels)
+// contentOf takes what change control compares of a ConfigMap, Secret or
+// ConfigSchema.
+func contentOf(obj client.Object, schemaLabels []string) (*changecontrol.Content, error) {
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		return changecontrol.FromConfigMap(o, schemaLabels), nil
+	case *v1alpha1.ConfigSchema:
+		return changecontrol.FromConfigSchema(o)
 	}
-	return changecontrol.FromSecret(obj.(*corev1.Secret))
+	return changecontrol.FromSecret(obj.(*corev1.Secret)), nil
 }
 
 // confirm re-reads consumers from the API server and returns the live ones.

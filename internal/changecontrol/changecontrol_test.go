@@ -2,6 +2,7 @@ package changecontrol
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -291,5 +292,30 @@ func TestSnapshotsAreConfigwards(t *testing.T) {
 			Kind: "ConfigMap", Namespace: "shop", Name: "app-1234567890", Old: snap}); v.Exempt == "" {
 			t.Errorf("namespace deletion was judged: %+v", v)
 		}
+	}
+}
+
+// A ConfigSchema's spec is compared field by field, named as users write
+// it; its break-glass annotations are the emergency path, not a change.
+func TestConfigSchemaChanges(t *testing.T) {
+	schema := func(required bool, annotations map[string]string) *Content {
+		cs := &v1alpha1.ConfigSchema{ObjectMeta: metav1.ObjectMeta{Annotations: annotations}, Spec: v1alpha1.ConfigSchemaSpec{
+			ConfigMapNames: []string{"app"},
+			Keys:           []v1alpha1.KeySchema{{Name: "app.yaml", Format: "yaml", Required: required}},
+		}}
+		c, err := FromConfigSchema(cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if got := Changes(schema(true, nil), schema(false, nil)); !slices.Equal(got, []string{"spec.keys"}) {
+		t.Errorf("dropping required: %v, want [spec.keys]", got)
+	}
+	if got := Changes(schema(true, nil), schema(true, map[string]string{v1alpha1.BreakGlassAnnotation: "INC-1"})); len(got) != 0 {
+		t.Errorf("a break-glass annotation alone: %v, want no change", got)
+	}
+	if got := Changes(nil, schema(true, nil)); !slices.Equal(got, []string{"spec.configMapNames", "spec.keys"}) {
+		t.Errorf("a create: %v", got)
 	}
 }

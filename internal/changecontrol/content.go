@@ -2,6 +2,7 @@ package changecontrol
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -26,6 +27,9 @@ type Content struct {
 	Type        corev1.SecretType // Secrets only
 	Annotations map[string]string
 	Labels      map[string]string
+	// Spec is a ConfigSchema's spec, each top-level field as canonical
+	// JSON: a schema loosened is config let through that it kept out.
+	Spec map[string]string
 	// Governing is the governing metadata (see GoverningMetadata), by the
 	// field name users read in a denial.
 	Governing map[string]string
@@ -62,9 +66,28 @@ func FromSecret(s *corev1.Secret) *Content {
 	return c
 }
 
+// FromConfigSchema takes the content of a ConfigSchema: its spec and its
+// governing metadata.
+func FromConfigSchema(cs *v1alpha1.ConfigSchema) (*Content, error) {
+	raw, err := json.Marshal(cs.Spec)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, err
+	}
+	c := &Content{Spec: make(map[string]string, len(fields)), Annotations: cs.Annotations, Labels: cs.Labels,
+		Governing: GoverningMetadata(&cs.ObjectMeta, nil, false)}
+	for k, v := range fields {
+		c.Spec[k] = string(v)
+	}
+	return c, nil
+}
+
 // Changes lists what differs between old and new, by name: `data["key"]`
 // for a key added, removed or changed, `binaryData[...]`, `immutable`,
-// `type`, and governing metadata (`metadata.annotations["configward.dev/reload"]`,
+// `type`, `spec.<field>` of a ConfigSchema, and governing metadata (`metadata.annotations["configward.dev/reload"]`,
 // `metadata.ownerReferences`, ...). A nil old is a creation: everything new
 // has is a change.
 func Changes(old, new *Content) []string {
@@ -85,6 +108,7 @@ func Changes(old, new *Content) []string {
 	if old.Type != new.Type {
 		out = append(out, "type")
 	}
+	out = append(out, changedKeys(old.Spec, new.Spec, func(a, b string) bool { return a == b }, func(k string) string { return "spec." + k })...)
 	// Governing metadata is keyed by the field's own name already.
 	return append(out, changedKeys(old.Governing, new.Governing, func(a, b string) bool { return a == b }, func(k string) string { return k })...)
 }

@@ -58,7 +58,7 @@ func (s Settings) WithPipeline(fromPolicies Identities) Settings {
 type Request struct {
 	Operation string // "CREATE", "UPDATE" or "DELETE"
 	User      authenticationv1.UserInfo
-	Kind      string // "ConfigMap" or "Secret"
+	Kind      string // "ConfigMap", "Secret" or "ConfigSchema"
 	Namespace string
 	Name      string
 	// Old is the stored object (nil on CREATE), New the object after the

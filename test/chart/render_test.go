@@ -272,6 +272,7 @@ var _ = Describe("the chart, rendered", func() {
 			"configmaps-without-schemas.validate.configward.dev": "configward.dev/config-schemas NotIn present Ignore",
 			"changes.validate.configward.dev":                    "configward.dev/change-control In governed Fail",
 			"changes-ungoverned.validate.configward.dev":         "configward.dev/change-control NotIn governed Ignore",
+			"schema-changes.validate.configward.dev":             "configward.dev/change-control In governed Fail",
 		}), "fail-closed copies only where configward enforces something")
 	})
 
@@ -284,7 +285,7 @@ var _ = Describe("the chart, rendered", func() {
 		want := "!(request.userInfo.username in [" + strings.Join(quoted, ", ") + "])"
 		for _, w := range vwc.Webhooks {
 			switch w.Name {
-			case "changes.validate.configward.dev", "changes-ungoverned.validate.configward.dev", "namespaces.record.configward.dev":
+			case "changes.validate.configward.dev", "changes-ungoverned.validate.configward.dev", "schema-changes.validate.configward.dev", "namespaces.record.configward.dev":
 				Expect(w.MatchConditions).To(HaveLen(1), w.Name)
 				Expect(w.MatchConditions[0].Expression).To(Equal(want), "%s: the chart's list and internal/changecontrol's differ", w.Name)
 			default:

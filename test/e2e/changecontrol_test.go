@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/manager"
 	"github.com/configward/configward/test/framework"
 )
@@ -55,6 +56,7 @@ func grantTestIdentities() {
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets", "pods"}, Verbs: []string{rbacv1.VerbAll}},
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{rbacv1.VerbAll}},
+			{APIGroups: []string{"configward.dev"}, Resources: []string{"configschemas"}, Verbs: []string{rbacv1.VerbAll}},
 		},
 	}
 	Expect(env.Client.Create(context.Background(), role)).To(Succeed())
@@ -218,6 +220,55 @@ var _ = Describe("change control", func() {
 		Expect(res.ExitCode).To(Equal(1))
 		Expect(res.Stderr).To(ContainSubstring(denial(ns, human, `data["level"]`, "ConfigMap", "app-flags")))
 		Expect(storedConfigMap(ns, "app-flags")).To(Equal(before2))
+	})
+
+	It("guards a ConfigSchema like the config it governs: only the pipeline loosens or deletes it, or a break-glass, recorded four ways", func() {
+		strict := schemaYAML(ns, "app", []string{"app-flags"}, "level", "text", `{type: string, enum: [debug, info, warn, error]}`, "")
+		loose := schemaYAML(ns, "app", []string{"app-flags"}, "level", "text", `{type: string}`, "")
+		asPipeline(strict)
+		generation := func() int64 {
+			var cs v1alpha1.ConfigSchema
+			Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "app"}, &cs)).To(Succeed())
+			return cs.Generation
+		}
+		before := generation()
+		res := as(human, loose, "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(1))
+		Expect(res.Stderr).To(ContainSubstring(fmt.Sprintf(`admission webhook "schema-changes.validate.configward.dev" denied the request: [out-of-pipeline-edit] alice changes spec.keys of ConfigSchema %s/app outside the pipeline.`, ns)))
+		Expect(generation()).To(Equal(before), "the refused edit left the schema as it was")
+
+		By("the pipeline changes it")
+		asPipeline(loose)
+		asPipeline(strict)
+
+		By("a break-glass edit is let through and recorded four ways")
+		count := func() float64 {
+			return counter("configward_break_glass_total", map[string]string{"kind": "ConfigSchema", "operation": "UPDATE"})
+		}
+		breakGlasses := count()
+		res = as(human, "", "-n", ns, "patch", "configschema", "app", "--type=merge", "-p",
+			`{"metadata":{"annotations":{"configward.dev/break-glass":"INC-9 new level"}},"spec":{"keys":[{"name":"level","format":"text","required":true,"schema":{"type":"string"}}]}}`)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		note := fmt.Sprintf(`break-glass by alice: changed spec.keys of ConfigSchema %s/app outside the pipeline, reason "INC-9 new level"`, ns)
+		Expect(res.Stderr).To(ContainSubstring("Warning: [out-of-pipeline-edit] " + note))
+		Eventually(func() []string { return eventsFor(ns, "app", "BreakGlass") }, 10*time.Second, 200*time.Millisecond).Should(ConsistOf(note))
+		Expect(count()).To(Equal(breakGlasses + 1))
+		Eventually(func() []map[string]string { return auditAnnotations(ns, "configschemas", "app", "patch") }, 10*time.Second, 200*time.Millisecond).
+			Should(ContainElement(HaveKeyWithValue("schema-changes.validate.configward.dev/break-glass", note)))
+
+		By("deleting it: refused, unless annotated for a break-glass delete first")
+		res = as(human, "", "-n", ns, "delete", "configschema", "app")
+		Expect(res.ExitCode).To(Equal(1))
+		Expect(res.Stderr).To(ContainSubstring(fmt.Sprintf(`[out-of-pipeline-edit] alice deletes ConfigSchema %s/app outside the pipeline.`, ns)))
+		Expect(as(human, "", "-n", ns, "annotate", "configschema", "app", "configward.dev/break-glass-delete=INC-10 retired").ExitCode).To(Equal(0))
+		res = as(human, "", "-n", ns, "delete", "configschema", "app")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(res.Stderr).To(ContainSubstring(fmt.Sprintf(`Warning: [out-of-pipeline-edit] break-glass by alice: deleted ConfigSchema %s/app outside the pipeline, reason "INC-10 retired"`, ns)))
+
+		By("nor may a human create one")
+		res = as(human, strict, "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(1))
+		Expect(res.Stderr).To(ContainSubstring(fmt.Sprintf(`[out-of-pipeline-edit] alice creates ConfigSchema %s/app outside the pipeline.`, ns)))
 	})
 
 	It("refuses a human delete, and a delete of config still in use until its Deployment is gone", func() {

@@ -305,7 +305,9 @@ var _ = Describe("OpenReports at scale", func() {
 		// thousand ReplicaSets and pods would keep kube-controller-manager
 		// and kwok busy long after this spec (the spec after it took a
 		// minute instead of five seconds).
-		noPods := func(y string) string { return strings.Replace(y, "\nspec:\n  selector:", "\nspec:\n  replicas: 0\n  paused: true\n  selector:", 1) }
+		noPods := func(y string) string {
+			return strings.Replace(y, "\nspec:\n  selector:", "\nspec:\n  replicas: 0\n  paused: true\n  selector:", 1)
+		}
 		for i := range workloads {
 			objs <- decode(noPods(workloadYAML("Deployment", ns, name(i), `containers:
 - name: app

@@ -254,6 +254,7 @@ rules:
   resources:
   - {group: apps, resources: [deployments, replicasets, statefulsets, daemonsets]}
   - {group: batch, resources: [jobs, cronjobs]}
+  - {group: configward.dev, resources: [configschemas]}
 - level: None
 `
 
