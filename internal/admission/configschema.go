@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -63,7 +65,13 @@ func (h *ValidateConfigMaps) Review(ctx context.Context, r *webhookserver.Review
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: looking up ConfigSchemas: %w", err))
 	}
 	findings := configschema.Findings(cm, governing, missing)
-	if len(findings) == 0 {
+	left, err := h.schemasLeft(ctx, r, governing)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: looking up ConfigSchemas: %w", err))
+	}
+	leaving, notes := configschema.Leaving(cm, left)
+	findings = append(findings, leaving...)
+	if len(findings) == 0 && len(notes) == 0 {
 		return admission.Allowed("")
 	}
 	ns, err := configpolicy.LookupNamespace(ctx, h.Namespaces, r.Namespace)
@@ -71,7 +79,56 @@ func (h *ValidateConfigMaps) Review(ctx context.Context, r *webhookserver.Review
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: %w", err))
 	}
 	out := rules.Apply(h.Policies.Current().Settings(ns), findings, cm.Annotations, rules.Options{Unchanged: valuesUnchanged(r, cm)})
-	return respond(out, r.Request, cm, h.Recorder, true)
+	resp := respond(out, r.Request, cm, h.Recorder, true)
+	if resp.Allowed {
+		h.recordLeaving(&resp, r.Request, cm, notes)
+	}
+	return resp
+}
+
+// schemasLeft are the schemas that governed the stored ConfigMap and do not
+// govern the one written.
+func (h *ValidateConfigMaps) schemasLeft(ctx context.Context, r *webhookserver.Review[string], governing []configschema.Governing) ([]configschema.Governing, error) {
+	if r.Operation != admissionv1.Update {
+		return nil, nil
+	}
+	o, err := r.OldObject()
+	if err != nil {
+		return nil, err
+	}
+	old := o.(*corev1.ConfigMap)
+	if old.Namespace == "" {
+		old.Namespace = r.Namespace
+	}
+	before, _, err := h.Schemas.For(ctx, old)
+	if err != nil {
+		return nil, err
+	}
+	var left []configschema.Governing
+	for _, g := range before {
+		if !slices.ContainsFunc(governing, func(now configschema.Governing) bool { return now.Name == g.Name }) {
+			left = append(left, g)
+		}
+	}
+	return left, nil
+}
+
+// recordLeaving tells the user, and records in an Event, that a ConfigMap
+// left schemas: what they kept out can now be written.
+func (h *ValidateConfigMaps) recordLeaving(resp *admission.Response, req admission.Request, cm *corev1.ConfigMap, notes []string) {
+	for _, note := range notes {
+		resp.Warnings = append(resp.Warnings, rules.Warning(rules.Finding{Rule: rules.ConfigSchema, Message: note}))
+	}
+	if len(notes) == 0 || ptr.Deref(req.DryRun, false) {
+		return
+	}
+	h.Effects.Record(req, cm, func(ref client.Object) {
+		if h.Events != nil {
+			for _, note := range notes {
+				h.Events.Eventf(ref, nil, corev1.EventTypeWarning, "LeftConfigSchema", string(req.Operation), "%s", note)
+			}
+		}
+	})
 }
 
 // valuesUnchanged reports whether an update leaves the ConfigMap's values

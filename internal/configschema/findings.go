@@ -53,6 +53,29 @@ func Findings(cm *corev1.ConfigMap, governing []Governing, missing string) []rul
 	return out
 }
 
+// Leaving judges an update that takes cm out of the reach of the schemas
+// left (its labels no longer selected, its configward.dev/schema annotation
+// changed or removed): the write must still satisfy each of them, or one
+// write could both leave a schema and break what it kept out. It returns
+// the findings for the schemas the new values break, and the notes for
+// those left cleanly, which are recorded, not refused.
+func Leaving(cm *corev1.ConfigMap, left []Governing) (findings []rules.Finding, notes []string) {
+	object := fmt.Sprintf("ConfigMap %s/%s", cm.Namespace, cm.Name)
+	for _, g := range left {
+		broken := Findings(cm, []Governing{g}, "")
+		if len(broken) == 0 {
+			notes = append(notes, fmt.Sprintf("%s leaves ConfigSchema %q: its values are no longer checked against it.", object, g.Name))
+			continue
+		}
+		for _, f := range broken {
+			f.Message = fmt.Sprintf("%s leaves ConfigSchema %q in the same write that changes its values, which must still satisfy it. Leave the schema in a write of its own (its labels or the %s annotation only), then change the values. %s",
+				object, g.Name, v1alpha1.SchemaAnnotation, f.Message)
+			findings = append(findings, f)
+		}
+	}
+	return findings, notes
+}
+
 // CompileFailure is the finding for a ConfigSchema that does not compile,
 // which admission refuses and `configward check` reports.
 func CompileFailure(cs *v1alpha1.ConfigSchema, err error) rules.Finding {

@@ -149,6 +149,35 @@ var _ = Describe("ConfigSchema", func() {
 		Expect(got.Stdout).To(Equal(before.ResourceVersion + " port: 8080\n"))
 	})
 
+	It("refuses one write that takes a ConfigMap out of its schema and breaks what the schema kept out, and records a clean exit", func() {
+		apply(schemaYAML(ns, "labelled", nil, "app.yaml", "yaml", `{"type": "object", "properties": {"port": {"type": "integer"}}}`, "  selector: {matchLabels: {schema: labelled}}\n"))
+		Eventually(schemaReady(ns, "labelled"), 10*time.Second).Should(Equal("True"))
+		apply(literalConfigMap(ns, "sel-app", map[string]string{"app.yaml": "port: 8080"}, "  labels: {schema: labelled}\n"))
+		resourceVersion := func() string {
+			var cm corev1.ConfigMap
+			Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "sel-app"}, &cm)).To(Succeed())
+			return cm.ResourceVersion
+		}
+		before := resourceVersion()
+
+		By("kubectl replace, without the label and with a value the schema refuses, in one write")
+		res := env.Kubectl(literalConfigMap(ns, "sel-app", map[string]string{"app.yaml": "port: [not, an, int"}, ""), "replace", "-f", "-")
+		Expect(res.ExitCode).To(Equal(1), res.Stdout)
+		Expect(res.Stderr).To(ContainSubstring(`denied the request: [config-schema] ConfigMap ` + ns + `/sel-app leaves ConfigSchema "labelled" in the same write that changes its values, which must still satisfy it. Leave the schema in a write of its own`))
+		Expect(resourceVersion()).To(Equal(before), "the refused write left the stored object as it was")
+
+		By("leaving the schema in a write of its own: allowed, with a warning and an Event")
+		res = env.Kubectl("", "label", "configmap", "sel-app", "-n", ns, "schema-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		note := `ConfigMap ` + ns + `/sel-app leaves ConfigSchema "labelled": its values are no longer checked against it.`
+		Expect(res.Stderr).To(ContainSubstring("Warning: [config-schema] " + note))
+		Eventually(func() []string { return eventsFor(ns, "sel-app", "LeftConfigSchema") }, 10*time.Second, 200*time.Millisecond).Should(ConsistOf(note))
+
+		By("then its values are its own")
+		res = env.Kubectl("", "patch", "configmap", "sel-app", "-n", ns, "--type=merge", "-p", `{"data":{"app.yaml":"port: eighty"}}`)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+	})
+
 	It("refuses a ConfigMap that names a schema that does not exist", func() {
 		res := env.Kubectl(literalConfigMap(ns, "orphan", map[string]string{"k": "v"}, "  annotations: {configward.dev/schema: nowhere}\n"), "apply", "-f", "-")
 		Expect(res.ExitCode).To(Equal(1))
