@@ -1,17 +1,20 @@
 package chart
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,12 +26,15 @@ import (
 	"github.com/spf13/pflag"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -177,7 +183,7 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		o.MetricsAddr, o.ProbeAddr, o.LogFormat = "0", "0", "console"
 		o.BindAddress, o.CertDir, o.CertPollInterval, o.ShutdownDelay = "127.0.0.1:"+addr[len("localhost:"):], certDir, time.Second, 0
 		Expect(o.Validate()).To(Succeed())
-		p, err := manager.NewWebhook(env.Config, o)
+		p, err := manager.NewWebhook(asServiceAccount(env.Config, "webhook"), o)
 		Expect(err).NotTo(HaveOccurred())
 		wctx, wcancel := context.WithCancel(ctx)
 		webhookDone = make(chan error, 1)
@@ -190,7 +196,9 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 	}
 
 	BeforeAll(func() {
-		ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
+		logger := zap.New(zap.WriteTo(io.MultiWriter(GinkgoWriter, &processLogs)))
+		ctrl.SetLogger(logger)
+		klog.SetLogger(logger.WithName("client-go"))
 		crds, err := certManagerCRDs()
 		Expect(err).NotTo(HaveOccurred())
 		env, err = framework.Start(framework.Options{WithoutWebhook: true, ExtraCRDPaths: []string{crds}, WithoutReports: true})
@@ -257,8 +265,12 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
 		co.AddFlags(fs)
 		Expect(fs.Parse(chartArgs("configward-controller", installArgs()...))).To(Succeed())
-		co.MetricsAddr, co.ProbeAddr, co.LogFormat, co.LeaderElect, co.Restartable = "0", "0", "console", false, true
-		ctl, err := manager.NewController(env.Config, co)
+		// Leader election as in the pod (only its namespace, which a pod
+		// knows from its service account, is given): its Lease and Events
+		// are writes the chart's RBAC must allow.
+		co.MetricsAddr, co.ProbeAddr, co.LogFormat, co.Restartable = "0", "0", "console", true
+		co.LeaderElectionNamespace = namespace
+		ctl, err := manager.NewController(asServiceAccount(env.Config, "controller"), co)
 		Expect(err).NotTo(HaveOccurred())
 		go func() { _ = ctl.Run(ctx) }()
 
@@ -611,6 +623,48 @@ spec:
 		Expect(columns()).To(Equal([]string{"Ready", "Governed", "Violations", "Age"}))
 	})
 
+	It("runs both processes as the chart's ServiceAccounts: nothing the specs above drove them to do was forbidden", func() {
+		// Admission, namespace labels, the hash key's first creation,
+		// Events and leader election have run by now; a rollout, here. The
+		// processes act only with what the chart's RBAC grants.
+		By("a rollout: a ConfigMap change re-stamps the Deployment that reads it")
+		manifests := func(level string) string {
+			return `apiVersion: v1
+kind: ConfigMap
+metadata: {name: cfg, namespace: chart-rbac}
+data: {level: ` + level + `}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: chart-rbac}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: app, image: app:1, envFrom: [{configMapRef: {name: cfg}}]}
+`
+		}
+		Expect(env.Kubectl("", "create", "namespace", "chart-rbac").ExitCode).To(Equal(0))
+		hash := func() string {
+			return env.Kubectl("", "get", "deployment", "web", "-n", "chart-rbac", "-o", `jsonpath={.spec.template.metadata.annotations.configward\.dev/config-hash}`).Stdout
+		}
+		Eventually(func() string {
+			env.Kubectl(manifests("info"), "apply", "-f", "-")
+			return hash()
+		}, 30*time.Second, time.Second).ShouldNot(BeEmpty())
+		first := hash()
+		res := env.Kubectl(manifests("debug"), "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(hash, 30*time.Second, 250*time.Millisecond).ShouldNot(Equal(first), "the controller did not roll the Deployment")
+
+		Expect(processLogs.String()).NotTo(ContainSubstring("forbidden"))
+		var lease coordinationv1.Lease
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "configward-controller.configward.dev"}, &lease)).To(Succeed())
+		Expect(lease.Spec.HolderIdentity).NotTo(BeNil(), "the controller never led")
+	})
+
 	It("uninstalls without leaving a webhook configuration behind to block the cluster, and keeps the CRDs and what they hold", func() {
 		res := env.Helm("uninstall", release, "-n", namespace, "--wait")
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
@@ -704,6 +758,39 @@ func liveCRDs(ctx context.Context, c client.Client) []apiextensionsv1.CustomReso
 
 // chartArgs renders the chart with the install's values and returns the
 // arguments of a Deployment's container, without its subcommand.
+// processLogs holds what configward's processes and client-go logged.
+var processLogs lockedBuffer
+
+// lockedBuffer is a bytes.Buffer several goroutines write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// asServiceAccount is cfg acting as the chart's ServiceAccount of
+// component, with the groups the API server gives a service account, so
+// that what the process may do is what the chart's RBAC grants.
+func asServiceAccount(cfg *rest.Config, component string) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + namespace + ":" + release + "-" + component,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+	}
+	return out
+}
+
 func chartArgs(deployment string, installArgs ...string) []string {
 	d := typed[appsv1.Deployment](render(installArgs[2:]...), "Deployment", deployment)
 	return d.Spec.Template.Spec.Containers[0].Args[1:]
