@@ -2,11 +2,13 @@ package chart
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/manager"
@@ -74,6 +77,27 @@ func typed[T any](objs []*unstructured.Unstructured, kind, name string) *T {
 	var t T
 	Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(found[0].Object, &t)).To(Succeed())
 	return &t
+}
+
+// promrules runs test/tools/promrules, Prometheus' own rule and PromQL
+// parsers, on input, and returns the metric names the expressions select.
+func promrules(mode string, input []byte) []string {
+	cmd := exec.Command(goTool(), "run", ".", mode)
+	cmd.Dir = filepath.Join(framework.RepoRoot(), "test", "tools", "promrules")
+	cmd.Stdin = bytes.NewReader(input)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	Expect(err).NotTo(HaveOccurred(), stderr.String())
+	return strings.Fields(string(out))
+}
+
+// goTool is the go command building this test, else go on $PATH.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 }
 
 func kinds(objs []*unstructured.Unstructured) []string {
@@ -185,6 +209,60 @@ var _ = Describe("the chart, rendered", func() {
 		Expect(res.Stdout).To(ContainSubstring("kind: MutatingWebhookConfiguration"))
 		res = helm("lint", chartDir, "--strict")
 		Expect(res.ExitCode).To(Equal(0), res.Stdout+res.Stderr)
+	})
+
+	It("ships the alerts as a PrometheusRule and a dashboard for Grafana's sidecar, off by default; Prometheus parses every rule and query, and each configward metric they query exists", func() {
+		Expect(kinds(render())).NotTo(ContainElements("PrometheusRule/configward", "ConfigMap/configward-dashboard"))
+		objs := render("--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.grafanaDashboard.enabled=true", "--set", "metrics.prometheusRule.labels.release=prom")
+		var rule, dashboard *unstructured.Unstructured
+		for _, o := range objs {
+			switch o.GetKind() + "/" + o.GetName() {
+			case "PrometheusRule/configward":
+				rule = o
+			case "ConfigMap/configward-dashboard":
+				dashboard = o
+			}
+		}
+		Expect(rule).NotTo(BeNil())
+		Expect(rule.GetLabels()).To(HaveKeyWithValue("release", "prom"))
+		Expect(dashboard).NotTo(BeNil())
+		Expect(dashboard.GetLabels()).To(HaveKeyWithValue("grafana_dashboard", "1"))
+
+		spec, err := sigsyaml.Marshal(rule.Object["spec"])
+		Expect(err).NotTo(HaveOccurred())
+		queried := promrules("rules", spec)
+
+		raw, _, _ := unstructured.NestedString(dashboard.Object, "data", "configward.json")
+		var board struct {
+			Panels []struct {
+				Title   string
+				Targets []struct{ Expr string }
+			}
+		}
+		Expect(json.Unmarshal([]byte(raw), &board)).To(Succeed())
+		var exprs []string
+		for _, p := range board.Panels {
+			Expect(p.Targets).NotTo(BeEmpty(), p.Title)
+			for _, t := range p.Targets {
+				exprs = append(exprs, t.Expr)
+			}
+		}
+		js, err := json.Marshal(exprs)
+		Expect(err).NotTo(HaveOccurred())
+		queried = append(queried, promrules("exprs", js)...)
+
+		registered, err := framework.RegisteredMetrics()
+		Expect(err).NotTo(HaveOccurred())
+		for _, name := range queried {
+			if strings.HasPrefix(name, "apiserver_") {
+				continue // the API server's view of configward
+			}
+			base := name
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				base = strings.TrimSuffix(base, suffix)
+			}
+			Expect(registered).To(ContainElement(base), "%s is queried but configward has no such metric", name)
+		}
 	})
 
 	It("passes helm lint with default and non-default values", func() {

@@ -68,24 +68,9 @@ func firstColumns(t *testing.T, file, header string) []string {
 // the repository's cmd and internal.
 func inCode(t *testing.T, re *regexp.Regexp) []string {
 	t.Helper()
-	var found []string
-	for _, dir := range []string{"cmd", "internal"} {
-		err := filepath.WalkDir(filepath.Join(framework.RepoRoot(), dir), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-				return err
-			}
-			src, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			for _, m := range re.FindAllStringSubmatch(string(src), -1) {
-				found = append(found, m[1])
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+	found, err := framework.InProductCode(re)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return found
 }
@@ -110,7 +95,10 @@ func TestMetricsTable(t *testing.T) {
 	for _, n := range firstColumns(t, operationsPage, "metric") {
 		documented = append(documented, strings.SplitN(n, "{", 2)[0]) // name{labels}
 	}
-	registered := inCode(t, regexp.MustCompile(`Name:\s+"(configward_[a-z_]+)"`))
+	registered, err := framework.RegisteredMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(registered) < 10 {
 		t.Fatalf("found only %d metrics in the code; the pattern no longer matches how metrics are declared", len(registered))
 	}
