@@ -756,8 +756,6 @@ func liveCRDs(ctx context.Context, c client.Client) []apiextensionsv1.CustomReso
 	return out
 }
 
-// chartArgs renders the chart with the install's values and returns the
-// arguments of a Deployment's container, without its subcommand.
 // processLogs holds what configward's processes and client-go logged.
 var processLogs lockedBuffer
 
@@ -791,6 +789,8 @@ func asServiceAccount(cfg *rest.Config, component string) *rest.Config {
 	return out
 }
 
+// chartArgs renders the chart with the install's values and returns the
+// arguments of a Deployment's container, without its subcommand.
 func chartArgs(deployment string, installArgs ...string) []string {
 	d := typed[appsv1.Deployment](render(installArgs[2:]...), "Deployment", deployment)
 	return d.Spec.Template.Spec.Containers[0].Args[1:]
