@@ -166,12 +166,28 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 	}
 	// Change control is off in the flags: ConfigPolicies turn it on where
 	// they name a pipeline.
+	// The Report CRD and a declared workload kind (Argo Rollouts' Rollout)
+	// are installed too, so that the processes' writes of Reports and
+	// their reads of Rollouts run under the chart's RBAC.
 	installArgs := func() []string {
-		return []string{"-n", namespace, "--set", "webhook.externalURL=https://" + addr, "--set", "certificate.extraDNSNames={localhost}"}
+		return []string{"-n", namespace, "--set", "webhook.externalURL=https://" + addr, "--set", "certificate.extraDNSNames={localhost}",
+			"--set", "reports.installCRD=true", "--set-json", `workloadKinds=[{"group":"argoproj.io","version":"v1alpha1","kind":"Rollout","resource":"rollouts","podTemplatePath":"spec.template","templateRefPath":"spec.workloadRef"}]`}
 	}
 	// startWebhook runs `configward webhook` in-process on the chart's
 	// external URL, serving the certificate cert-manager issued;
 	// stopWebhook stops it (an outage, as far as the API server can tell).
+	// mountWorkloadKinds does what the kubelet does for the chart's
+	// workload-kinds ConfigMap: it writes the file the flag names, here
+	// under the environment's directory.
+	mountWorkloadKinds := func(flag *string) {
+		if *flag == "" {
+			return
+		}
+		var cm corev1.ConfigMap
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: release + "-workload-kinds"}, &cm)).To(Succeed())
+		*flag = filepath.Join(env.Dir, "workload-kinds.yaml")
+		Expect(os.WriteFile(*flag, []byte(cm.Data["workload-kinds.yaml"]), 0o600)).To(Succeed())
+	}
 	startWebhook := func() {
 		// The flags the chart gives the webhook container, parsed by the
 		// binary's own flag set; only where it listens and finds its
@@ -181,6 +197,7 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		o.AddFlags(fs)
 		Expect(fs.Parse(chartArgs("configward-webhook", installArgs()...))).To(Succeed())
 		o.MetricsAddr, o.ProbeAddr, o.LogFormat = "0", "0", "console"
+		mountWorkloadKinds(&o.WorkloadKindsFile)
 		o.BindAddress, o.CertDir, o.CertPollInterval, o.ShutdownDelay = "127.0.0.1:"+addr[len("localhost:"):], certDir, time.Second, 0
 		Expect(o.Validate()).To(Succeed())
 		p, err := manager.NewWebhook(asServiceAccount(env.Config, "webhook"), o)
@@ -201,7 +218,9 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		klog.SetLogger(logger.WithName("client-go"))
 		crds, err := certManagerCRDs()
 		Expect(err).NotTo(HaveOccurred())
-		env, err = framework.Start(framework.Options{WithoutWebhook: true, ExtraCRDPaths: []string{crds}, WithoutReports: true})
+		argoCRDs, err := framework.ArgoRolloutCRDs()
+		Expect(err).NotTo(HaveOccurred())
+		env, err = framework.Start(framework.Options{WithoutWebhook: true, ExtraCRDPaths: []string{crds, argoCRDs}, WithoutReports: true})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(env.Stop)
 		Expect(cmscheme.AddToScheme(env.Client.Scheme())).To(Succeed())
@@ -270,6 +289,7 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		// are writes the chart's RBAC must allow.
 		co.MetricsAddr, co.ProbeAddr, co.LogFormat, co.Restartable = "0", "0", "console", true
 		co.LeaderElectionNamespace = namespace
+		mountWorkloadKinds(&co.WorkloadKindsFile)
 		ctl, err := manager.NewController(asServiceAccount(env.Config, "controller"), co)
 		Expect(err).NotTo(HaveOccurred())
 		go func() { _ = ctl.Run(ctx) }()
@@ -658,6 +678,26 @@ spec:
 		res := env.Kubectl(manifests("debug"), "apply", "-f", "-")
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
 		Eventually(hash, 30*time.Second, 250*time.Millisecond).ShouldNot(Equal(first), "the controller did not roll the Deployment")
+
+		By("a declared kind: a Rollout is stamped and judged by the webhook, and the controller watches it")
+		res = env.Kubectl(`apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: canary, namespace: chart-rbac}
+spec:
+  selector: {matchLabels: {app: canary}}
+  template:
+    metadata: {labels: {app: canary}}
+    spec:
+      containers:
+      - {name: app, image: app:1, envFrom: [{configMapRef: {name: cfg}}]}
+`, "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(env.Kubectl("", "get", "rollout", "canary", "-n", "chart-rbac", "-o", `jsonpath={.spec.template.metadata.annotations.configward\.dev/config-hash}`).Stdout).NotTo(BeEmpty())
+
+		By("Reports: the controller writes them where their CRD is served")
+		Eventually(func() string {
+			return env.Kubectl("", "get", "reports.openreports.io", "-n", "chart-rbac", "-o", "name").Stdout
+		}, 30*time.Second, 250*time.Millisecond).ShouldNot(BeEmpty())
 
 		Expect(processLogs.String()).NotTo(ContainSubstring("forbidden"))
 		var lease coordinationv1.Lease
