@@ -89,7 +89,7 @@ var _ = Describe("change control against the routes around it", func() {
 	})
 
 	It("route 3: metadata that governs is a change; other metadata is free", func() {
-		apply(schemaYAML(ns, "flags-schema", nil, "level", "text", `{"enum": ["info", "debug"]}`,
+		asPipeline(schemaYAML(ns, "flags-schema", nil, "level", "text", `{"enum": ["info", "debug"]}`,
 			"  selector: {matchLabels: {schema: flags}}\n"))
 		asPipeline(strings.Replace(configMap(ns, "schemed", map[string]string{"level": "info"}, map[string]string{v1alpha1.SchemaAnnotation: "flags-schema"}),
 			"metadata:\n", "metadata:\n  labels: {schema: flags}\n  finalizers: []\n", 1))
