@@ -34,14 +34,14 @@ const ValidateConfigChangesPath = "/validate-config-changes"
 // Secret: a create is how governed config deleted by any route would come
 // back with other content. It sees ConfigSchemas too: a schema is what
 // keeps bad values out of governed config, so loosening or deleting one is
-// a change like a change to the config it governs. It fails closed (the generated configuration,
-// and in the Helm chart the copy scoped to the namespaces configward labels
-// as governed): if taking the webhook down let anyone edit governed config,
-// the control would be a suggestion. Kubernetes' own controllers are let
-// through by identity inside the handler, and the Helm chart also skips
-// them with matchConditions before any network hop, so namespace deletion
-// and garbage collection do not depend on configward being up. It records
-// Events, never for dry-runs.
+// a change like a change to the config it governs. It fails closed (the
+// generated configuration, and in the Helm chart the copies scoped to the
+// namespaces configward labels as governed): if taking the webhook down let
+// anyone edit governed config, the control would be a suggestion.
+// Kubernetes' own controllers are let through by identity inside the
+// handler, and the Helm chart also skips them with matchConditions before
+// any network hop, so namespace deletion and garbage collection do not
+// depend on configward being up. It records Events, never for dry-runs.
 //
 // +kubebuilder:webhook:path=/validate-config-changes,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=configmaps;secrets,verbs=create;update;delete,versions=v1,name=changes.validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/validate-config-changes,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=configward.dev,resources=configschemas,verbs=create;update;delete,versions=v1alpha1,name=schema-changes.validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5

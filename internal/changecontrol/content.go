@@ -87,7 +87,8 @@ func FromConfigSchema(cs *v1alpha1.ConfigSchema) (*Content, error) {
 
 // Changes lists what differs between old and new, by name: `data["key"]`
 // for a key added, removed or changed, `binaryData[...]`, `immutable`,
-// `type`, `spec.<field>` of a ConfigSchema, and governing metadata (`metadata.annotations["configward.dev/reload"]`,
+// `type`, `spec.<field>` of a ConfigSchema, and governing metadata
+// (`metadata.annotations["configward.dev/reload"]`,
 // `metadata.ownerReferences`, ...). A nil old is a creation: everything new
 // has is a change.
 func Changes(old, new *Content) []string {

@@ -32,6 +32,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -703,6 +704,23 @@ spec:
 		var lease coordinationv1.Lease
 		Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "configward-controller.configward.dev"}, &lease)).To(Succeed())
 		Expect(lease.Spec.HolderIdentity).NotTo(BeNil(), "the controller never led")
+	})
+
+	It("says in a ConfigPolicy's status when the chart's RBAC does not let revisions work (installed without revisions.enabled)", func() {
+		policy := &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{Name: "wants-revisions"}, Spec: v1alpha1.ConfigPolicySpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "chart-rbac"}},
+			Revisions:         v1alpha1.RevisionSettings{Enabled: true, Secrets: true}}}
+		Expect(c.Create(ctx, policy)).To(Succeed())
+		DeferCleanup(func() { Expect(c.Delete(ctx, policy)).To(Succeed()) })
+		Eventually(func() string {
+			Expect(c.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
+			cond := meta.FindStatusCondition(policy.Status.Conditions, v1alpha1.ConditionRevisionsReady)
+			if cond == nil {
+				return ""
+			}
+			return string(cond.Status) + " " + cond.Reason + ": " + cond.Message
+		}, 30*time.Second, 250*time.Millisecond).Should(Equal("False SnapshotsForbidden: configward's controller may not create configmaps, delete configmaps, create secrets, delete secrets cluster-wide, " +
+			"so no revision it turns on can be rolled out: install the chart with revisions.enabled=true and revisions.secrets=true"))
 	})
 
 	It("uninstalls without leaving a webhook configuration behind to block the cluster, and keeps the CRDs and what they hold", func() {
