@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,6 +33,20 @@ func (a *Active) selecting(ns *corev1.Namespace) []*Compiled {
 		}
 	}
 	return out
+}
+
+// Fingerprint names what the rules' findings on an object of ns depend on
+// in this set: the rule set (built-in and custom rules) and the version of
+// every policy selecting ns. It changes for ns only when a change of the
+// policies reaches ns, so a cache of findings keyed by it survives the
+// policies of other namespaces changing.
+func (a *Active) Fingerprint(ns *corev1.Namespace) string {
+	var b strings.Builder
+	b.WriteString(a.Version.Hash)
+	for _, p := range a.selecting(ns) {
+		b.WriteString("|" + p.Name + "=" + p.Hash)
+	}
+	return b.String()
 }
 
 // Settings merges the rule settings of the policies selecting ns: the

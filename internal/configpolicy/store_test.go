@@ -364,3 +364,35 @@ func TestRevisionSettings(t *testing.T) {
 		t.Fatalf("Revisions = %v, %v", on, secrets)
 	}
 }
+
+// A namespace's fingerprint moves when a policy selecting it changes, and
+// not when one selecting only other namespaces does: the drift
+// controller's findings cache, keyed by it, survives the latter.
+func TestFingerprintFollowsTheSelectingPolicies(t *testing.T) {
+	ctx := context.Background()
+	s, err := New(ctx, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	selects := func(team string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"team": team}}
+	}
+	policy := func(team string, generation int64, action v1alpha1.Action) *v1alpha1.ConfigPolicy {
+		return cp("for-"+team, generation, v1alpha1.ConfigPolicySpec{NamespaceSelector: selects(team),
+			Rules: map[string]v1alpha1.RuleSettings{rules.SecretInEnv: {Action: action}}})
+	}
+	a, b := ns(map[string]string{"team": "a"}), ns(map[string]string{"team": "b"})
+	mustLoad(t, s, policy("a", 1, "Warn"))
+	mustLoad(t, s, policy("b", 1, "Warn"))
+	beforeA, beforeB := s.Current().Fingerprint(a), s.Current().Fingerprint(b)
+	if beforeA == beforeB {
+		t.Fatal("namespaces selected by different policies share a fingerprint")
+	}
+	mustLoad(t, s, policy("b", 2, "Deny"))
+	if got := s.Current().Fingerprint(a); got != beforeA {
+		t.Errorf("a policy of namespace b changed namespace a's fingerprint: %q, was %q", got, beforeA)
+	}
+	if got := s.Current().Fingerprint(b); got == beforeB {
+		t.Error("changing namespace b's policy left its fingerprint as it was")
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -60,6 +61,9 @@ func init() { metrics.Registry.MustRegister(staleWorkloads, stalePods) }
 // pod updates) into one judgement.
 const driftDelay = 500 * time.Millisecond
 
+// driftWorkers is how many namespaces are judged at once.
+const driftWorkers = 4
+
 // DriftOptions configure the drift controller.
 type DriftOptions struct {
 	Keys     *hashkey.Source
@@ -81,7 +85,12 @@ func SetupDrift(mgr ctrl.Manager, inv *inventory.Inventory, opts DriftOptions) e
 			d.types = append(d.types, t) // built-in and declared custom kinds
 		}
 	}
-	b := ctrl.NewControllerManagedBy(mgr).Named("drift")
+	// Namespaces are judged side by side: a change of the policies that
+	// reaches a namespace of thousands of workloads evaluates every rule on
+	// each of them again (seconds), and must not hold up the judgement of
+	// every other namespace behind it. One namespace is never judged twice
+	// at once (the work queue).
+	b := ctrl.NewControllerManagedBy(mgr).Named("drift").WithOptions(controller.Options{MaxConcurrentReconciles: driftWorkers})
 	watched := []client.Object{&corev1.Pod{}, &appsv1.ReplicaSet{}, &batchv1.Job{}}
 	for _, t := range d.types {
 		watched = append(watched, t.New())

@@ -29,8 +29,9 @@ import (
 // ConfigMap a ConfigSchema governs by its schemas. A namespace is judged
 // again on every pod event of a rollout, so results are kept per object
 // and recomputed only when something they depend on changed: the object
-// (its resourceVersion), the rules in force, the namespace's config or
-// labels (its epoch), or the schemas.
+// (its resourceVersion), the rules and policies in force for its namespace
+// (Active.Fingerprint), the namespace's config or labels (its epoch), or
+// the schemas.
 type findingsEvaluator struct {
 	cache    client.Reader // the manager's cache
 	values   client.Reader // the API server: the cache keeps only digests of ConfigMap values
@@ -82,6 +83,10 @@ func (e *findingsEvaluator) namespace(ctx context.Context, ns string, workloads 
 	}
 	active := e.policies.Current()
 	settings := active.Settings(nsObj)
+	// Keyed by what the policies give this namespace, not by the set in
+	// force: a policy change elsewhere must not make a namespace of
+	// thousands of workloads evaluate every rule again.
+	rulesKey := active.Fingerprint(nsObj)
 	e.mu.Lock()
 	epoch := e.epochs[ns]
 	e.mu.Unlock()
@@ -95,7 +100,7 @@ func (e *findingsEvaluator) namespace(ctx context.Context, ns string, workloads 
 		}
 	}
 	for _, w := range workloads {
-		key := fmt.Sprintf("%s|%p|%d", w.Obj.GetResourceVersion(), active, epoch)
+		key := fmt.Sprintf("%s|%s|%d", w.Obj.GetResourceVersion(), rulesKey, epoch)
 		results, ok := e.lookup(w.Obj.GetUID(), key)
 		if !ok {
 			results = e.workloadResults(ctx, w, nsObj, active)
@@ -129,7 +134,7 @@ func (e *findingsEvaluator) namespace(ctx context.Context, ns string, workloads 
 			continue
 		}
 		var b strings.Builder
-		fmt.Fprintf(&b, "%s|%p|%d|%s", cm.ResourceVersion, active, epoch, missing)
+		fmt.Fprintf(&b, "%s|%s|%d|%s", cm.ResourceVersion, rulesKey, epoch, missing)
 		for _, g := range gov {
 			fmt.Fprintf(&b, "|%s/%d/%v", g.Name, g.Generation, g.Err)
 		}
