@@ -72,6 +72,7 @@ func run() int {
 	cleanup := func() int {
 		fmt.Println("\nStopping configward, kube-apiserver and etcd ...")
 		logs.close()
+		defer framework.RemoveBuilds() // the plugin binary step 08 ran
 		if err := env.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "demo: stopping:", err)
 			return 1
