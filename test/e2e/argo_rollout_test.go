@@ -88,8 +88,13 @@ func rolloutState(ns, name string) func() templateState {
 var _ = Describe("custom workload kinds: Argo Rollouts (real CRD)", func() {
 	It("stamps a Rollout consuming a ConfigMap on create, and re-stamps it once when the ConfigMap changes", func() {
 		ns := rolloutNamespace()
-		apply(configMap(ns, "web-config", map[string]string{"LOG_LEVEL": "info"}, nil),
-			argoRollout(ns, "web", fmt.Sprintf(envFromSpec, "web-config"), ""))
+		// The Rollout once the webhook's cache has the ConfigMap (a dry-run
+		// Deployment reading it shows when): applied together, the Rollout
+		// can be stamped with the hash of a ConfigMap not seen yet, as the
+		// Deployment specs found before.
+		apply(configMap(ns, "web-config", map[string]string{"LOG_LEVEL": "info"}, nil))
+		awaitConfigSeen(ns, map[string][]string{"web-config": nil}, deployment(ns, "probe", "", fmt.Sprintf(envFromSpec, "web-config")))
+		apply(argoRollout(ns, "web", fmt.Sprintf(envFromSpec, "web-config"), ""))
 		created := templateState{Generation: 1, Hash: expectedHash(ns, map[string][]string{"web-config": nil})}
 		Expect(rolloutState(ns, "web")()).To(Equal(created), "stamped by the webhook as it was created")
 

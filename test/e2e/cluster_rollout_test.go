@@ -58,9 +58,18 @@ spec:
 // ReplicaSets must not see.
 func applyWhenSeen(ns string, configMaps []string, consumed map[string][]string, workloads ...string) string {
 	apply(configMaps...)
+	want := awaitConfigSeen(ns, consumed, workloads[0])
+	apply(workloads...)
+	return want
+}
+
+// awaitConfigSeen waits until a server-side dry-run create of probe, a
+// built-in workload reading consumed, is stamped with the hash of their
+// stored content: the webhook's cache has seen them. It stores nothing.
+func awaitConfigSeen(ns string, consumed map[string][]string, probe string) string {
 	want := expectedHash(ns, consumed)
 	Eventually(func() string {
-		obj := decode(workloads[0])
+		obj := decode(probe)
 		if err := env.Client.Create(context.Background(), obj, &client.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 			return err.Error()
 		}
@@ -68,7 +77,6 @@ func applyWhenSeen(ns string, configMaps []string, consumed map[string][]string,
 		h, _ := w.ConfigHash()
 		return h
 	}, 15*time.Second, 100*time.Millisecond).Should(Equal(want))
-	apply(workloads...)
 	return want
 }
 
