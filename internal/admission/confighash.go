@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/effects"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
@@ -66,6 +68,8 @@ type ConfigHash struct {
 	// Kinds are the workload kinds stamped: the built-in ones plus declared
 	// custom kinds.
 	Kinds *workload.Registry
+	// Deliveries pin consumers a delivery has not reached (nil: none).
+	Deliveries *delivery.Pinner
 }
 
 // Scope implements webhookserver.Handler: stamping never needs the
@@ -112,7 +116,12 @@ func (h *ConfigHash) Review(ctx context.Context, r *webhookserver.Review[*worklo
 		return admission.Allowed("rollouts disabled by ConfigPolicy")
 	}
 	key := h.Keys.Current().Bytes()
-	hash, counted, err := h.Inventory.TemplateHash(ctx, key, r.Namespace, spec, includeSecrets)
+	pins, err := h.pins(ctx, key, r, w, spec, active, ns)
+	if err != nil {
+		return admission.Allowed("").WithWarnings(fmt.Sprintf(
+			"configward could not read the config deliveries %s %s/%s takes part in (%v); no config hash stamped", kind, r.Namespace, r.Name(), err))
+	}
+	hash, counted, err := h.Inventory.TemplateHash(ctx, key, r.Namespace, spec, includeSecrets, pins)
 	if err != nil {
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
 			"configward could not compute the config hash of %s %s/%s (%v); it will not roll when its config changes until it is applied again",
@@ -126,7 +135,7 @@ func (h *ConfigHash) Review(ctx context.Context, r *webhookserver.Review[*worklo
 	}
 	var warnings []string
 	if revisionsOn, secrets := active.Revisions(ns); revisionsOn && counted > 0 {
-		snaps, err := h.Inventory.Snapshots(ctx, key, r.Namespace, spec, secrets)
+		snaps, err := h.Inventory.Snapshots(ctx, key, r.Namespace, spec, secrets, pins)
 		if err != nil {
 			return admission.Allowed("").WithWarnings(fmt.Sprintf(
 				"configward could not name the config snapshots of %s %s/%s (%v); it will not roll when its config changes until it is applied again",
@@ -178,6 +187,26 @@ func (h *ConfigHash) Review(ctx context.Context, r *webhookserver.Review[*worklo
 		return admission.Allowed("").WithWarnings(warnings...)
 	}
 	return h.patched(r, w, want, ops).WithWarnings(warnings...)
+}
+
+// pins are the revisions of delivered config the workload keeps while a
+// delivery has not reached it (see delivery.Pin): an image bump of a
+// consumer whose wave has not come must not take the new config with it.
+func (h *ConfigHash) pins(ctx context.Context, key []byte, r *webhookserver.Review[*workload.Type], w workload.Object, spec *corev1.PodSpec, active *configpolicy.Active, ns *corev1.Namespace) (revision.Snapshots, error) {
+	_, settings := active.Delivery(ns)
+	_, secrets := active.Revisions(ns)
+	scope := delivery.Scope{On: settings != nil, Secrets: secrets}
+	if !scope.On {
+		return nil, nil
+	}
+	var stored revision.Snapshots
+	if r.Operation == admissionv1.Update {
+		if old, err := r.OldObject(); err == nil {
+			v, _ := r.Kind.Info.Wrap(old).TemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation)
+			stored, _ = revision.Decode(v)
+		}
+	}
+	return h.Deliveries.Pins(ctx, key, r.Namespace, scope, delivery.TargetKind(w.Type), r.Name(), spec, stored)
 }
 
 // revisionStep decides what an update of a workload whose namespace has

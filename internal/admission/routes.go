@@ -10,6 +10,7 @@ import (
 	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/configschema"
+	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/webhookserver"
@@ -27,6 +28,8 @@ type Facts struct {
 	Keys        *hashkey.Source
 	Policies    *configpolicy.Store
 	Schemas     *configschema.Store
+	// Deliveries pin consumers a config delivery has not reached yet.
+	Deliveries *delivery.Pinner
 	// ChangeControl gives a namespace's change-control settings from the
 	// webhook's flags.
 	ChangeControl func(*corev1.Namespace) changecontrol.Settings
@@ -39,7 +42,7 @@ type Facts struct {
 func Register(mux interface{ Register(string, http.Handler) }, f Facts) {
 	d := webhookserver.Decoder{Scheme: f.Scheme}
 	mux.Register(ConfigHashPath, webhookserver.Webhook("config-hash", webhookserver.Adapt(&ConfigHash{
-		Inventory: f.Inventory, Keys: f.Keys, Namespaces: f.Cache, Policies: f.Policies, Effects: f.Effects, Kinds: f.Kinds}, d)))
+		Inventory: f.Inventory, Keys: f.Keys, Namespaces: f.Cache, Policies: f.Policies, Effects: f.Effects, Kinds: f.Kinds, Deliveries: f.Deliveries}, d)))
 	mux.Register(PinPodsPath, webhookserver.Webhook("pod-config", webhookserver.Adapt(&PinPods{Inventory: f.Inventory}, d)))
 	mux.Register(ValidateConfigMapsPath, webhookserver.Webhook("validate-configmaps", webhookserver.Adapt(&ValidateConfigMaps{
 		Schemas: f.Schemas, Policies: f.Policies, Namespaces: f.Cache, Recorder: f.Recorder}, d)))
@@ -51,6 +54,8 @@ func Register(mux interface{ Register(string, http.Handler) }, f Facts) {
 	mux.Register(ValidateConfigChangesPath, webhookserver.Webhook("validate-config-changes", webhookserver.Adapt(&ValidateConfigChanges{
 		Inventory: f.Inventory, Cache: f.Cache, Live: f.Live, Recorder: f.Recorder, ChangeControl: f.ChangeControl,
 		Policies: f.Policies, Schemas: f.Schemas}, d)))
+	mux.Register(ConfigDeliveriesPath, webhookserver.Webhook("configdeliveries", webhookserver.Adapt(&ConfigDeliveries{
+		ChangeControl: f.ChangeControl}, d)))
 	mux.Register(RecordNamespaceChangesPath, webhookserver.Webhook("record-namespaces", webhookserver.Adapt(&RecordNamespaceChanges{
 		Recorder: f.Recorder, ChangeControl: f.ChangeControl, Policies: f.Policies}, d)))
 }

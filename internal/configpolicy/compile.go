@@ -101,6 +101,7 @@ func Validate(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Compiled, field.
 		}
 	}
 	errs = append(errs, validateRevisions(spec, cp.Spec)...)
+	errs = append(errs, validateDelivery(spec, cp.Spec)...)
 	c.pipeline = changecontrol.Identities{Users: cp.Spec.Pipeline.Users, Groups: cp.Spec.Pipeline.Groups}
 	for i, sa := range cp.Spec.Pipeline.ServiceAccounts {
 		u, err := changecontrol.ParseServiceAccount(sa)

@@ -26,6 +26,7 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/configschema"
+	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
@@ -75,6 +76,8 @@ type DriftOptions struct {
 	// give the rules whose findings on existing workloads they carry.
 	Reports  bool
 	Policies *configpolicy.Store
+	// Deliveries say which consumers a delivery keeps on their revision.
+	Deliveries *delivery.Pinner
 }
 
 // SetupDrift registers the drift controller, which reconciles namespaces.
@@ -246,7 +249,13 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 			// config, so it is never stale (its Report says why it cannot
 			// be judged).
 			spec, _ := w.PodSpec()
-			wanted, counted, err := d.inv.TemplateHash(ctx, key, ns, spec, settings.Secrets)
+			// A consumer a delivery has not reached is judged against the
+			// revision the delivery keeps it on.
+			pins, err := pinsOf(ctx, d.opts.Deliveries, key, ns, settings, w, spec)
+			if err != nil {
+				return nil, nil, err
+			}
+			wanted, counted, err := d.inv.TemplateHash(ctx, key, ns, spec, settings.Secrets, pins)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -135,7 +135,7 @@ func (r *revisions) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	if settings.Revisions {
 		key := r.opts.Snapshots.keys.Current().Bytes()
 		for _, p := range n.bare {
-			snaps, err := r.inv.Snapshots(ctx, key, ns, &p.Spec, settings.RevisionSecrets)
+			snaps, err := r.inv.Snapshots(ctx, key, ns, &p.Spec, settings.RevisionSecrets, nil)
 			if err != nil {
 				return reconcile.Result{}, err
 			}

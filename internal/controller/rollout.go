@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
@@ -74,6 +75,10 @@ type RolloutOptions struct {
 	// changes (a rotation), every stamped workload is re-examined, and so
 	// re-stamped once, at Rate.
 	Keys *hashkey.Source
+	// Deliveries pin the consumers a config delivery has not reached: the
+	// controller re-stamps a consumer of delivered config only with the
+	// revision its delivery assigns (nil: no delivery).
+	Deliveries *delivery.Pinner
 	// Causes is where the controller records which config objects changed
 	// for which workload; the drift controller reads it. Nil: a log of
 	// its own.
@@ -114,6 +119,7 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			pace:     pace,
 			keys:     opts.Keys,
 			causes:   opts.Causes,
+			pinner:   opts.Deliveries,
 		}
 		obj := t.New()
 		rotated := make(chan event.GenericEvent, 1)
@@ -132,6 +138,7 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			Watches(&corev1.ConfigMap{}, r.configChanged(refs.ConfigMap)).
 			Watches(&corev1.Secret{}, r.configChanged(refs.Secret)).
 			WatchesRawSource(source.Channel(rotated, handler.EnqueueRequestsFromMapFunc(r.everyWorkload))).
+			Watches(&v1alpha1.ConfigDelivery{}, handler.EnqueueRequestsFromMapFunc(r.wavesStarted)).
 			Complete(r)
 		if err != nil {
 			return fmt.Errorf("setting up the %s rollout controller: %w", t.GroupKind(), err)
@@ -166,6 +173,7 @@ type rollout struct {
 	pace     *rate.Limiter
 	keys     *hashkey.Source
 	causes   *drift.Causes
+	pinner   *delivery.Pinner
 }
 
 // key names a workload of the controller's kind in the change log.
@@ -369,7 +377,11 @@ func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed 
 	// admission; the spec read is then empty and counts nothing.
 	spec, _ := w.PodSpec()
 	key := r.keys.Current().Bytes()
-	hash, counted, err := r.inv.TemplateHash(ctx, key, req.Namespace, spec, settings.Secrets)
+	pins, err := r.pins(ctx, key, req.Namespace, settings, w, spec)
+	if err != nil {
+		return none, target{}, err
+	}
+	hash, counted, err := r.inv.TemplateHash(ctx, key, req.Namespace, spec, settings.Secrets, pins)
 	if err != nil || counted == 0 || hash == current {
 		return none, target{}, err
 	}
@@ -380,7 +392,7 @@ func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed 
 			// has: the restored revision stays until that config changes.
 			return none, target{}, nil
 		}
-		if t.snaps, err = r.inv.Snapshots(ctx, key, req.Namespace, spec, settings.RevisionSecrets); err != nil {
+		if t.snaps, err = r.inv.Snapshots(ctx, key, req.Namespace, spec, settings.RevisionSecrets, pins); err != nil {
 			return none, target{}, err
 		}
 		t.snapshots = t.snaps.Encode()

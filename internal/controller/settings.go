@@ -1,6 +1,10 @@
 package controller
 
-import "context"
+import (
+	"context"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+)
 
 // Settings are what the ConfigPolicies selecting a namespace say of
 // rollouts and revisions there (see configpolicy.Active).
@@ -10,6 +14,10 @@ type Settings struct {
 	Rollouts, Secrets bool
 	// Revisions: config snapshots are kept; RevisionSecrets: of Secrets too.
 	Revisions, RevisionSecrets bool
+	// Delivery is the delivery settings in force (nil: none), from the
+	// ConfigPolicy DeliveryPolicy.
+	Delivery       *v1alpha1.DeliverySettings
+	DeliveryPolicy string
 }
 
 // SettingsFunc returns a namespace's Settings.

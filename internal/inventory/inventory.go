@@ -14,6 +14,7 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/digest"
 	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/ruleinput"
 	"github.com/configward/configward/internal/workload"
 )
@@ -147,13 +148,18 @@ func (inv *Inventory) Get(ctx context.Context, kind refs.Kind, namespace, name s
 // of objects that took part; zero means there is nothing to stamp. Without
 // includeSecrets (a ConfigPolicy's rollouts.excludeSecrets), Secrets take no
 // part. key is the installation's key (internal/hashkey).
-func (inv *Inventory) TemplateHash(ctx context.Context, key []byte, namespace string, spec *corev1.PodSpec, includeSecrets bool) (hash string, counted int, err error) {
+//
+// pins name, for some consumed objects, the snapshot whose content counts
+// instead of the object's own (a consumer a delivery has not reached keeps
+// the revision it runs): the entry keeps the object's name, so the hash is
+// the one the template carried when the object had that content.
+func (inv *Inventory) TemplateHash(ctx context.Context, key []byte, namespace string, spec *corev1.PodSpec, includeSecrets bool, pins revision.Snapshots) (hash string, counted int, err error) {
 	var entries []digest.Entry
 	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
 		if c.Kind == refs.Secret && !includeSecrets {
 			continue
 		}
-		o, err := inv.Get(ctx, c.Kind, namespace, c.Name)
+		o, err := inv.pinned(ctx, c.Kind, namespace, c.Name, pins)
 		if err != nil {
 			return "", 0, err
 		}
@@ -170,6 +176,27 @@ func (inv *Inventory) TemplateHash(ctx context.Context, key []byte, namespace st
 		return "", 0, nil
 	}
 	return digest.PodTemplateHash(key, namespace, entries), len(entries), nil
+}
+
+// pinned is what the inventory knows of an object, with the content of
+// its pin where pins name a snapshot for it. A pin whose snapshot is not in
+// the cache is an error, never the object's current content: a consumer a
+// delivery has not reached must not take the new content by accident.
+func (inv *Inventory) pinned(ctx context.Context, kind refs.Kind, namespace, name string, pins revision.Snapshots) (Object, error) {
+	o, err := inv.Get(ctx, kind, namespace, name)
+	snap, ok := pins[revision.Source{Kind: kind, Name: name}]
+	if err != nil || !ok || !o.Exists {
+		return o, err
+	}
+	s, err := inv.Get(ctx, kind, namespace, snap)
+	if err != nil {
+		return o, err
+	}
+	if of, isSnapshot := revision.SnapshotOf(s.Labels, s.Annotations); !s.Exists || !isSnapshot || of != name {
+		return o, fmt.Errorf("%s %s/%s is pinned to snapshot %s, which is not in the cache", kind, namespace, name, snap)
+	}
+	o.KeyDigests = s.KeyDigests
+	return o, nil
 }
 
 // ConsumersIndex is the cache index from a workload to the ConfigMaps and

@@ -21,13 +21,15 @@ import (
 // waits for it as it always has); hot and ignore objects get none (they are
 // meant to change under running pods). Names are keyed with key, the
 // installation's key.
-func (inv *Inventory) Snapshots(ctx context.Context, key []byte, namespace string, spec *corev1.PodSpec, secrets bool) (revision.Snapshots, error) {
+//
+// A pinned object gets its pin (see TemplateHash).
+func (inv *Inventory) Snapshots(ctx context.Context, key []byte, namespace string, spec *corev1.PodSpec, secrets bool, pins revision.Snapshots) (revision.Snapshots, error) {
 	out := revision.Snapshots{}
 	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
 		if c.Kind == refs.Secret && !secrets {
 			continue
 		}
-		o, err := inv.Get(ctx, c.Kind, namespace, c.Name)
+		o, err := inv.pinned(ctx, c.Kind, namespace, c.Name, pins)
 		if err != nil {
 			return nil, err
 		}
@@ -37,10 +39,19 @@ func (inv *Inventory) Snapshots(ctx context.Context, key []byte, namespace strin
 		if _, isSnapshot := revision.SnapshotOf(o.Labels, o.Annotations); isSnapshot {
 			continue // already a snapshot: pinned as it is
 		}
-		content := digest.Content(o.KeyDigests, nil)
-		out[revision.Source{Kind: c.Kind, Name: c.Name}] = revision.SnapshotName(key, namespace, c.Kind, c.Name, content)
+		src := revision.Source{Kind: c.Kind, Name: c.Name}
+		if pin, ok := pins[src]; ok {
+			out[src] = pin
+			continue
+		}
+		out[src] = inv.SnapshotName(key, o)
 	}
 	return out, nil
+}
+
+// SnapshotName is the name of the snapshot of o's content now.
+func (inv *Inventory) SnapshotName(key []byte, o Object) string {
+	return revision.SnapshotName(key, o.Namespace, o.Kind, o.Name, digest.Content(o.KeyDigests, nil))
 }
 
 // SnapshotWritten reports whether the snapshot named snap of src is in the

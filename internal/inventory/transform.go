@@ -83,9 +83,32 @@ func TransformPod(obj any) (any, error) {
 			Containers:          slimContainers(p.Spec.Containers),
 			EphemeralContainers: slimEphemeral(p.Spec.EphemeralContainers),
 		},
-		Status: corev1.PodStatus{Phase: p.Status.Phase},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, Conditions: readyCondition(p.Status.Conditions),
+			InitContainerStatuses: restarts(p.Status.InitContainerStatuses), ContainerStatuses: restarts(p.Status.ContainerStatuses)},
 	}
 	return out, nil
+}
+
+// readyCondition keeps a pod's Ready condition, and restarts each
+// container's restart count: a delivery's health gate reads them.
+func readyCondition(cs []corev1.PodCondition) []corev1.PodCondition {
+	for _, c := range cs {
+		if c.Type == corev1.PodReady {
+			return []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	return nil
+}
+
+func restarts(cs []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(cs))
+	for i, c := range cs {
+		out[i] = corev1.ContainerStatus{Name: c.Name, RestartCount: c.RestartCount, Ready: c.Ready}
+	}
+	return out
 }
 
 func slimContainers(cs []corev1.Container) []corev1.Container {

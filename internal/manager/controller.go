@@ -105,7 +105,12 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, reports bool) error
 		active := policies.Current()
 		s.Rollouts, s.Secrets = active.Rollouts(ns)
 		s.Revisions, s.RevisionSecrets = active.Revisions(ns)
+		s.DeliveryPolicy, s.Delivery = active.Delivery(ns)
 		return s, nil
+	}
+	pinner, _, err := watchDeliveries(mgr, inv)
+	if err != nil {
+		return err
 	}
 	if err := inventory.WatchHistory(context.Background(), mgr.GetCache()); err != nil {
 		return err
@@ -119,11 +124,17 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, reports bool) error
 		Settings:    settings,
 		Snapshots:   snapshots,
 		Causes:      causes,
+		Deliveries:  pinner,
+	}); err != nil {
+		return err
+	}
+	if err := controller.SetupDelivery(mgr, inv, controller.DeliveryOptions{
+		Settings: settings, Snapshots: snapshots, Keys: keys, Pinner: pinner, BatchWindow: o.RolloutBatchWindow,
 	}); err != nil {
 		return err
 	}
 	if err := controller.SetupDrift(mgr, inv, controller.DriftOptions{
-		Keys: keys, Settings: settings, Causes: causes, Reports: reports, Policies: policies,
+		Keys: keys, Settings: settings, Causes: causes, Reports: reports, Policies: policies, Deliveries: pinner,
 	}); err != nil {
 		return err
 	}

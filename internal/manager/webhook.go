@@ -121,14 +121,24 @@ func registerWebhooks(mgr ctrlmanager.Manager, srv *webhookserver.Server, o Webh
 	if err != nil {
 		return nil, err
 	}
+	deliveries, deliveriesSynced, err := watchDeliveries(mgr, inv)
+	if err != nil {
+		return nil, err
+	}
 	admission.Register(srv, admission.Facts{
 		Scheme: mgr.GetScheme(), Inventory: inv, Kinds: kinds, Cache: mgr.GetCache(), Live: mgr.GetAPIReader(),
-		Keys: keys, Policies: policies, Schemas: schemas, ChangeControl: changeControl, Recorder: rec,
+		Keys: keys, Policies: policies, Schemas: schemas, ChangeControl: changeControl, Recorder: rec, Deliveries: deliveries,
 	})
 	return []namedCheck{
 		{"policies-loaded", func(*http.Request) error {
 			if !policiesSynced() {
 				return errors.New("ConfigPolicies not loaded yet")
+			}
+			return nil
+		}},
+		{"deliveries-loaded", func(*http.Request) error {
+			if !deliveriesSynced() {
+				return errors.New("ConfigDeliveries not loaded yet")
 			}
 			return nil
 		}},

@@ -68,6 +68,19 @@ func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time
 		}
 	}
 	for _, it := range res.Items {
+		for _, d := range it.Deliveries {
+			if !blank {
+				fmt.Fprintln(w)
+				blank = true
+			}
+			name := it.Kind + "/" + it.Name
+			if allNamespaces {
+				name = it.Namespace + "/" + name
+			}
+			fmt.Fprintf(w, "%s: %s\n", name, d)
+		}
+	}
+	for _, it := range res.Items {
 		if len(it.Revisions) == 0 {
 			continue
 		}

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/report"
@@ -64,6 +65,9 @@ type Item struct {
 	// Revisions are the workload's revisions (its ReplicaSets or
 	// ControllerRevisions), newest first, when one workload is asked for.
 	Revisions []Revision `json:"revisions,omitempty"`
+	// Deliveries say, for each open config delivery that holds or moves
+	// the workload, its wave and what that wave waits for.
+	Deliveries []string `json:"deliveries,omitempty"`
 }
 
 // Revision is one revision of a workload: its config hash, the config
@@ -111,6 +115,10 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 		res.Notes = append(res.Notes, note)
 	}
 	byWorkload, err := countPods(ctx, c, in)
+	if err != nil {
+		return res, err
+	}
+	waves, err := deliveriesOf(ctx, c, in)
 	if err != nil {
 		return res, err
 	}
@@ -164,6 +172,7 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 				s.Changed, s.ChangedAt = report.LastChange(reports[obj.GetUID()], w.Wanted)
 			}
 			it := itemOf(s, fromReport)
+			it.Deliveries = waves[obj.GetNamespace()+"/"+delivery.TargetKind(t)+"/"+obj.GetName()]
 			if o.Name != "" {
 				if it.Revisions, err = revisionsOf(ctx, c, obj, byWorkload[obj.GetUID()]); err != nil {
 					return res, err

@@ -43,7 +43,7 @@ func BenchmarkPodPathReview(b *testing.B) {
 
 	// Snapshots of every object the pod reads, as the controller writes them.
 	inv, _ := startInventoryCache(b, cfg)
-	snaps, err := inv.Snapshots(ctx, hashkey.Fixed(key).Current().Bytes(), admissionNamespace, &dep.Spec.Template.Spec, true)
+	snaps, err := inv.Snapshots(ctx, hashkey.Fixed(key).Current().Bytes(), admissionNamespace, &dep.Spec.Template.Spec, true, nil)
 	if err != nil || len(snaps) != 10 {
 		b.Fatalf("%d snapshots named (%v), want 10", len(snaps), err)
 	}

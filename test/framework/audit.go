@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // AuditEvent is what the suites read of one line of the API server's audit
@@ -25,6 +27,8 @@ type AuditEvent struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	Annotations map[string]string `json:"annotations"`
+	// StageTimestamp is when the API server finished the request.
+	StageTimestamp metav1.MicroTime `json:"stageTimestamp"`
 }
 
 // AuditEvents reads the audit log written so far and returns the events

@@ -53,6 +53,10 @@ type ConfigPolicySpec struct {
 	// back.
 	// +optional
 	Revisions RevisionSettings `json:"revisions,omitempty"`
+	// Delivery delivers content changes of shared config in waves, gated
+	// on health. Needs spec.revisions.enabled in the same policy.
+	// +optional
+	Delivery *DeliverySettings `json:"delivery,omitempty"`
 	// CustomRules are rules in Rego, following the contract of
 	// policies/README.md.
 	// +optional

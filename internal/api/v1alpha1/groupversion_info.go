@@ -24,7 +24,8 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &ConfigSchema{}, &ConfigSchemaList{}, &ConfigPolicy{}, &ConfigPolicyList{})
+	s.AddKnownTypes(GroupVersion, &ConfigSchema{}, &ConfigSchemaList{}, &ConfigPolicy{}, &ConfigPolicyList{},
+		&ConfigDelivery{}, &ConfigDeliveryList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

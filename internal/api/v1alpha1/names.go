@@ -53,6 +53,11 @@ const (
 	RolledBackFromAnnotation = "configward.dev/rolled-back-from"
 )
 
+// WaveLabel is the label the documentation's delivery examples select a
+// canary wave with (spec.delivery.waves[].selector). configward reads it
+// only through the selectors a ConfigPolicy names; any label does.
+const WaveLabel = "configward.dev/wave"
+
 // Config snapshots: immutable copies configward keeps of each content of a
 // ConfigMap or Secret that a revision reads.
 const (

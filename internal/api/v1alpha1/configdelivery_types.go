@@ -1,0 +1,284 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DeliverySettings deliver a content change of shared config to its
+// consumers in waves, each gated on the health of the workloads it rolled.
+// Delivery needs revisions: a consumer whose wave has not come keeps its
+// pinned revision, and that is only possible where the old content is kept.
+// Where several policies select a namespace, the delivery settings of the
+// first of them by name that has any apply there.
+type DeliverySettings struct {
+	// Waves in order; a consumer belongs to the first wave that selects
+	// it. A wave with neither selector nor percent takes every consumer
+	// left; consumers no wave selects go to the last wave.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=map
+	// +listMapKey=name
+	Waves []Wave `json:"waves"`
+	// ProgressDeadlineSeconds: a wave not healthy this long after its
+	// first patch halts the delivery.
+	// +optional
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=1
+	ProgressDeadlineSeconds int32 `json:"progressDeadlineSeconds,omitempty"`
+	// SoakSeconds: a healthy wave stays healthy this long before the next
+	// starts.
+	// +optional
+	// +kubebuilder:default=60
+	// +kubebuilder:validation:Minimum=0
+	SoakSeconds int32 `json:"soakSeconds,omitempty"`
+	// OnFailure: Halt leaves every workload where it is; Rollback also
+	// takes the failed wave back to the revisions it ran before.
+	// +optional
+	// +kubebuilder:default=Halt
+	OnFailure FailurePolicy `json:"onFailure,omitempty"`
+}
+
+// FailurePolicy is what a failed wave does.
+// +kubebuilder:validation:Enum=Halt;Rollback
+type FailurePolicy string
+
+const (
+	FailureHalt     FailurePolicy = "Halt"
+	FailureRollback FailurePolicy = "Rollback"
+)
+
+// Wave is one group of consumers.
+type Wave struct {
+	// Name of the wave, as status and `configward status` show it.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// Selector picks workloads by their labels.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	// Percent takes this share of the consumers not yet placed, rounded
+	// up, at least one.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Percent *int32 `json:"percent,omitempty"`
+	// Approval makes the wave wait, once the wave before it is healthy and
+	// soaked, for a person's `configward delivery promote`.
+	// +optional
+	Approval bool `json:"approval,omitempty"`
+}
+
+// ConfigDelivery is one delivery of a content change of a ConfigMap (or
+// Secret) to its consumers in waves. configward's controller creates it and
+// moves it on in its status; people ask it to promote, halt or resume
+// through spec.request, which RBAC can grant apart from the status.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=cfd,categories=configward
+// +kubebuilder:printcolumn:name="Config",type=string,JSONPath=`.spec.config.name`
+// +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.config.kind`,priority=1
+// +kubebuilder:printcolumn:name="Wave",type=string,JSONPath=`.status.currentWave`
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ConfigDelivery struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ConfigDeliverySpec   `json:"spec,omitempty"`
+	Status ConfigDeliveryStatus `json:"status,omitempty"`
+}
+
+// ConfigDeliverySpec says what is delivered, with which settings (copied
+// from the ConfigPolicy when the delivery starts, so a policy edit changes
+// the next delivery, not this one), and what a person asked for.
+type ConfigDeliverySpec struct {
+	// Config is the ConfigMap or Secret delivered.
+	Config ConfigRef `json:"config"`
+	// Sequence numbers the deliveries of one config: 1 for its first, one
+	// more for each next (the record's name ends with it).
+	Sequence int64 `json:"sequence"`
+	// Policy is the ConfigPolicy whose delivery settings apply.
+	Policy string `json:"policy"`
+	// Settings are the policy's delivery settings when it started.
+	Settings DeliverySettings `json:"settings"`
+	// Request is what a person asked for last; configward's webhook records
+	// who. The controller acts on each request once (status.handledRequest).
+	// +optional
+	Request *DeliveryRequest `json:"request,omitempty"`
+}
+
+// ConfigRef names a ConfigMap or Secret in the delivery's namespace.
+type ConfigRef struct {
+	// +kubebuilder:validation:Enum=ConfigMap;Secret
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// DeliveryAction is what a person asks a delivery to do.
+// +kubebuilder:validation:Enum=Promote;Halt;Resume
+type DeliveryAction string
+
+const (
+	// ActionPromote starts the next wave of a waiting or halted delivery.
+	ActionPromote DeliveryAction = "Promote"
+	// ActionHalt stops a delivery: no further workload is re-stamped.
+	ActionHalt DeliveryAction = "Halt"
+	// ActionResume judges a halted delivery's current wave again, with a
+	// new deadline.
+	ActionResume DeliveryAction = "Resume"
+)
+
+// DeliveryRequest is one request of a person.
+type DeliveryRequest struct {
+	Action DeliveryAction `json:"action"`
+	// ID tells one request from the next (the CLI writes a fresh one).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	ID string `json:"id"`
+	// RequestedBy is the user who wrote the request, set by configward's
+	// webhook from the API server's record of the request (never taken
+	// from the writer).
+	// +optional
+	RequestedBy string `json:"requestedBy,omitempty"`
+}
+
+// DeliveryState is where a delivery stands.
+type DeliveryState string
+
+const (
+	// DeliveryProgressing: a wave is rolling or soaking.
+	DeliveryProgressing DeliveryState = "Progressing"
+	// DeliveryWaitingForApproval: the next wave waits for a promote.
+	DeliveryWaitingForApproval DeliveryState = "WaitingForApproval"
+	// DeliveryHalted: a wave failed or a person halted it; nothing further
+	// is re-stamped until a promote or resume.
+	DeliveryHalted DeliveryState = "Halted"
+	// DeliverySucceeded: every wave is healthy.
+	DeliverySucceeded DeliveryState = "Succeeded"
+	// DeliverySuperseded: a newer content of the config started a delivery
+	// of its own; this one moves nothing any more.
+	DeliverySuperseded DeliveryState = "Superseded"
+	// DeliveryCancelled: delivery was turned off for the namespace, or the
+	// config was deleted; plain rollouts apply again.
+	DeliveryCancelled DeliveryState = "Cancelled"
+)
+
+// ConfigDeliveryStatus is the delivery's progress: everything a new leader
+// needs to carry it on.
+type ConfigDeliveryStatus struct {
+	// State of the delivery.
+	// +optional
+	State DeliveryState `json:"state,omitempty"`
+	// Reason is a CamelCase word for the state (why it halted, say).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message says the reason in a sentence.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// To is the snapshot of the content delivered.
+	// +optional
+	To string `json:"to,omitempty"`
+	// From is the snapshot most consumers read before: the revision a
+	// consumer created during the delivery keeps until the last wave.
+	// Empty when no consumer's revision named one (revisions were turned on
+	// after they were last stamped): their old content is not kept, and
+	// pods created for consumers not yet reached read the new content.
+	// +optional
+	From string `json:"from,omitempty"`
+	// CurrentWave is the name of the wave rolling, soaking or waiting.
+	// +optional
+	CurrentWave string `json:"currentWave,omitempty"`
+	// Waves, in order, with their workloads (placed when the delivery
+	// started; placement never changes within a delivery).
+	// +optional
+	Waves []WaveStatus `json:"waves,omitempty"`
+	// RolledBack: the failed wave went back to its previous revisions
+	// (onFailure: Rollback).
+	// +optional
+	RolledBack bool `json:"rolledBack,omitempty"`
+	// HandledRequest is the id of the last request acted on.
+	// +optional
+	HandledRequest string `json:"handledRequest,omitempty"`
+	// History records each state change: when, what and who.
+	// +optional
+	History []DeliveryEvent `json:"history,omitempty"`
+	// StartedAt and FinishedAt bound the delivery.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+}
+
+// WaveStatus is one wave.
+type WaveStatus struct {
+	Name string `json:"name"`
+	// Approval: the wave waits for a person before it starts.
+	// +optional
+	Approval bool `json:"approval,omitempty"`
+	// Workloads placed in the wave.
+	// +optional
+	Workloads []DeliveryTarget `json:"workloads,omitempty"`
+	// StartedAt: written before the wave's first patch.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// HealthySince: every workload of the wave healthy since then (soak).
+	// +optional
+	HealthySince *metav1.Time `json:"healthySince,omitempty"`
+	// CompletedAt: healthy through the soak (or promoted by a person).
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// Health says, per workload that is not healthy (or that cannot show
+	// health by itself), what the gate waits for.
+	// +optional
+	Health []WorkloadHealth `json:"health,omitempty"`
+}
+
+// DeliveryTarget is one consumer: its kind (Kind, or Kind.group for other
+// groups than apps and batch), name, and the snapshot of the delivered
+// config its revision read when the delivery started ("" when none).
+type DeliveryTarget struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// +optional
+	From string `json:"from,omitempty"`
+}
+
+// WorkloadHealth is what the gate sees of one workload.
+type WorkloadHealth struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// State: Progressing, Failed or Unverified (it cannot show health by
+	// itself: paused, OnDelete, opted out, a CronJob; it neither blocks nor
+	// passes the wave on its own).
+	State string `json:"state"`
+	// Message says what the gate waits for or saw.
+	Message string `json:"message"`
+}
+
+// DeliveryEvent is one entry of a delivery's history.
+type DeliveryEvent struct {
+	Time metav1.Time `json:"time"`
+	// Wave the entry is about.
+	// +optional
+	Wave string `json:"wave,omitempty"`
+	// What happened: Started, WaveStarted, WaveHealthy, WaveCompleted,
+	// Halted, RolledBack, Promoted, Resumed, Succeeded, Superseded,
+	// Cancelled.
+	What string `json:"what"`
+	// By is the user who asked, for a person's request.
+	// +optional
+	By string `json:"by,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// ConfigDeliveryList is a list of ConfigDeliveries.
+//
+// +kubebuilder:object:root=true
+type ConfigDeliveryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ConfigDelivery `json:"items"`
+}

@@ -1,0 +1,91 @@
+package configpolicy
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+)
+
+// Delivery returns the delivery settings in force in ns and the policy
+// they come from: those of the first policy by name that selects ns and
+// has any. Settings of several policies are not merged: waves of two
+// policies do not combine into one order, so one policy decides, and the
+// choice is stable. nil: changes reach every consumer as plain rollouts.
+//
+// Delivery needs revisions wherever it applies, and a policy with delivery
+// settings must turn revisions on itself (validateDelivery), so revisions
+// are on wherever its settings are in force (Revisions: any policy turns
+// them on); rollouts are on too, as a policy cannot turn revisions on and
+// rollouts off.
+func (a *Active) Delivery(ns *corev1.Namespace) (policy string, s *v1alpha1.DeliverySettings) {
+	for _, p := range a.selecting(ns) {
+		if p.spec.Delivery != nil && (policy == "" || p.Name < policy) {
+			policy, s = p.Name, p.spec.Delivery
+		}
+	}
+	return policy, s
+}
+
+// validateDelivery refuses delivery settings that cannot work.
+func validateDelivery(spec *field.Path, s v1alpha1.ConfigPolicySpec) field.ErrorList {
+	d := s.Delivery
+	if d == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	at := spec.Child("delivery")
+	if !s.Revisions.Enabled {
+		errs = append(errs, field.Invalid(at, "waves", "delivery needs revisions: a consumer whose wave has not come keeps reading the revision it runs, "+
+			"which only a snapshot of the old content can give; set spec.revisions.enabled: true in this policy"))
+	}
+	if len(d.Waves) == 0 {
+		errs = append(errs, field.Required(at.Child("waves"), "at least one wave"))
+	}
+	seen := map[string]bool{}
+	for i, w := range d.Waves {
+		wp := at.Child("waves").Index(i)
+		if w.Name == "" {
+			errs = append(errs, field.Required(wp.Child("name"), "every wave has a name"))
+		} else if seen[w.Name] {
+			errs = append(errs, field.Duplicate(wp.Child("name"), w.Name))
+		}
+		seen[w.Name] = true
+		if w.Selector != nil && w.Percent != nil {
+			errs = append(errs, field.Invalid(wp, w.Name, "a wave takes its consumers by selector or by percent, not both"))
+		}
+		if w.Selector != nil {
+			if _, err := metav1.LabelSelectorAsSelector(w.Selector); err != nil {
+				errs = append(errs, field.Invalid(wp.Child("selector"), w.Selector, err.Error()))
+			}
+		}
+		if w.Percent != nil && (*w.Percent < 1 || *w.Percent > 100) {
+			errs = append(errs, field.Invalid(wp.Child("percent"), *w.Percent, "a share between 1 and 100"))
+		}
+	}
+	if d.ProgressDeadlineSeconds < 0 {
+		errs = append(errs, field.Invalid(at.Child("progressDeadlineSeconds"), d.ProgressDeadlineSeconds, "must not be negative"))
+	}
+	if d.SoakSeconds < 0 {
+		errs = append(errs, field.Invalid(at.Child("soakSeconds"), d.SoakSeconds, "must not be negative"))
+	}
+	switch d.OnFailure {
+	case "", v1alpha1.FailureHalt, v1alpha1.FailureRollback:
+	default:
+		errs = append(errs, field.NotSupported(at.Child("onFailure"), d.OnFailure, []string{string(v1alpha1.FailureHalt), string(v1alpha1.FailureRollback)}))
+	}
+	return errs
+}
+
+// DeliveryDefaults fills what the CRD's defaults fill, for settings that
+// did not pass the API server's defaulting (configward check, tests).
+func DeliveryDefaults(d v1alpha1.DeliverySettings) v1alpha1.DeliverySettings {
+	if d.ProgressDeadlineSeconds == 0 {
+		d.ProgressDeadlineSeconds = 300
+	}
+	if d.OnFailure == "" {
+		d.OnFailure = v1alpha1.FailureHalt
+	}
+	return d
+}

@@ -1,0 +1,410 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/hashkey"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/revision"
+	"github.com/configward/configward/internal/workload"
+)
+
+// The delivery controller moves each ConfigDelivery on: it starts one when
+// delivered config changes, writes each wave's start before the rollout
+// controllers re-stamp the wave's workloads (they read the record), judges
+// the wave's health, soaks it, waits for approval, halts on failure (and
+// rolls the failed wave back where the policy says so), and acts on the
+// requests people write into spec.request. The record is all it keeps: a
+// restarted or new leader carries a delivery on from it.
+//
+// +kubebuilder:rbac:groups=configward.dev,resources=configdeliveries,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=configward.dev,resources=configdeliveries/status,verbs=get;update
+
+var (
+	deliveriesStarted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "configward_deliveries_started_total",
+		Help: "Config deliveries started: content changes of config delivered in waves.",
+	})
+	deliveryWaves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configward_delivery_waves_total",
+		Help: "Waves of config deliveries by outcome: started, completed (healthy through the soak, or promoted), failed.",
+	}, []string{"outcome"})
+	deliveriesFinished = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configward_deliveries_finished_total",
+		Help: "Config deliveries that left a state, by the state they reached: Succeeded, Halted, Superseded, Cancelled.",
+	}, []string{"state"})
+)
+
+func init() { metrics.Registry.MustRegister(deliveriesStarted, deliveryWaves, deliveriesFinished) }
+
+// DeliveryOptions configure the delivery controller.
+type DeliveryOptions struct {
+	Settings  SettingsFunc
+	Snapshots *Snapshotter
+	Keys      *hashkey.Source
+	Pinner    *delivery.Pinner
+	// BatchWindow: a delivery starts this long after the change it
+	// delivers was first seen, so several changes made together are one
+	// delivery.
+	BatchWindow time.Duration
+	// Keep is how many finished deliveries of each config are kept.
+	Keep int
+}
+
+// DefaultDeliveriesKept is how many finished deliveries of one config
+// stay, newest first; older ones are deleted.
+const DefaultDeliveriesKept = 5
+
+// SetupDelivery registers the delivery controller. Its requests name a
+// config ("ConfigMap/app" in a namespace), not an object of one kind.
+func SetupDelivery(mgr ctrl.Manager, inv *inventory.Inventory, opts DeliveryOptions) error {
+	if opts.Keep == 0 {
+		opts.Keep = DefaultDeliveriesKept
+	}
+	d := &deliveries{client: mgr.GetClient(), cache: mgr.GetCache(), inv: inv, opts: opts, lastWrite: map[types.UID]time.Time{},
+		events: mgr.GetEventRecorder("configward-delivery"), firstSeen: map[types.NamespacedName]time.Time{}}
+	for _, k := range inv.WatchedKinds() {
+		if t, _ := inv.Registry().Type(k.GroupKind()); t.Rolled() {
+			d.types = append(d.types, t)
+		}
+	}
+	configKey := func(kind refs.Kind) handler.MapFunc {
+		return func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{deliveryKey(o.GetNamespace(), revision.Source{Kind: kind, Name: o.GetName()})}
+		}
+	}
+	b := ctrl.NewControllerManagedBy(mgr).Named("delivery").
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(configKey(refs.ConfigMap))).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(configKey(refs.Secret))).
+		Watches(&v1alpha1.ConfigDelivery{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			rec := o.(*v1alpha1.ConfigDelivery)
+			return []reconcile.Request{deliveryKey(rec.Namespace, delivered(rec))}
+		}))
+	for _, t := range d.types {
+		// A workload's status moves its wave's gate; it names the config
+		// it consumes.
+		b = b.Watches(t.New(), handler.EnqueueRequestsFromMapFunc(d.consumed))
+	}
+	return b.Complete(d)
+}
+
+type deliveries struct {
+	client client.Client
+	// cache reads the delivered config's identity for its Events (the
+	// client refuses ConfigMap reads: the cache holds digests).
+	cache  client.Reader
+	inv    *inventory.Inventory
+	opts   DeliveryOptions
+	types  []*workload.Type
+	events recorder.EventRecorder
+
+	mu sync.Mutex
+	// firstSeen is when a change not delivered yet was first seen, for
+	// the batch window.
+	firstSeen map[types.NamespacedName]time.Time
+	// lastWrite is when a record's gate progress was last written.
+	lastWrite map[types.UID]time.Time
+}
+
+// deliveryKey is the request of one config's deliveries.
+func deliveryKey(namespace string, src revision.Source) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: src.String()}}
+}
+
+func delivered(rec *v1alpha1.ConfigDelivery) revision.Source {
+	return revision.Source{Kind: refs.Kind(rec.Spec.Config.Kind), Name: rec.Spec.Config.Name}
+}
+
+// consumed maps a workload to the configs it consumes.
+func (d *deliveries) consumed(_ context.Context, o client.Object) []reconcile.Request {
+	w, ok := d.inv.Registry().For(o)
+	if !ok || w.Controlled() {
+		return nil
+	}
+	spec, _ := w.PodSpec()
+	var out []reconcile.Request
+	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
+		out = append(out, deliveryKey(o.GetNamespace(), revision.Source{Kind: c.Kind, Name: c.Name}))
+	}
+	return out
+}
+
+func (d *deliveries) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	kind, name, ok := strings.Cut(req.Name, "/")
+	if !ok {
+		return reconcile.Result{}, nil
+	}
+	src, ns := revision.Source{Kind: refs.Kind(kind), Name: name}, req.Namespace
+	settings, err := d.opts.Settings.of(ctx, ns)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	recs, err := delivery.Records(ctx, d.client, ns, src)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	var latest *v1alpha1.ConfigDelivery
+	if len(recs) > 0 {
+		latest = recs[0]
+	}
+	o, delivered, err := d.opts.Pinner.Delivered(ctx, ns, delivery.Scope{On: settings.Delivery != nil, Secrets: settings.RevisionSecrets}, src)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !delivered {
+		if latest != nil && delivery.Open(latest.Status.State) && latest.Status.State != "" {
+			why := "delivery is off for the namespace: plain rollouts take every consumer to the current content"
+			if settings.Delivery != nil {
+				why = "the config is gone or no longer rollout-mode: nothing is delivered"
+			}
+			return reconcile.Result{}, d.finish(ctx, latest, v1alpha1.DeliveryCancelled, "NotDelivered", why, "")
+		}
+		return reconcile.Result{}, nil
+	}
+	current := d.inv.SnapshotName(d.opts.Keys.Current().Bytes(), o)
+	switch {
+	case latest != nil && latest.Status.State == "":
+		// Created by a leader that stopped before it wrote the placement.
+		return d.place(ctx, latest, src, current, settings)
+	case latest == nil || latest.Status.To != current || latest.Status.State == v1alpha1.DeliveryCancelled:
+		return d.maybeStart(ctx, req, src, current, settings, recs)
+	}
+	d.forgetChange(req.NamespacedName)
+	if !delivery.Open(latest.Status.State) {
+		return reconcile.Result{}, d.prune(ctx, recs)
+	}
+	return d.advance(ctx, latest)
+}
+
+// maybeStart starts a delivery of current once a consumer is behind it and
+// the batch window since the change was first seen has passed.
+func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src revision.Source, current string, s Settings, recs []*v1alpha1.ConfigDelivery) (reconcile.Result, error) {
+	consumers, behind, err := d.consumers(ctx, req.Namespace, src, current, s)
+	if err != nil || !behind {
+		d.forgetChange(req.NamespacedName)
+		return reconcile.Result{}, err
+	}
+	if wait := d.batchWait(req.NamespacedName); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	// The delivered content's snapshot exists before any template names
+	// it: the wave's pods would be refused otherwise.
+	if err := d.opts.Snapshots.ensure(ctx, req.Namespace, revision.Snapshots{src: current}); err != nil {
+		return reconcile.Result{}, fmt.Errorf("writing the snapshot of %s %s/%s to deliver: %w", src.Kind, req.Namespace, src.Name, err)
+	}
+	var seq int64
+	for _, r := range recs {
+		seq = max(seq, r.Spec.Sequence)
+	}
+	rec := &v1alpha1.ConfigDelivery{
+		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: delivery.RecordName(src, seq+1)},
+		Spec: v1alpha1.ConfigDeliverySpec{
+			Config:   v1alpha1.ConfigRef{Kind: string(src.Kind), Name: src.Name},
+			Sequence: seq + 1, Policy: s.DeliveryPolicy, Settings: configpolicy.DeliveryDefaults(*s.Delivery),
+		},
+	}
+	if err := d.client.Create(ctx, rec); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return reconcile.Result{RequeueAfter: time.Second}, nil // the cache is behind our own create
+		}
+		return reconcile.Result{}, err
+	}
+	for _, old := range recs {
+		if delivery.Open(old.Status.State) && old.Status.State != "" {
+			if err := d.finish(ctx, old, v1alpha1.DeliverySuperseded, "NewerContent",
+				"a newer content of the config is delivered by "+rec.Name+"; workloads this delivery moved keep its revision until that one reaches them", ""); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+	}
+	d.forgetChange(req.NamespacedName)
+	deliveriesStarted.Inc()
+	return d.placeConsumers(ctx, rec, current, consumers)
+}
+
+// place writes the placement of a record whose status is empty.
+func (d *deliveries) place(ctx context.Context, rec *v1alpha1.ConfigDelivery, src revision.Source, current string, s Settings) (reconcile.Result, error) {
+	consumers, _, err := d.consumers(ctx, rec.Namespace, src, current, s)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	return d.placeConsumers(ctx, rec, current, consumers)
+}
+
+func (d *deliveries) placeConsumers(ctx context.Context, rec *v1alpha1.ConfigDelivery, current string, consumers []delivery.Consumer) (reconcile.Result, error) {
+	rec.Status = v1alpha1.ConfigDeliveryStatus{
+		State: v1alpha1.DeliveryProgressing, Reason: "Started",
+		To: current, From: delivery.MostCommon(consumers),
+		Waves:     delivery.Place(rec.Spec.Settings.Waves, consumers),
+		StartedAt: now(),
+	}
+	msg := fmt.Sprintf("delivering %s %s to %d workloads in %d waves", rec.Spec.Config.Kind, current, len(consumers), len(rec.Status.Waves))
+	if rec.Status.From == "" {
+		msg += "; no consumer's revision names a snapshot of the old content (revisions were turned on after they were last stamped), so pods created for consumers not reached yet read the new content"
+	}
+	rec.Status.Message = msg
+	d.history(rec, "", "Started", "", msg)
+	if err := d.client.Status().Update(ctx, rec); err != nil {
+		return reconcile.Result{}, err
+	}
+	if obj := d.configObject(ctx, rec); obj != nil {
+		d.events.Eventf(obj, rec, corev1.EventTypeNormal, "DeliveryStarted", "Deliver", "%s (ConfigDelivery %s)", msg, rec.Name)
+	}
+	return reconcile.Result{RequeueAfter: time.Millisecond}, nil
+}
+
+// consumers lists the top-level workloads that consume src, with the
+// snapshot of src their template names, and whether any of them is behind
+// current.
+func (d *deliveries) consumers(ctx context.Context, ns string, src revision.Source, current string, s Settings) ([]delivery.Consumer, bool, error) {
+	var kinds []workload.Kind
+	for _, t := range d.types {
+		kinds = append(kinds, t.Kind)
+	}
+	objs, err := d.inv.Consumers(ctx, kinds, src.Kind, ns, src.Name)
+	if err != nil {
+		return nil, false, err
+	}
+	key := d.opts.Keys.Current().Bytes()
+	var out []delivery.Consumer
+	behind := false
+	for _, o := range objs {
+		w, ok := d.inv.Registry().For(o)
+		if !ok || w.Controlled() {
+			continue
+		}
+		if _, ref := w.TemplateRef(); ref {
+			continue
+		}
+		v, _ := w.TemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation)
+		stored, _ := revision.Decode(v)
+		c := delivery.Consumer{Kind: delivery.TargetKind(w.Type), Name: o.GetName(), Labels: o.GetLabels(), From: stored[src]}
+		out = append(out, c)
+		if behind || w.RolloutsDisabled() {
+			continue
+		}
+		if c.From != "" {
+			behind = c.From != current
+			continue
+		}
+		// Stamped before revisions: behind when its hash is stale, so
+		// turning delivery on delivers nothing by itself.
+		if hash, stamped := w.ConfigHash(); stamped {
+			spec, _ := w.PodSpec()
+			want, _, err := d.inv.TemplateHash(ctx, key, ns, spec, s.Secrets, nil)
+			if err != nil {
+				return nil, false, err
+			}
+			behind = want != hash
+		}
+	}
+	return out, behind, nil
+}
+
+func (d *deliveries) batchWait(nn types.NamespacedName) time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	first, ok := d.firstSeen[nn]
+	if !ok {
+		first = time.Now()
+		d.firstSeen[nn] = first
+	}
+	return time.Until(first.Add(d.opts.BatchWindow))
+}
+
+func (d *deliveries) forgetChange(nn types.NamespacedName) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.firstSeen, nn)
+}
+
+// prune deletes the finished deliveries of a config beyond the newest
+// Keep; open ones are never deleted.
+func (d *deliveries) prune(ctx context.Context, recs []*v1alpha1.ConfigDelivery) error {
+	kept := 0
+	for _, r := range recs {
+		if delivery.Open(r.Status.State) {
+			continue
+		}
+		if kept++; kept <= d.opts.Keep {
+			continue
+		}
+		if err := d.client.Delete(ctx, r); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finish moves a record to a final state (or Halted) with why.
+func (d *deliveries) finish(ctx context.Context, rec *v1alpha1.ConfigDelivery, state v1alpha1.DeliveryState, reason, message, by string) error {
+	rec.Status.State, rec.Status.Reason, rec.Status.Message = state, reason, message
+	if state != v1alpha1.DeliveryHalted {
+		rec.Status.FinishedAt = now()
+	}
+	d.history(rec, rec.Status.CurrentWave, string(state), by, message)
+	if err := d.client.Status().Update(ctx, rec); err != nil {
+		return err
+	}
+	deliveriesFinished.WithLabelValues(string(state)).Inc()
+	obj := d.configObject(ctx, rec)
+	if obj == nil {
+		return nil
+	}
+	switch state {
+	case v1alpha1.DeliveryHalted:
+		d.events.Eventf(obj, rec, corev1.EventTypeWarning, "DeliveryHalted", "Deliver", "ConfigDelivery %s: %s", rec.Name, message)
+	case v1alpha1.DeliverySucceeded:
+		d.events.Eventf(obj, rec, corev1.EventTypeNormal, "DeliverySucceeded", "Deliver", "ConfigDelivery %s: %s", rec.Name, message)
+	default: // Superseded, Cancelled
+		d.events.Eventf(obj, rec, corev1.EventTypeNormal, "DeliveryEnded", "Deliver", "ConfigDelivery %s %s: %s", rec.Name, strings.ToLower(string(state)), message)
+	}
+	return nil
+}
+
+// history appends an entry to the record's history, keeping the last 50.
+func (d *deliveries) history(rec *v1alpha1.ConfigDelivery, wave, what, by, message string) {
+	h := append(rec.Status.History, v1alpha1.DeliveryEvent{Time: *now(), Wave: wave, What: what, By: by, Message: message})
+	if len(h) > 50 {
+		h = h[len(h)-50:]
+	}
+	rec.Status.History = h
+}
+
+// configObject is the delivered ConfigMap or Secret from the cache (the
+// values it holds there are digests), for the Events recorded on it; nil
+// when it is gone.
+func (d *deliveries) configObject(ctx context.Context, rec *v1alpha1.ConfigDelivery) client.Object {
+	var obj client.Object = &corev1.ConfigMap{}
+	if rec.Spec.Config.Kind == string(refs.Secret) {
+		obj = &corev1.Secret{}
+	}
+	key := client.ObjectKey{Namespace: rec.Namespace, Name: rec.Spec.Config.Name}
+	if err := d.cache.Get(ctx, key, obj); err != nil {
+		ctrl.LoggerFrom(ctx).Info("no Event on the delivered config", "error", err.Error())
+		return nil
+	}
+	return obj
+}
+
+func now() *metav1.Time { t := metav1.Now(); return &t }

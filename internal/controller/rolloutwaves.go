@@ -1,0 +1,76 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/revision"
+	"github.com/configward/configward/internal/workload"
+)
+
+// pins are the revisions of delivered config w keeps (see delivery.Pin):
+// the rollout controller moves a consumer of delivered config only when
+// its wave starts, so neither a change nor a restart of the controller
+// releases consumers ahead of their wave.
+func (r *rollout) pins(ctx context.Context, key []byte, namespace string, s Settings, w workload.Object, spec *corev1.PodSpec) (revision.Snapshots, error) {
+	return pinsOf(ctx, r.pinner, key, namespace, s, w, spec)
+}
+
+// pinsOf is what pinner says w keeps in namespace with settings s.
+func pinsOf(ctx context.Context, pinner *delivery.Pinner, key []byte, namespace string, s Settings, w workload.Object, spec *corev1.PodSpec) (revision.Snapshots, error) {
+	if s.Delivery == nil {
+		return nil, nil
+	}
+	v, _ := w.TemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation)
+	stored, _ := revision.Decode(v)
+	scope := delivery.Scope{On: true, Secrets: s.RevisionSecrets}
+	return pinner.Pins(ctx, key, namespace, scope, delivery.TargetKind(w.Type), w.Obj.GetName(), spec, stored)
+}
+
+// wavesStarted enqueues the workloads of the controller's kind that a
+// delivery moves now: those of its current wave (started: their pins are
+// lifted; rolled back: pinned again), and every one of a cancelled
+// delivery, which plain rollouts take over. The delivery controller writes
+// a wave's start before this runs, so the record is what every replica
+// and every later leader reads. Earlier waves were moved when they
+// started; a restarted controller finds them with its first look at
+// every workload.
+func (r *rollout) wavesStarted(_ context.Context, obj client.Object) []reconcile.Request {
+	rec, ok := obj.(*v1alpha1.ConfigDelivery)
+	if !ok {
+		return nil
+	}
+	var waves []v1alpha1.WaveStatus
+	switch {
+	case rec.Status.State == v1alpha1.DeliveryCancelled:
+		waves = rec.Status.Waves
+	case delivery.Open(rec.Status.State):
+		if i := delivery.CurrentWave(rec); i >= 0 {
+			waves = rec.Status.Waves[i : i+1]
+		}
+	}
+	kind := delivery.TargetKind(r.typ)
+	src := inventory.IndexValue(refs.Kind(rec.Spec.Config.Kind), rec.Spec.Config.Name)
+	var out []reconcile.Request
+	for _, w := range waves {
+		for _, t := range w.Workloads {
+			if t.Kind != kind {
+				continue
+			}
+			nn := types.NamespacedName{Namespace: rec.Namespace, Name: t.Name}
+			r.causes.Add(r.key(nn), fmt.Sprintf("%s (delivery %s, wave %s)", src, rec.Name, w.Name), time.Now())
+			out = append(out, reconcile.Request{NamespacedName: nn})
+		}
+	}
+	return out
+}

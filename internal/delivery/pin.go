@@ -1,0 +1,85 @@
+package delivery
+
+import (
+	"github.com/configward/configward/internal/api/v1alpha1"
+)
+
+// Open reports whether a delivery in this state still holds consumers
+// back: it is rolling, waiting for a person, or halted.
+func Open(s v1alpha1.DeliveryState) bool {
+	switch s {
+	case v1alpha1.DeliveryProgressing, v1alpha1.DeliveryWaitingForApproval, v1alpha1.DeliveryHalted, "":
+		return true
+	}
+	return false
+}
+
+// Find returns the index of the wave a workload is placed in and its
+// target there; -1 when the delivery did not place it (it was created
+// during the delivery).
+func Find(rec *v1alpha1.ConfigDelivery, kind, name string) (int, *v1alpha1.DeliveryTarget) {
+	for i := range rec.Status.Waves {
+		w := &rec.Status.Waves[i]
+		for j := range w.Workloads {
+			if t := &w.Workloads[j]; t.Kind == kind && t.Name == name {
+				return i, t
+			}
+		}
+	}
+	return -1, nil
+}
+
+// CurrentWave is the index of the wave rolling, soaking or waiting (the
+// last one started, or -1 before any started).
+func CurrentWave(rec *v1alpha1.ConfigDelivery) int {
+	cur := -1
+	for i, w := range rec.Status.Waves {
+		if w.StartedAt != nil {
+			cur = i
+		}
+	}
+	return cur
+}
+
+// Pin returns the snapshot of the delivered config that a workload's
+// template must name, or "" for the config's current content.
+//
+// rec is the latest delivery of the config (nil: none yet), current the
+// snapshot name of the config's content now, stored the snapshot of the
+// config that the workload's stored template names ("" for a workload
+// being created, or one whose template names none).
+//
+//   - rec delivers the current content and is finished: the current
+//     content.
+//   - rec delivers the current content and is open: a workload whose wave
+//     has started gets it, unless its wave failed and was rolled back; any
+//     other keeps the revision the delivery assigned it when it started
+//     (its target's From), and one created during the delivery, placed in
+//     the last wave, the one most consumers read (rec's From).
+//   - otherwise the content changed and its delivery has not started yet:
+//     every workload keeps what it runs (stored).
+//
+// Where the assigned revision is "" (no copy of the old content was kept),
+// the workload keeps what it runs.
+func Pin(rec *v1alpha1.ConfigDelivery, current, kind, name, stored string) string {
+	if rec == nil || rec.Status.To == "" || rec.Status.To != current {
+		return stored
+	}
+	if !Open(rec.Status.State) {
+		return ""
+	}
+	i, t := Find(rec, kind, name)
+	from := rec.Status.From
+	if t != nil {
+		from = t.From
+	} else {
+		i = len(rec.Status.Waves) - 1
+	}
+	if i >= 0 && rec.Status.Waves[i].StartedAt != nil && !(rec.Status.RolledBack && i == CurrentWave(rec)) {
+		return ""
+	}
+	if from == "" {
+		return stored
+	}
+	return from
+}

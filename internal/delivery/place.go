@@ -1,0 +1,117 @@
+// Package delivery decides, without I/O, how a content change of shared
+// config reaches its consumers in waves: where each consumer is placed
+// (Place), which revision of the config a consumer's template must name
+// while a delivery is open (Pin), and whether a wave's workloads are
+// healthy (Judge). The controller moves deliveries on with these answers;
+// the webhook and the rollout controller stamp templates with Pin's.
+package delivery
+
+import (
+	"cmp"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/workload"
+)
+
+// Consumer is one workload that consumes the delivered config.
+type Consumer struct {
+	// Kind is TargetKind of its type.
+	Kind, Name string
+	Labels     map[string]string
+	// From is the snapshot of the delivered config its template names now
+	// ("" when none).
+	From string
+}
+
+// TargetKind names a workload kind in a delivery record: its Kind for the
+// built-in groups, Kind.group for others (a declared kind may share its
+// Kind with a built-in one).
+func TargetKind(t *workload.Type) string {
+	if !t.Custom() {
+		return t.Kind.Kind
+	}
+	return t.Kind.Kind + "." + t.Group
+}
+
+// Place puts consumers into waves. Consumers are taken in the order of
+// kind, then name, so the same consumers are always placed the same way.
+// A wave takes, of the consumers not placed yet, those its selector
+// matches, or its percent of them (rounded up, at least one), or, with
+// neither, all of them; consumers no wave takes go to the last wave. Waves
+// left empty are left out.
+func Place(waves []v1alpha1.Wave, consumers []Consumer) []v1alpha1.WaveStatus {
+	left := slices.Clone(consumers)
+	slices.SortFunc(left, func(a, b Consumer) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))
+	})
+	out := make([]v1alpha1.WaveStatus, len(waves))
+	for i, w := range waves {
+		out[i] = v1alpha1.WaveStatus{Name: w.Name, Approval: w.Approval}
+		var taken []Consumer
+		switch {
+		case w.Selector != nil:
+			sel, err := metav1.LabelSelectorAsSelector(w.Selector)
+			if err != nil {
+				sel = labels.Nothing() // refused at admission; selects nobody
+			}
+			taken, left = split(left, func(c Consumer) bool { return sel.Matches(labels.Set(c.Labels)) })
+		case w.Percent != nil:
+			n := (len(left)*int(*w.Percent) + 99) / 100
+			if n == 0 && len(left) > 0 {
+				n = 1
+			}
+			taken, left = left[:n:n], left[n:]
+		default:
+			taken, left = left, nil
+		}
+		out[i].Workloads = targets(taken)
+	}
+	if len(left) > 0 && len(out) > 0 {
+		last := &out[len(out)-1]
+		last.Workloads = append(last.Workloads, targets(left)...)
+	}
+	return slices.DeleteFunc(out, func(w v1alpha1.WaveStatus) bool { return len(w.Workloads) == 0 })
+}
+
+func split(cs []Consumer, take func(Consumer) bool) (taken, left []Consumer) {
+	for _, c := range cs {
+		if take(c) {
+			taken = append(taken, c)
+		} else {
+			left = append(left, c)
+		}
+	}
+	return taken, left
+}
+
+func targets(cs []Consumer) []v1alpha1.DeliveryTarget {
+	out := make([]v1alpha1.DeliveryTarget, len(cs))
+	for i, c := range cs {
+		out[i] = v1alpha1.DeliveryTarget{Kind: c.Kind, Name: c.Name, From: c.From}
+	}
+	return out
+}
+
+// MostCommon is the snapshot most consumers name (the first by name of
+// equally common ones), "" when none names one: the revision a consumer
+// created during the delivery keeps.
+func MostCommon(cs []Consumer) string {
+	n := map[string]int{}
+	best := ""
+	for _, c := range cs {
+		if c.From == "" {
+			continue
+		}
+		n[c.From]++
+	}
+	for from, k := range n {
+		if best == "" || k > n[best] || (k == n[best] && from < best) {
+			best = from
+		}
+	}
+	return best
+}

@@ -1,0 +1,132 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/revision"
+)
+
+// ConfigIndex is the cache index of ConfigDeliveries by the config they
+// deliver ("ConfigMap/<name>", as inventory.IndexValue).
+const ConfigIndex = "configward.dev/delivers"
+
+// IndexRecords registers ConfigIndex; both processes read deliveries
+// through it.
+func IndexRecords(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &v1alpha1.ConfigDelivery{}, ConfigIndex, func(o client.Object) []string {
+		d := o.(*v1alpha1.ConfigDelivery)
+		return []string{inventory.IndexValue(refs.Kind(d.Spec.Config.Kind), d.Spec.Config.Name)}
+	})
+}
+
+// Records lists the deliveries of one config, newest first.
+func Records(ctx context.Context, r client.Reader, namespace string, src revision.Source) ([]*v1alpha1.ConfigDelivery, error) {
+	var list v1alpha1.ConfigDeliveryList
+	if err := r.List(ctx, &list, client.InNamespace(namespace),
+		client.MatchingFields{ConfigIndex: inventory.IndexValue(src.Kind, src.Name)}); err != nil {
+		return nil, fmt.Errorf("listing the deliveries of %s %s/%s: %w", src.Kind, namespace, src.Name, err)
+	}
+	out := make([]*v1alpha1.ConfigDelivery, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	sortNewestFirst(out)
+	return out, nil
+}
+
+// Latest is the newest delivery of one config, nil when there is none.
+func Latest(ctx context.Context, r client.Reader, namespace string, src revision.Source) (*v1alpha1.ConfigDelivery, error) {
+	recs, err := Records(ctx, r, namespace, src)
+	if err != nil || len(recs) == 0 {
+		return nil, err
+	}
+	return recs[0], nil
+}
+
+// Pinner answers, from the cache, which revision of each delivered config
+// a workload's template must name (see Pin). The webhook and the rollout
+// controller stamp with its answer, so neither can move a consumer past
+// its wave.
+type Pinner struct {
+	// Reader reads ConfigDeliveries, indexed by IndexRecords.
+	Reader    client.Reader
+	Inventory *inventory.Inventory
+}
+
+// Scope is what decides pins in a namespace: whether delivery is on there,
+// and whether Secrets have revisions (and so are delivered too).
+type Scope struct {
+	On, Secrets bool
+}
+
+// Pins returns the snapshot each delivered config spec consumes must be
+// pinned to, for the workload kind/name whose stored template names
+// stored; configs read at their current content are left out. key is the
+// installation's key.
+func (p *Pinner) Pins(ctx context.Context, key []byte, namespace string, scope Scope, kind, name string, spec *corev1.PodSpec, stored revision.Snapshots) (revision.Snapshots, error) {
+	if p == nil || !scope.On {
+		return nil, nil
+	}
+	var pins revision.Snapshots
+	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
+		src := revision.Source{Kind: c.Kind, Name: c.Name}
+		o, delivered, err := p.Delivered(ctx, namespace, scope, src)
+		if err != nil {
+			return nil, err
+		}
+		if !delivered {
+			continue
+		}
+		rec, err := Latest(ctx, p.Reader, namespace, src)
+		if err != nil {
+			return nil, err
+		}
+		current := p.Inventory.SnapshotName(key, o)
+		if pin := Pin(rec, current, kind, name, stored[src]); pin != "" && pin != current {
+			if pins == nil {
+				pins = revision.Snapshots{}
+			}
+			pins[src] = pin
+		}
+	}
+	return pins, nil
+}
+
+// Delivered reports whether changes of src are delivered in waves where
+// scope applies: it exists, is rollout-mode, is no snapshot itself, and is
+// a ConfigMap or, where Secrets have revisions, a Secret that gets
+// snapshots.
+func (p *Pinner) Delivered(ctx context.Context, namespace string, scope Scope, src revision.Source) (inventory.Object, bool, error) {
+	if !scope.On || (src.Kind == refs.Secret && !scope.Secrets) {
+		return inventory.Object{}, false, nil
+	}
+	o, err := p.Inventory.Get(ctx, src.Kind, namespace, src.Name)
+	if err != nil || !o.Exists || o.Mode != inventory.Rollout {
+		return o, false, err
+	}
+	if _, isSnapshot := revision.SnapshotOf(o.Labels, o.Annotations); isSnapshot {
+		return o, false, nil
+	}
+	if src.Kind == refs.Secret && !revision.Copied(o.Type) {
+		return o, false, nil
+	}
+	return o, true, nil
+}
+
+// RecordName names the seq-th delivery of src: the kind, the config's name
+// (cut to keep the name within a DNS subdomain's length) and seq.
+func RecordName(src revision.Source, seq int64) string {
+	name := src.Name
+	if len(name) > 200 {
+		name = name[:200]
+	}
+	return fmt.Sprintf("%s-%s-%d", strings.ToLower(string(src.Kind)), name, seq)
+}
