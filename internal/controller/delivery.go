@@ -381,30 +381,3 @@ func (d *deliveries) finish(ctx context.Context, rec *v1alpha1.ConfigDelivery, s
 	}
 	return nil
 }
-
-// history appends an entry to the record's history, keeping the last 50.
-func (d *deliveries) history(rec *v1alpha1.ConfigDelivery, wave, what, by, message string) {
-	h := append(rec.Status.History, v1alpha1.DeliveryEvent{Time: *now(), Wave: wave, What: what, By: by, Message: message})
-	if len(h) > 50 {
-		h = h[len(h)-50:]
-	}
-	rec.Status.History = h
-}
-
-// configObject is the delivered ConfigMap or Secret from the cache (the
-// values it holds there are digests), for the Events recorded on it; nil
-// when it is gone.
-func (d *deliveries) configObject(ctx context.Context, rec *v1alpha1.ConfigDelivery) client.Object {
-	var obj client.Object = &corev1.ConfigMap{}
-	if rec.Spec.Config.Kind == string(refs.Secret) {
-		obj = &corev1.Secret{}
-	}
-	key := client.ObjectKey{Namespace: rec.Namespace, Name: rec.Spec.Config.Name}
-	if err := d.cache.Get(ctx, key, obj); err != nil {
-		ctrl.LoggerFrom(ctx).Info("no Event on the delivered config", "error", err.Error())
-		return nil
-	}
-	return obj
-}
-
-func now() *metav1.Time { t := metav1.Now(); return &t }

@@ -9,11 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -168,14 +170,16 @@ func (d *deliveries) handle(ctx context.Context, rec *v1alpha1.ConfigDelivery, r
 	case req.Action == v1alpha1.ActionHalt && (state == v1alpha1.DeliveryProgressing || state == v1alpha1.DeliveryWaitingForApproval):
 		return d.finish(ctx, rec, v1alpha1.DeliveryHalted, "HaltedByUser", "halted by "+by+"; no further workload is re-stamped", by)
 	case req.Action == v1alpha1.ActionPromote && state == v1alpha1.DeliveryWaitingForApproval:
+		d.history(rec, rec.Status.CurrentWave, "Promoted", by, "approved")
 		return d.startWave(ctx, rec, i+1, by)
 	case req.Action == v1alpha1.ActionPromote && delivery.Open(state) && i >= 0:
 		return d.next(ctx, rec, i, "Promoted", by)
-	case req.Action == v1alpha1.ActionResume && state == v1alpha1.DeliveryHalted && i >= 0:
-		rec.Status.RolledBack = false
-		return d.startWave(ctx, rec, i, by)
 	case req.Action == v1alpha1.ActionResume && state == v1alpha1.DeliveryHalted:
-		return d.startWave(ctx, rec, 0, by)
+		// The current wave is judged again with a new deadline; a
+		// rolled-back wave takes the delivered revision again.
+		rec.Status.RolledBack = false
+		d.history(rec, rec.Status.CurrentWave, "Resumed", by, "")
+		return d.startWave(ctx, rec, max(i, 0), by)
 	}
 	d.history(rec, rec.Status.CurrentWave, "RequestIgnored", by, fmt.Sprintf("%s does not apply to a %s delivery", req.Action, state))
 	return d.client.Status().Update(ctx, rec)
@@ -333,3 +337,30 @@ func targetList(ts []v1alpha1.DeliveryTarget) string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// history appends an entry to the record's history, keeping the last 50.
+func (d *deliveries) history(rec *v1alpha1.ConfigDelivery, wave, what, by, message string) {
+	h := append(rec.Status.History, v1alpha1.DeliveryEvent{Time: *now(), Wave: wave, What: what, By: by, Message: message})
+	if len(h) > 50 {
+		h = h[len(h)-50:]
+	}
+	rec.Status.History = h
+}
+
+// configObject is the delivered ConfigMap or Secret from the cache (the
+// values it holds there are digests), for the Events recorded on it; nil
+// when it is gone.
+func (d *deliveries) configObject(ctx context.Context, rec *v1alpha1.ConfigDelivery) client.Object {
+	var obj client.Object = &corev1.ConfigMap{}
+	if rec.Spec.Config.Kind == string(refs.Secret) {
+		obj = &corev1.Secret{}
+	}
+	key := client.ObjectKey{Namespace: rec.Namespace, Name: rec.Spec.Config.Name}
+	if err := d.cache.Get(ctx, key, obj); err != nil {
+		ctrl.LoggerFrom(ctx).Info("no Event on the delivered config", "error", err.Error())
+		return nil
+	}
+	return obj
+}
+
+func now() *metav1.Time { t := metav1.Now(); return &t }

@@ -94,7 +94,7 @@ func SetupDrift(mgr ctrl.Manager, inv *inventory.Inventory, opts DriftOptions) e
 	// every other namespace behind it. One namespace is never judged twice
 	// at once (the work queue).
 	b := ctrl.NewControllerManagedBy(mgr).Named("drift").WithOptions(controller.Options{MaxConcurrentReconciles: driftWorkers})
-	watched := []client.Object{&corev1.Pod{}, &appsv1.ReplicaSet{}, &batchv1.Job{}}
+	watched := []client.Object{&corev1.Pod{}, &appsv1.ReplicaSet{}, &batchv1.Job{}, &v1alpha1.ConfigDelivery{}}
 	for _, t := range d.types {
 		watched = append(watched, t.New())
 	}
@@ -196,10 +196,14 @@ func (d *driftJudge) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	for _, s := range statuses {
+	delivered, err := d.deliveryResults(ctx, ns, statuses)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	for i, s := range statuses {
 		uid := s.UID
 		results[uid] = append(results[uid], subjectResults{subject: report.Subject(s.APIVersion, s.Kind, ns, s.Name, uid),
-			results: []openreports.ReportResult{report.ConfigCurrentResult(s)}})
+			results: append([]openreports.ReportResult{report.ConfigCurrentResult(s)}, delivered[i]...)})
 	}
 	return reconcile.Result{}, d.writeReports(ctx, ns, results, reports)
 }
@@ -249,13 +253,7 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 			// config, so it is never stale (its Report says why it cannot
 			// be judged).
 			spec, _ := w.PodSpec()
-			// A consumer a delivery has not reached is judged against the
-			// revision the delivery keeps it on.
-			pins, err := pinsOf(ctx, d.opts.Deliveries, key, ns, settings, w, spec)
-			if err != nil {
-				return nil, nil, err
-			}
-			wanted, counted, err := d.inv.TemplateHash(ctx, key, ns, spec, settings.Secrets, pins)
+			wanted, counted, err := d.wantedHash(ctx, key, ns, settings, w, spec)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -45,31 +46,50 @@ func pinsOf(ctx context.Context, pinner *delivery.Pinner, key []byte, namespace 
 // and every later leader reads. Earlier waves were moved when they
 // started; a restarted controller finds them with its first look at
 // every workload.
-func (r *rollout) wavesStarted(_ context.Context, obj client.Object) []reconcile.Request {
+func (r *rollout) wavesStarted(ctx context.Context, obj client.Object) []reconcile.Request {
 	rec, ok := obj.(*v1alpha1.ConfigDelivery)
 	if !ok {
 		return nil
 	}
 	var waves []v1alpha1.WaveStatus
+	last := false
 	switch {
 	case rec.Status.State == v1alpha1.DeliveryCancelled:
-		waves = rec.Status.Waves
+		waves, last = rec.Status.Waves, true
 	case delivery.Open(rec.Status.State):
 		if i := delivery.CurrentWave(rec); i >= 0 {
-			waves = rec.Status.Waves[i : i+1]
+			waves, last = rec.Status.Waves[i:i+1], i == len(rec.Status.Waves)-1
 		}
 	}
 	kind := delivery.TargetKind(r.typ)
 	src := inventory.IndexValue(refs.Kind(rec.Spec.Config.Kind), rec.Spec.Config.Name)
+	seen := map[string]bool{}
 	var out []reconcile.Request
+	add := func(name, wave string) {
+		if seen[name] {
+			return
+		}
+		seen[name] = true
+		nn := types.NamespacedName{Namespace: rec.Namespace, Name: name}
+		r.causes.Add(r.key(nn), fmt.Sprintf("%s (delivery %s, wave %s)", src, rec.Name, wave), time.Now())
+		out = append(out, reconcile.Request{NamespacedName: nn})
+	}
 	for _, w := range waves {
 		for _, t := range w.Workloads {
-			if t.Kind != kind {
-				continue
+			if t.Kind == kind {
+				add(t.Name, w.Name)
 			}
-			nn := types.NamespacedName{Namespace: rec.Namespace, Name: t.Name}
-			r.causes.Add(r.key(nn), fmt.Sprintf("%s (delivery %s, wave %s)", src, rec.Name, w.Name), time.Now())
-			out = append(out, reconcile.Request{NamespacedName: nn})
+		}
+	}
+	if last && len(waves) > 0 {
+		// Consumers created during the delivery belong to the last wave
+		// without being placed: they are found by what they consume.
+		consumers, err := r.inv.Consumers(ctx, []workload.Kind{r.typ.Kind}, refs.Kind(rec.Spec.Config.Kind), rec.Namespace, rec.Spec.Config.Name)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing the consumers of a delivered config", "delivery", rec.Name)
+		}
+		for _, o := range consumers {
+			add(o.GetName(), waves[len(waves)-1].Name)
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -14,37 +15,41 @@ import (
 // deliveriesOf says, for each workload an open config delivery holds or
 // moves ("namespace/Kind/name"), which wave of which delivery it is in and
 // what that wave waits for. A cluster without the ConfigDelivery CRD (an
-// older configward) has none.
-func deliveriesOf(ctx context.Context, c client.Reader, in []client.ListOption) (map[string][]string, error) {
+// older configward) has none; without the right to read them, status
+// still works and says what it cannot show.
+func deliveriesOf(ctx context.Context, c client.Reader, in []client.ListOption) (map[string][]string, string, error) {
 	var list v1alpha1.ConfigDeliveryList
-	if err := c.List(ctx, &list, in...); err != nil {
-		if meta.IsNoMatchError(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("listing configdeliveries: %w", err)
+	err := c.List(ctx, &list, in...)
+	switch {
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+		return nil, "", nil
+	case apierrors.IsForbidden(err):
+		return nil, "you may not list configdeliveries.configward.dev: which wave of a config delivery each workload is in does not show", nil
+	case err != nil:
+		return nil, "", fmt.Errorf("listing configdeliveries: %w", err)
+	}
+	byNamespace := map[string][]v1alpha1.ConfigDelivery{}
+	for _, d := range list.Items {
+		byNamespace[d.Namespace] = append(byNamespace[d.Namespace], d)
 	}
 	out := map[string][]string{}
-	for i := range list.Items {
-		d := &list.Items[i]
-		if !delivery.Open(d.Status.State) || d.Status.State == "" {
-			continue
-		}
-		cur := delivery.CurrentWave(d)
-		for wi, w := range d.Status.Waves {
-			where := fmt.Sprintf("wave %s (%d of %d)", w.Name, wi+1, len(d.Status.Waves))
-			switch {
-			case wi < cur:
-				continue // delivered: nothing to say
-			case wi > cur:
-				where += fmt.Sprintf(", keeps its revision until this wave starts; the delivery is %s at wave %s", d.Status.State, d.Status.CurrentWave)
-			default:
-				where += fmt.Sprintf(", %s: %s", d.Status.State, d.Status.Message)
-			}
-			for _, t := range w.Workloads {
-				key := d.Namespace + "/" + t.Kind + "/" + t.Name
-				out[key] = append(out[key], fmt.Sprintf("%s %s: ConfigDelivery %s, %s", d.Spec.Config.Kind, d.Spec.Config.Name, d.Name, where))
+	for ns, recs := range byNamespace {
+		for w, ps := range delivery.Positions(recs) {
+			for _, p := range ps {
+				out[ns+"/"+w] = append(out[ns+"/"+w], describe(p))
 			}
 		}
 	}
-	return out, nil
+	return out, "", nil
+}
+
+func describe(p delivery.Position) string {
+	where := fmt.Sprintf("%s: ConfigDelivery %s, wave %s (%d of %d)", p.Config, p.Record, p.Wave, p.Index+1, p.Waves)
+	switch {
+	case p.RolledBack:
+		return where + fmt.Sprintf(", rolled back to its previous revision; %s: %s", p.State, p.Message)
+	case p.Started:
+		return where + fmt.Sprintf(", %s: %s", p.State, p.Message)
+	}
+	return where + fmt.Sprintf(", keeps its revision until this wave starts; the delivery is %s at wave %s", p.State, p.CurrentWave)
 }

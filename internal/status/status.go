@@ -118,9 +118,12 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	waves, err := deliveriesOf(ctx, c, in)
+	waves, note, err := deliveriesOf(ctx, c, in)
 	if err != nil {
 		return res, err
+	}
+	if note != "" {
+		res.Notes = append(res.Notes, note)
 	}
 	found, behind := false, 0
 	for _, k := range o.Registry.RolledKinds() {

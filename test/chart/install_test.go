@@ -85,14 +85,19 @@ spec:
 
 const refusal = `admission webhook "validate.configward.dev" denied the request: [subpath-config]`
 
-// configwardCRDs are the CRDs the chart installs.
-var configwardCRDs = []string{"configschemas.configward.dev", "configpolicies.configward.dev"}
+// configwardCRDs are the CRDs the chart installs; chart010CRDs those
+// chart 0.1.0 installed from crds/ (ConfigDelivery came later, as a
+// template Helm owns from the start).
+var (
+	configwardCRDs = []string{"configschemas.configward.dev", "configpolicies.configward.dev", "configdeliveries.configward.dev"}
+	chart010CRDs   = configwardCRDs[:2]
+)
 
 // adoptCRDs runs the commands of the chart README ("Upgrading", from chart 0.1.0)
 // that hand CRDs an earlier chart version installed from crds/ to the
 // release.
 func adoptCRDs(env *framework.Env) {
-	for _, crd := range configwardCRDs {
+	for _, crd := range chart010CRDs {
 		res := env.Kubectl("", "label", "crd", crd, "app.kubernetes.io/managed-by=Helm")
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
 		res = env.Kubectl("", "annotate", "crd", crd, "meta.helm.sh/release-name="+release, "meta.helm.sh/release-namespace="+namespace)
@@ -750,7 +755,7 @@ spec:
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
 
 		By("a release of chart 0.1.0, which had the CRDs in crds/: Helm created them without its ownership metadata")
-		for _, crd := range configwardCRDs {
+		for _, crd := range chart010CRDs {
 			res := env.Kubectl("", "label", "crd", crd, "app.kubernetes.io/managed-by-")
 			Expect(res.ExitCode).To(Equal(0), res.Stderr)
 			res = env.Kubectl("", "annotate", "crd", crd, "meta.helm.sh/release-name-", "meta.helm.sh/release-namespace-", "helm.sh/resource-policy-")
@@ -758,6 +763,7 @@ spec:
 		}
 		// 0.1.0's layout, and its values: none of those this version added.
 		previous := chartVariant(func(dir string) {
+			Expect(os.Remove(filepath.Join(dir, "files", "crds", "configward.dev_configdeliveries.yaml"))).To(Succeed())
 			Expect(os.Rename(filepath.Join(dir, "files", "crds"), filepath.Join(dir, "crds"))).To(Succeed())
 			Expect(os.Remove(filepath.Join(dir, "templates", "crds.yaml"))).To(Succeed())
 			Expect(os.Remove(filepath.Join(dir, "templates", "priorityclass.yaml"))).To(Succeed())

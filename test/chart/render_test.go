@@ -182,7 +182,7 @@ var _ = Describe("the chart, rendered", func() {
 		}
 	})
 
-	It("installs the OpenReports Report CRD only when asked, kept on uninstall, and lets viewers read Reports", func() {
+	It("installs the OpenReports Report CRD only when asked, kept on uninstall, and lets viewers read Reports and ConfigDeliveries", func() {
 		Expect(kinds(render())).NotTo(ContainElement("CustomResourceDefinition/reports.openreports.io"))
 		objs := render("--set", "reports.installCRD=true", "--set", "reports.mode=off")
 		Expect(kinds(objs)).To(ContainElement("CustomResourceDefinition/reports.openreports.io"))
@@ -196,7 +196,10 @@ var _ = Describe("the chart, rendered", func() {
 		Expect(ctl.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--reports=off"))
 		view := typed[rbacv1.ClusterRole](objs, "ClusterRole", "configward-reports-view")
 		Expect(view.Labels).To(HaveKeyWithValue("rbac.authorization.k8s.io/aggregate-to-view", "true"))
-		Expect(view.Rules).To(Equal([]rbacv1.PolicyRule{{APIGroups: []string{"openreports.io"}, Resources: []string{"reports"}, Verbs: []string{"get", "list", "watch"}}}))
+		Expect(view.Rules).To(Equal([]rbacv1.PolicyRule{
+			{APIGroups: []string{"openreports.io"}, Resources: []string{"reports"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"configward.dev"}, Resources: []string{"configdeliveries"}, Verbs: []string{"get", "list", "watch"}},
+		}))
 
 		res := helm("template", "configward", chartDir, "--kube-version", "1.37.2", "--set", "reports.mode=always")
 		Expect(res.ExitCode).NotTo(Equal(0))

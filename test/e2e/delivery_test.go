@@ -90,9 +90,10 @@ onFailure: %s
 
 // failingApp plays the application in ns: a pod whose ConfigMap (the
 // snapshot its revision reads) holds level=broken turns unready once kwok
-// has started it, as an app that does not come up on bad config. It stops
-// with the spec.
-func failingApp(ns string) {
+// has started it, as an app that does not come up on bad config; with
+// crashes, its container also counts a restart, as one that crashes on
+// it. It stops with the spec.
+func failingApp(ns string, crashes bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -103,7 +104,7 @@ func failingApp(ns string) {
 			var pods corev1.PodList
 			if env.Client.List(ctx, &pods, client.InNamespace(ns)) == nil {
 				for i := range pods.Items {
-					breakIfBadConfig(ctx, &pods.Items[i])
+					breakIfBadConfig(ctx, &pods.Items[i], crashes)
 				}
 			}
 			select {
@@ -115,7 +116,7 @@ func failingApp(ns string) {
 	DeferCleanup(func() { cancel(); wg.Wait() })
 }
 
-func breakIfBadConfig(ctx context.Context, p *corev1.Pod) {
+func breakIfBadConfig(ctx context.Context, p *corev1.Pod, crashes bool) {
 	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 		return
 	}
@@ -132,6 +133,9 @@ func breakIfBadConfig(ctx context.Context, p *corev1.Pod) {
 		}
 		for i := range p.Status.ContainerStatuses {
 			p.Status.ContainerStatuses[i].Ready = false
+			if crashes && p.Status.ContainerStatuses[i].RestartCount == 0 {
+				p.Status.ContainerStatuses[i].RestartCount = 1
+			}
 		}
 		_ = env.Client.Status().Update(ctx, p)
 		return
@@ -230,20 +234,27 @@ var _ = Describe("progressive config delivery", func() {
 		}
 		Expect(valuesOf(readsOf(ns, "app-3", "level")())).To(ConsistOf("debug"))
 		Expect(eventsFor(ns, "cfg", "DeliveryWaveStarted")).To(HaveLen(3))
+		Eventually(reportOf(ns, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-3"}}), 30*time.Second).
+			Should(And(ContainElement("config-current pass Deployment/app-3"), Not(ContainElement(HavePrefix("config-delivery")))),
+				"a finished delivery leaves no result behind")
 	})
 
 	It("halts a bad change at the canary's deadline; the others are never patched and their new pods read the old bytes", func() {
 		ns := deliveryNamespace("bad", fmt.Sprintf(threeWaves, 15, 1, "Halt"))
-		failingApp(ns)
+		failingApp(ns, false)
 		apply(configMap(ns, "cfg", map[string]string{"level": "broken"}, nil))
 		Eventually(latestDelivery(ns, "cfg"), 2*rolloutTimeout, time.Second).Should(Equal("Halted/ProgressDeadlineExceeded@canary"))
 		Consistently(controllerPatches(ns, "deployments"), 5*time.Second).Should(Equal(1), controllerWriteLog(ns, "deployments"))
 		Expect(deploymentPatches(ns)).To(HaveKey("app-7"))
 		Expect(eventsFor(ns, "cfg", "DeliveryHalted")).To(HaveLen(1))
 		Expect(eventsFor(ns, "app-7", "ConfigDeliveryHalted")).To(HaveLen(1))
+		Eventually(reportOf(ns, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-7"}}), 30*time.Second).
+			Should(ContainElement("config-delivery fail Deployment/app-7"))
+		Eventually(reportOf(ns, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-2"}}), 30*time.Second).
+			Should(ContainElement("config-delivery warn Deployment/app-2"))
 		Expect(status("-n", ns)().Table).To(And(
-			ContainSubstring("Deployment/app-7: ConfigMap cfg: ConfigDelivery configmap-cfg-1, wave canary (1 of 3), Halted: wave canary not healthy 15s after it started"),
-			ContainSubstring("Deployment/app-2: ConfigMap cfg: ConfigDelivery configmap-cfg-1, wave early (2 of 3), keeps its revision until this wave starts; the delivery is Halted at wave canary")))
+			ContainSubstring("Deployment/app-7: ConfigMap/cfg: ConfigDelivery configmap-cfg-1, wave canary (1 of 3), Halted: wave canary not healthy 15s after it started"),
+			ContainSubstring("Deployment/app-2: ConfigMap/cfg: ConfigDelivery configmap-cfg-1, wave early (2 of 3), keeps its revision until this wave starts; the delivery is Halted at wave canary")))
 
 		By("a scale-up of a Deployment the delivery did not reach gets the old bytes")
 		before := snapshotOfCfg(ns, "app-2")
@@ -263,14 +274,23 @@ var _ = Describe("progressive config delivery", func() {
 		d := deliveries(ns, "cfg")
 		Expect(d[0].Status.History).To(ContainElement(And(HaveField("What", "Promoted"), HaveField("By", Not(BeEmpty())))))
 		Eventually(controllerPatches(ns, "deployments"), 30*time.Second).Should(Equal(4), controllerWriteLog(ns, "deployments"))
+
+		By("the early wave fails too; resume judges it again with a new deadline")
+		Eventually(latestDelivery(ns, "cfg"), 2*rolloutTimeout, time.Second).Should(Equal("Halted/ProgressDeadlineExceeded@early"))
+		res = env.KubectlPlugin("delivery", "resume", "-n", ns, "configmap/cfg")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(latestDelivery(ns, "cfg"), 30*time.Second, 200*time.Millisecond).Should(Equal("Progressing/WaveStarted@early"))
+		Expect(deliveries(ns, "cfg")[0].Status.History).To(ContainElement(And(HaveField("What", "Resumed"), HaveField("By", Not(BeEmpty())))))
+		Expect(controllerPatches(ns, "deployments")()).To(Equal(4), "resuming re-stamps nothing that has the delivered revision")
 	})
 
-	It("rolls the failed canary back to its old revision with onFailure: Rollback", func() {
-		ns := deliveryNamespace("rollback", fmt.Sprintf(threeWaves, 15, 1, "Rollback"))
-		failingApp(ns)
+	It("fails the canary on restarts of its new pods and rolls it back to its old revision with onFailure: Rollback", func() {
+		ns := deliveryNamespace("rollback", fmt.Sprintf(threeWaves, 120, 1, "Rollback"))
+		failingApp(ns, true)
 		before := snapshotOfCfg(ns, "app-7")
 		apply(configMap(ns, "cfg", map[string]string{"level": "broken"}, nil))
-		Eventually(latestDelivery(ns, "cfg"), 2*rolloutTimeout, time.Second).Should(Equal("Halted/ProgressDeadlineExceeded@canary"))
+		Eventually(latestDelivery(ns, "cfg"), 2*rolloutTimeout, time.Second).Should(Equal("Halted/WaveFailed@canary"))
+		Expect(deliveries(ns, "cfg")[0].Status.Message).To(ContainSubstring("of the delivered revision restarted"))
 		Eventually(func() string { return snapshotOfCfg(ns, "app-7") }, rolloutTimeout).Should(Equal(before))
 		rolloutStatus(ns, "deployment/app-7")
 		Eventually(func() []string { return valuesOf(readsOf(ns, "app-7", "level")()) }, rolloutTimeout).Should(ConsistOf("info"))
@@ -310,6 +330,35 @@ soakSeconds: 1
 		// the restart re-stamped nothing.
 		Eventually(controllerPatches(ns, "deployments"), 30*time.Second).Should(Equal(11), controllerWriteLog(ns, "deployments"))
 		Consistently(controllerPatches(ns, "deployments"), 3*time.Second).Should(Equal(11), controllerWriteLog(ns, "deployments"))
+	})
+
+	It("lets workloads that cannot show health pass without blocking, and holds a workload created during the delivery for the last wave", func() {
+		ns := deliveryNamespace("unverified", `waves:
+- name: canary
+  selector: {matchLabels: {configward.dev/wave: canary}}
+- name: rest
+  approval: true
+soakSeconds: 1
+`)
+		Expect(env.Kubectl("", "rollout", "pause", "deployment/app-7", "-n", ns).ExitCode).To(Equal(0))
+		old := snapshotOfCfg(ns, "app-0")
+		apply(configMap(ns, "cfg", map[string]string{"level": "debug"}, nil))
+		Eventually(latestDelivery(ns, "cfg"), 2*rolloutTimeout, time.Second).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
+		d := deliveries(ns, "cfg")[0]
+		Expect(d.Status.Waves[0].Health).To(ConsistOf(And(HaveField("Name", "app-7"), HaveField("State", "Unverified"),
+			HaveField("Message", ContainSubstring("the Deployment is paused")))))
+		Expect(d.Status.History).To(ContainElement(And(HaveField("What", "WaveHealthy"), HaveField("Message", ContainSubstring("passed without showing health")))))
+
+		By("a Deployment created now is placed in the last wave: it starts on the revision the others run")
+		apply(waveDeployment(ns, "late", false, "cfg"))
+		rolloutStatus(ns, "deployment/late")
+		Expect(snapshotOfCfg(ns, "late")).To(Equal(old))
+		Expect(valuesOf(readsOf(ns, "late", "level")())).To(ConsistOf("info"))
+
+		By("promoted, the last wave takes it to the new content with the others")
+		Expect(env.KubectlPlugin("delivery", "promote", "-n", ns, "configmap/cfg").ExitCode).To(Equal(0))
+		Eventually(latestDelivery(ns, "cfg"), 2*rolloutTimeout, time.Second).Should(HavePrefix("Succeeded/"))
+		Eventually(func() []string { return valuesOf(readsOf(ns, "late", "level")()) }, rolloutTimeout).Should(ConsistOf("debug"))
 	})
 
 	It("delivers each of two ConfigMaps a workload reads, and refuses delivery without revisions", func() {

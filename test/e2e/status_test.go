@@ -232,6 +232,7 @@ var _ = Describe("configward status for a user with fewer rights", func() {
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
 		Expect(res.Stdout).To(MatchRegexp(`(?m)^Deployment/web\s+2/2\s+0\s+done\s`))
 		Expect(res.Stderr).To(ContainSubstring("note: you may not list reports.openreports.io: each workload is compared with its pod template's hash"))
+		Expect(res.Stderr).To(ContainSubstring("note: you may not list configdeliveries.configward.dev: which wave of a config delivery each workload is in does not show"))
 
 		res = env.Status("--kubeconfig", grant("status-partial", readable[:2]), "-n", ns)
 		Expect(res.ExitCode).To(Equal(2))

@@ -38,6 +38,9 @@ var _ = Describe("the leading controller killed during a rollout of 100 workload
 		Expect(err).NotTo(HaveOccurred())
 		second, err := env.StartControllerBinary("controller-b", flags...)
 		Expect(err).NotTo(HaveOccurred())
+		// The standby leads once the spec ends: it must not lead another
+		// spec's controllers.
+		DeferCleanup(func() { first.Kill(); second.Kill() })
 
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "failover-"}}
 		Expect(env.Client.Create(ctx, ns)).To(Succeed())

@@ -7,6 +7,7 @@ package faults
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -26,8 +27,10 @@ var (
 )
 
 // webhookFlags are the webhook replicas': the chart's shutdown delay, so a
-// stopping replica keeps serving while it leaves the Service.
-var webhookFlags = []string{"--shutdown-delay=5s"}
+// stopping replica keeps serving while it leaves the Service, and
+// configward's own identity as the chart names it, which alone may write
+// config snapshots and ConfigDeliveries.
+var webhookFlags = []string{"--shutdown-delay=5s", "--configward-service-accounts=" + strings.Replace(strings.TrimPrefix(framework.ControllerUser, "system:serviceaccount:"), ":", "/", 1)}
 
 func TestFaults(t *testing.T) {
 	defer framework.RemoveBuilds()

@@ -1,0 +1,48 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/drift"
+	"github.com/configward/configward/internal/report"
+	"github.com/configward/configward/internal/workload"
+)
+
+// deliveryResults are the config-delivery results of the workloads of ns
+// that open deliveries hold or move, by the workload's status.
+func (d *driftJudge) deliveryResults(ctx context.Context, ns string, statuses []drift.Status) (map[int][]openreports.ReportResult, error) {
+	var list v1alpha1.ConfigDeliveryList
+	if err := d.client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("listing configdeliveries: %w", err)
+	}
+	positions := delivery.Positions(list.Items)
+	if len(positions) == 0 {
+		return nil, nil
+	}
+	out := map[int][]openreports.ReportResult{}
+	for i, s := range statuses {
+		gv, _ := schema.ParseGroupVersion(s.APIVersion)
+		for _, p := range positions[delivery.TargetKindOf(gv.Group, s.Kind)+"/"+s.Name] {
+			out[i] = append(out[i], report.DeliveryResult(p))
+		}
+	}
+	return out, nil
+}
+
+// wantedHash is the hash w's template should carry: a consumer a delivery
+// has not reached is judged against the revision the delivery keeps it on.
+func (d *driftJudge) wantedHash(ctx context.Context, key []byte, ns string, s Settings, w workload.Object, spec *corev1.PodSpec) (string, int, error) {
+	pins, err := pinsOf(ctx, d.opts.Deliveries, key, ns, s, w, spec)
+	if err != nil {
+		return "", 0, err
+	}
+	return d.inv.TemplateHash(ctx, key, ns, spec, s.Secrets, pins)
+}

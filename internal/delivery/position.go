@@ -1,0 +1,58 @@
+package delivery
+
+import (
+	"github.com/configward/configward/internal/api/v1alpha1"
+)
+
+// Position is where one workload stands in one open delivery.
+type Position struct {
+	// Record is the ConfigDelivery; Config its config ("ConfigMap/app").
+	Record, Config string
+	// Wave is the workload's wave, Index its place (from 0) of Waves.
+	Wave         string
+	Index, Waves int
+	// Started: its wave has started (it has the delivered revision, or is
+	// getting it); RolledBack: its wave failed and went back.
+	Started, RolledBack bool
+	// State and CurrentWave are the delivery's; Message what its current
+	// wave waits for.
+	State       v1alpha1.DeliveryState
+	CurrentWave string
+	Message     string
+}
+
+// Positions maps each workload ("Kind/name", Kind as TargetKind) that an
+// open delivery among recs holds or moves to where it stands; workloads of
+// waves already completed are left out (delivered: nothing to say).
+func Positions(recs []v1alpha1.ConfigDelivery) map[string][]Position {
+	out := map[string][]Position{}
+	for i := range recs {
+		d := &recs[i]
+		if !Open(d.Status.State) || d.Status.State == "" {
+			continue
+		}
+		cur := CurrentWave(d)
+		for wi, w := range d.Status.Waves {
+			if wi < cur {
+				continue
+			}
+			p := Position{Record: d.Name, Config: d.Spec.Config.Kind + "/" + d.Spec.Config.Name, Wave: w.Name, Index: wi, Waves: len(d.Status.Waves),
+				Started: w.StartedAt != nil, RolledBack: wi == cur && d.Status.RolledBack,
+				State: d.Status.State, CurrentWave: d.Status.CurrentWave, Message: d.Status.Message}
+			for _, t := range w.Workloads {
+				out[t.Kind+"/"+t.Name] = append(out[t.Kind+"/"+t.Name], p)
+			}
+		}
+	}
+	return out
+}
+
+// TargetKindOf is TargetKind for a kind known by its group: the built-in
+// workload kinds are in the core, apps and batch groups.
+func TargetKindOf(group, kind string) string {
+	switch group {
+	case "", "apps", "batch":
+		return kind
+	}
+	return kind + "." + group
+}

@@ -1,0 +1,42 @@
+package report
+
+import (
+	"fmt"
+
+	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/delivery"
+)
+
+// ConfigDelivery is the rule of the results that say where a workload
+// stands in an open config delivery.
+const ConfigDelivery = "config-delivery"
+
+// DeliveryResult is one workload's place in one open delivery: fail when
+// its wave halted the delivery, warn while the delivery holds it (its wave
+// has not started, or a halted delivery holds it back), pass while its own
+// wave rolls. The description names the wave and the delivery's state,
+// not the gate's progress, so a Report changes when the workload's place
+// does, not with every pod.
+func DeliveryResult(p delivery.Position) openreports.ReportResult {
+	res := openreports.ReportResult{
+		Policy: Policy, Rule: ConfigDelivery, Category: "Config delivery", Result: "pass",
+		Properties: map[string]string{"delivery": p.Record, "config": p.Config, "wave": p.Wave, "state": string(p.State)},
+	}
+	where := fmt.Sprintf("%s: ConfigDelivery %s, wave %s (%d of %d)", p.Config, p.Record, p.Wave, p.Index+1, p.Waves)
+	switch {
+	case p.Started && p.State == v1alpha1.DeliveryHalted && p.Wave == p.CurrentWave:
+		res.Result, res.Severity = "fail", "medium"
+		res.Description = where + ": the delivery halted in this wave"
+		if p.RolledBack {
+			res.Description += "; the workload went back to its previous revision"
+		}
+	case p.Started:
+		res.Description = where + ": the workload has the delivered revision; the wave is " + string(p.State)
+	default:
+		res.Result, res.Severity = "warn", "low"
+		res.Description = fmt.Sprintf("%s: the workload keeps its revision until this wave starts; the delivery is %s at wave %s", where, p.State, p.CurrentWave)
+	}
+	return res
+}
