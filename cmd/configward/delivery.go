@@ -75,7 +75,10 @@ decides who may (the chart's <release>-delivery-operator ClusterRole).`,
 			_, _ = rand.Read(id)
 			before := rec.DeepCopy()
 			rec.Spec.Request = &v1alpha1.DeliveryRequest{Action: action, ID: hex.EncodeToString(id)}
-			if err := c.Patch(cmd.Context(), rec, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			// A merge patch of spec.request alone, without an optimistic
+			// lock: the controller rewrites the status all the time, and the
+			// request's fresh id already tells it from any other.
+			if err := c.Patch(cmd.Context(), rec, client.MergeFrom(before)); err != nil {
 				return exitError{2, fmt.Errorf("writing the request into ConfigDelivery %s/%s: %w", ns, rec.Name, err)}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "configdelivery.configward.dev/%s: %s requested by %s (state was %s, wave %s)\n",

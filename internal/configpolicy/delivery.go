@@ -67,8 +67,8 @@ func validateDelivery(spec *field.Path, s v1alpha1.ConfigPolicySpec) field.Error
 	if d.ProgressDeadlineSeconds < 0 {
 		errs = append(errs, field.Invalid(at.Child("progressDeadlineSeconds"), d.ProgressDeadlineSeconds, "must not be negative"))
 	}
-	if d.SoakSeconds < 0 {
-		errs = append(errs, field.Invalid(at.Child("soakSeconds"), d.SoakSeconds, "must not be negative"))
+	if d.SoakSeconds != nil && *d.SoakSeconds < 0 {
+		errs = append(errs, field.Invalid(at.Child("soakSeconds"), *d.SoakSeconds, "must not be negative"))
 	}
 	switch d.OnFailure {
 	case "", v1alpha1.FailureHalt, v1alpha1.FailureRollback:
@@ -83,6 +83,10 @@ func validateDelivery(spec *field.Path, s v1alpha1.ConfigPolicySpec) field.Error
 func DeliveryDefaults(d v1alpha1.DeliverySettings) v1alpha1.DeliverySettings {
 	if d.ProgressDeadlineSeconds == 0 {
 		d.ProgressDeadlineSeconds = 300
+	}
+	if d.SoakSeconds == nil {
+		soak := int32(60)
+		d.SoakSeconds = &soak
 	}
 	if d.OnFailure == "" {
 		d.OnFailure = v1alpha1.FailureHalt

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/workload"
@@ -47,7 +48,10 @@ func (d *deliveries) advance(ctx context.Context, rec *v1alpha1.ConfigDelivery) 
 		return reconcile.Result{}, err
 	}
 	healthy, waiting, health := g.healthy(), g.waiting(), g.health
-	s := rec.Spec.Settings
+	s := configpolicy.DeliveryDefaults(rec.Spec.Settings)
+	// The record keeps whole seconds: the soak is counted from the second
+	// after the one written, so it is never shorter than soakSeconds.
+	soak := time.Duration(*s.SoakSeconds)*time.Second + time.Second
 	switch {
 	case g.failed != "":
 		return reconcile.Result{}, d.fail(ctx, rec, "WaveFailed", fmt.Sprintf("wave %s failed: %s", wave.Name, g.failed))
@@ -78,11 +82,11 @@ func (d *deliveries) advance(ctx context.Context, rec *v1alpha1.ConfigDelivery) 
 		return reconcile.Result{RequeueAfter: gatePoll}, nil
 	case wave.HealthySince == nil:
 		wave.HealthySince, wave.Health = now(), health
-		rec.Status.Message = fmt.Sprintf("wave %s healthy; soaking %ds", wave.Name, s.SoakSeconds)
+		rec.Status.Message = fmt.Sprintf("wave %s healthy; soaking %ds", wave.Name, *s.SoakSeconds)
 		d.history(rec, wave.Name, "WaveHealthy", "", unverifiedNote(health))
-		return reconcile.Result{RequeueAfter: time.Duration(s.SoakSeconds) * time.Second}, d.client.Status().Update(ctx, rec)
+		return reconcile.Result{RequeueAfter: min(soak, gatePoll)}, d.client.Status().Update(ctx, rec)
 	}
-	if left := time.Until(wave.HealthySince.Add(time.Duration(s.SoakSeconds) * time.Second)); left > 0 {
+	if left := time.Until(wave.HealthySince.Add(soak)); left > 0 {
 		return reconcile.Result{RequeueAfter: min(left, gatePoll)}, nil
 	}
 	return reconcile.Result{RequeueAfter: time.Millisecond}, d.next(ctx, rec, i, "WaveCompleted", "")

@@ -27,11 +27,17 @@ func IndexRecords(ctx context.Context, indexer client.FieldIndexer) error {
 	})
 }
 
-// Records lists the deliveries of one config, newest first.
+// Records lists the deliveries of one config, newest first, as copies the
+// caller may change.
 func Records(ctx context.Context, r client.Reader, namespace string, src revision.Source) ([]*v1alpha1.ConfigDelivery, error) {
+	return records(ctx, r, namespace, src)
+}
+
+// records lists the deliveries of one config with extra list options.
+func records(ctx context.Context, r client.Reader, namespace string, src revision.Source, opts ...client.ListOption) ([]*v1alpha1.ConfigDelivery, error) {
 	var list v1alpha1.ConfigDeliveryList
-	if err := r.List(ctx, &list, client.InNamespace(namespace),
-		client.MatchingFields{ConfigIndex: inventory.IndexValue(src.Kind, src.Name)}); err != nil {
+	opts = append(opts, client.InNamespace(namespace), client.MatchingFields{ConfigIndex: inventory.IndexValue(src.Kind, src.Name)})
+	if err := r.List(ctx, &list, opts...); err != nil {
 		return nil, fmt.Errorf("listing the deliveries of %s %s/%s: %w", src.Kind, namespace, src.Name, err)
 	}
 	out := make([]*v1alpha1.ConfigDelivery, len(list.Items))
@@ -42,9 +48,12 @@ func Records(ctx context.Context, r client.Reader, namespace string, src revisio
 	return out, nil
 }
 
-// Latest is the newest delivery of one config, nil when there is none.
-func Latest(ctx context.Context, r client.Reader, namespace string, src revision.Source) (*v1alpha1.ConfigDelivery, error) {
-	recs, err := Records(ctx, r, namespace, src)
+// latest is the newest delivery of one config, nil when there is none: the
+// cache's own object, never to be changed. Every stamp of every consumer
+// reads it, and a record of a thousand workloads is too large to copy
+// each time.
+func latest(ctx context.Context, r client.Reader, namespace string, src revision.Source) (*v1alpha1.ConfigDelivery, error) {
+	recs, err := records(ctx, r, namespace, src, client.UnsafeDisableDeepCopy)
 	if err != nil || len(recs) == 0 {
 		return nil, err
 	}
@@ -85,7 +94,7 @@ func (p *Pinner) Pins(ctx context.Context, key []byte, namespace string, scope S
 		if !delivered {
 			continue
 		}
-		rec, err := Latest(ctx, p.Reader, namespace, src)
+		rec, err := latest(ctx, p.Reader, namespace, src)
 		if err != nil {
 			return nil, err
 		}

@@ -16,13 +16,14 @@ const ConfigDelivery = "config-delivery"
 // DeliveryResult is one workload's place in one open delivery: fail when
 // its wave halted the delivery, warn while the delivery holds it (its wave
 // has not started, or a halted delivery holds it back), pass while its own
-// wave rolls. The description names the wave and the delivery's state,
-// not the gate's progress, so a Report changes when the workload's place
-// does, not with every pod.
+// wave rolls. The description names the workload's own wave, not the
+// gate's progress or the wave in progress, so a delivery of a thousand
+// workloads rewrites each Report when that workload's place changes, not
+// at every step of the others.
 func DeliveryResult(p delivery.Position) openreports.ReportResult {
 	res := openreports.ReportResult{
 		Policy: Policy, Rule: ConfigDelivery, Category: "Config delivery", Result: "pass",
-		Properties: map[string]string{"delivery": p.Record, "config": p.Config, "wave": p.Wave, "state": string(p.State)},
+		Properties: map[string]string{"delivery": p.Record, "config": p.Config, "wave": p.Wave},
 	}
 	where := fmt.Sprintf("%s: ConfigDelivery %s, wave %s (%d of %d)", p.Config, p.Record, p.Wave, p.Index+1, p.Waves)
 	switch {
@@ -33,10 +34,15 @@ func DeliveryResult(p delivery.Position) openreports.ReportResult {
 			res.Description += "; the workload went back to its previous revision"
 		}
 	case p.Started:
-		res.Description = where + ": the workload has the delivered revision; the wave is " + string(p.State)
-	default:
+		res.Description = where + ": the workload has the delivered revision; its wave is being judged"
+	case p.State == v1alpha1.DeliveryHalted:
 		res.Result, res.Severity = "warn", "low"
-		res.Description = fmt.Sprintf("%s: the workload keeps its revision until this wave starts; the delivery is %s at wave %s", where, p.State, p.CurrentWave)
+		res.Description = fmt.Sprintf("%s: the workload keeps its revision; the delivery halted at wave %s", where, p.CurrentWave)
+	default:
+		// Not the wave in progress: a held workload's result changes when
+		// its own wave starts, not with every wave before it.
+		res.Result, res.Severity = "warn", "low"
+		res.Description = where + ": the workload keeps its revision until this wave starts"
 	}
 	return res
 }

@@ -27,7 +27,7 @@ var _ = Describe("the leading controller killed during a config delivery", func(
 		policy := &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{Name: "delivery-failover"}, Spec: v1alpha1.ConfigPolicySpec{
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"faults": "delivery"}},
 			Revisions:         v1alpha1.RevisionSettings{Enabled: true},
-			Delivery: &v1alpha1.DeliverySettings{ProgressDeadlineSeconds: 120, SoakSeconds: 1, Waves: []v1alpha1.Wave{
+			Delivery: &v1alpha1.DeliverySettings{ProgressDeadlineSeconds: 120, SoakSeconds: new(int32(1)), Waves: []v1alpha1.Wave{
 				{Name: "canary", Percent: new(int32(10))}, {Name: "rest"}}},
 		}}
 		Expect(env.Client.Create(ctx, policy)).To(Succeed())

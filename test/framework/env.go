@@ -254,7 +254,9 @@ rules:
   resources:
   - {group: apps, resources: [deployments, replicasets, statefulsets, daemonsets]}
   - {group: batch, resources: [jobs, cronjobs]}
-  - {group: configward.dev, resources: [configschemas]}
+  - {group: configward.dev, resources: [configschemas, configdeliveries, configdeliveries/status]}
+  - {group: events.k8s.io, resources: [events]}
+  - {group: openreports.io, resources: [reports]}
 - level: None
 `
 

@@ -30,7 +30,7 @@ type DeliverySettings struct {
 	// +optional
 	// +kubebuilder:default=60
 	// +kubebuilder:validation:Minimum=0
-	SoakSeconds int32 `json:"soakSeconds,omitempty"`
+	SoakSeconds *int32 `json:"soakSeconds,omitempty"`
 	// OnFailure: Halt leaves every workload where it is; Rollback also
 	// takes the failed wave back to the revisions it ran before.
 	// +optional
