@@ -7,13 +7,11 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
-	"github.com/configward/configward/internal/scheme"
 )
 
 func newDeliveryCommand() *cobra.Command {
@@ -46,22 +44,9 @@ decides who may (the chart's <release>-delivery-operator ClusterRole).`,
 			if err != nil {
 				return usageError(cmd, err)
 			}
-			loading := clientcmd.NewDefaultClientConfigLoadingRules()
-			loading.ExplicitPath = kubeconfig
-			overrides := &clientcmd.ConfigOverrides{CurrentContext: kubeContext}
-			overrides.Context.Namespace = namespace
-			cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, overrides)
-			cfg, err := cc.ClientConfig()
+			c, ns, err := clusterClient(kubeconfig, kubeContext, namespace)
 			if err != nil {
-				return exitError{2, fmt.Errorf("reading kubeconfig: %w", err)}
-			}
-			ns, _, err := cc.Namespace()
-			if err != nil {
-				return exitError{2, fmt.Errorf("reading kubeconfig: %w", err)}
-			}
-			c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme()})
-			if err != nil {
-				return exitError{2, fmt.Errorf("connecting to the cluster: %w", err)}
+				return err
 			}
 			var list v1alpha1.ConfigDeliveryList
 			if err := c.List(cmd.Context(), &list, client.InNamespace(ns)); err != nil {

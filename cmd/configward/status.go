@@ -66,23 +66,12 @@ Also a kubectl plugin: put the binary on PATH as kubectl-configward and run
 				}
 				opts.Kind, opts.Name = k, name
 			}
-			loading := clientcmd.NewDefaultClientConfigLoadingRules()
-			loading.ExplicitPath = kubeconfig
-			overrides := &clientcmd.ConfigOverrides{CurrentContext: kubeContext}
-			overrides.Context.Namespace = namespace
-			cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, overrides)
-			cfg, err := cc.ClientConfig()
+			c, ns, err := clusterClient(kubeconfig, kubeContext, namespace)
 			if err != nil {
-				return exitError{2, fmt.Errorf("reading kubeconfig: %w", err)}
+				return err
 			}
 			if !allNamespaces {
-				if opts.Namespace, _, err = cc.Namespace(); err != nil {
-					return exitError{2, fmt.Errorf("reading kubeconfig: %w", err)}
-				}
-			}
-			c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme()})
-			if err != nil {
-				return exitError{2, fmt.Errorf("connecting to the cluster: %w", err)}
+				opts.Namespace = ns
 			}
 			res, err := status.Gather(cmd.Context(), c, opts)
 			if err != nil {
@@ -139,4 +128,27 @@ func parseWorkloadArg(reg *workload.Registry, arg string) (workload.Kind, string
 		return workload.Kind{}, "", fmt.Errorf("%q is not a workload kind configward stamps", kindName)
 	}
 	return k, name, nil
+}
+
+// clusterClient is a client of the cluster the kubeconfig (and context)
+// names, with the namespace to work in: namespace, or the context's.
+func clusterClient(kubeconfig, kubeContext, namespace string) (client.Client, string, error) {
+	loading := clientcmd.NewDefaultClientConfigLoadingRules()
+	loading.ExplicitPath = kubeconfig
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: kubeContext}
+	overrides.Context.Namespace = namespace
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, overrides)
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", exitError{2, fmt.Errorf("reading kubeconfig: %w", err)}
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil {
+		return nil, "", exitError{2, fmt.Errorf("reading kubeconfig: %w", err)}
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme()})
+	if err != nil {
+		return nil, "", exitError{2, fmt.Errorf("connecting to the cluster: %w", err)}
+	}
+	return c, ns, nil
 }

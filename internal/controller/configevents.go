@@ -30,6 +30,9 @@ import (
 // logged apart from this, by logCauses.
 func (r *rollout) configChanged(kind refs.Kind) handler.EventHandler {
 	enqueue := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if r.deliveredInWaves(ctx, kind, obj) {
+			return // its delivery's waves enqueue the consumers (wavesStarted)
+		}
 		for _, key := range rolledConsumers(ctx, r.inv, []workload.Kind{r.typ.Kind}, kind, obj) {
 			q.AddAfter(reconcile.Request{NamespacedName: key.NamespacedName}, r.window)
 		}

@@ -185,7 +185,7 @@ func (d *deliveries) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	switch {
 	case latest != nil && latest.Status.State == "":
 		// Created by a leader that stopped before it wrote the placement.
-		return d.place(ctx, latest, src, current, settings)
+		return d.place(ctx, latest, recs, src, current, settings)
 	case latest == nil || latest.Status.To != current || latest.Status.State == v1alpha1.DeliveryCancelled:
 		return d.maybeStart(ctx, req, src, current, settings, recs)
 	}
@@ -229,23 +229,35 @@ func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src 
 		}
 		return reconcile.Result{}, err
 	}
-	for _, old := range recs {
-		if delivery.Open(old.Status.State) && old.Status.State != "" {
-			if err := d.finish(ctx, old, v1alpha1.DeliverySuperseded, "NewerContent",
-				"a newer content of the config is delivered by "+rec.Name+"; workloads this delivery moved keep its revision until that one reaches them", ""); err != nil {
-				return reconcile.Result{}, err
-			}
-		}
+	if err := d.supersede(ctx, rec, recs); err != nil {
+		return reconcile.Result{}, err
 	}
 	d.forgetChange(req.NamespacedName)
 	deliveriesStarted.Inc()
 	return d.placeConsumers(ctx, rec, current, consumers)
 }
 
-// place writes the placement of a record whose status is empty.
-func (d *deliveries) place(ctx context.Context, rec *v1alpha1.ConfigDelivery, src revision.Source, current string, s Settings) (reconcile.Result, error) {
+// supersede ends the open deliveries among older that rec replaces.
+func (d *deliveries) supersede(ctx context.Context, rec *v1alpha1.ConfigDelivery, older []*v1alpha1.ConfigDelivery) error {
+	for _, old := range older {
+		if old.Name != rec.Name && delivery.Open(old.Status.State) && old.Status.State != "" {
+			if err := d.finish(ctx, old, v1alpha1.DeliverySuperseded, "NewerContent",
+				"a newer content of the config is delivered by "+rec.Name+"; workloads this delivery moved keep its revision until that one reaches them", ""); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// place writes the placement of a record whose status is empty (its
+// creator stopped before it could), ending older open deliveries first.
+func (d *deliveries) place(ctx context.Context, rec *v1alpha1.ConfigDelivery, recs []*v1alpha1.ConfigDelivery, src revision.Source, current string, s Settings) (reconcile.Result, error) {
 	consumers, _, err := d.consumers(ctx, rec.Namespace, src, current, s)
 	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := d.supersede(ctx, rec, recs); err != nil {
 		return reconcile.Result{}, err
 	}
 	return d.placeConsumers(ctx, rec, current, consumers)

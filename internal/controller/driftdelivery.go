@@ -31,7 +31,13 @@ func (d *driftJudge) deliveryResults(ctx context.Context, ns string, statuses []
 	for i, s := range statuses {
 		gv, _ := schema.ParseGroupVersion(s.APIVersion)
 		for _, p := range positions[delivery.TargetKindOf(gv.Group, s.Kind)+"/"+s.Name] {
-			out[i] = append(out[i], report.DeliveryResult(p))
+			// A workload the delivery holds while it goes well gets its
+			// result when its wave starts: a result for every held
+			// workload at placement would rewrite a thousand Reports at
+			// once, on the API server the canary's gate is judged through.
+			if p.Started || p.State == v1alpha1.DeliveryHalted {
+				out[i] = append(out[i], report.DeliveryResult(p))
+			}
 		}
 	}
 	return out, nil

@@ -38,6 +38,22 @@ func pinsOf(ctx context.Context, pinner *delivery.Pinner, key []byte, namespace 
 	return pinner.Pins(ctx, key, namespace, scope, delivery.TargetKind(w.Type), w.Obj.GetName(), spec, stored)
 }
 
+// deliveredInWaves reports whether changes of obj are delivered in waves:
+// its consumers then move only when their wave starts, so a change need
+// not put each of them through the queue ahead of the first wave.
+func (r *rollout) deliveredInWaves(ctx context.Context, kind refs.Kind, obj client.Object) bool {
+	if r.pinner == nil {
+		return false
+	}
+	s, err := r.settings.of(ctx, obj.GetNamespace())
+	if err != nil || s.Delivery == nil {
+		return false
+	}
+	_, delivered, err := r.pinner.Delivered(ctx, obj.GetNamespace(), delivery.Scope{On: true, Secrets: s.RevisionSecrets},
+		revision.Source{Kind: kind, Name: obj.GetName()})
+	return err == nil && delivered
+}
+
 // wavesStarted enqueues the workloads of the controller's kind that a
 // delivery moves now: those of its current wave (started: their pins are
 // lifted; rolled back: pinned again), and every one of a cancelled

@@ -14,9 +14,8 @@ import (
 const ConfigDelivery = "config-delivery"
 
 // DeliveryResult is one workload's place in one open delivery: fail when
-// its wave halted the delivery, warn while the delivery holds it (its wave
-// has not started, or a halted delivery holds it back), pass while its own
-// wave rolls. The description names the workload's own wave, not the
+// its wave halted the delivery, warn while a halted delivery holds it back
+// (or its wave has not started), pass while its own wave rolls. The description names the workload's own wave, not the
 // gate's progress or the wave in progress, so a delivery of a thousand
 // workloads rewrites each Report when that workload's place changes, not
 // at every step of the others.

@@ -139,8 +139,23 @@ func deliveryRun(b *testing.B, workloads int) {
 		b.Fatal(err)
 	}
 	writes := map[string]int{}
+	var first, last = map[string]time.Time{}, map[string]time.Time{}
 	for _, ev := range events {
-		writes[ev.ObjectRef.Resource+"/"+ev.ObjectRef.Subresource+" "+ev.Verb]++
+		k := ev.ObjectRef.Resource + "/" + ev.ObjectRef.Subresource + " " + ev.Verb
+		writes[k]++
+		at := ev.StageTimestamp.Time
+		if f, ok := first[k]; !ok || at.Before(f) {
+			first[k] = at
+		}
+		if at.After(last[k]) {
+			last[k] = at
+		}
+		if ev.ObjectRef.Name == "app-0000" && ev.ObjectRef.Resource == "deployments" {
+			b.Logf("the canary re-stamped at %s", at.Format("15:04:05.000"))
+		}
+	}
+	for k := range writes {
+		b.Logf("%s: %d, from %s to %s", k, writes[k], first[k].Format("15:04:05.000"), last[k].Format("15:04:05.000"))
 	}
 	b.Logf("configward's writes in the namespace: %v", writes)
 	other := 0
