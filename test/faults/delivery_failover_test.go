@@ -43,7 +43,9 @@ var _ = Describe("the leading controller killed during a config delivery", func(
 		Expect(env.Client.Create(ctx, ns)).To(Succeed())
 		Expect(env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "shared"},
 			Data: map[string]string{"level": "info"}})).To(Succeed())
-		Eventually(func() []string { return unknownTo(deployment(ns.Name, "probe")) }, 15*time.Second, 100*time.Millisecond).Should(BeEmpty())
+		// A spec before this one may have restarted etcd or the API server:
+		// a webhook replica's watches then take a while to come back.
+		Eventually(func() []string { return unknownTo(deployment(ns.Name, "probe")) }, 60*time.Second, 100*time.Millisecond).Should(BeEmpty())
 		for i := range workloads {
 			Expect(env.Client.Create(ctx, deployment(ns.Name, fmt.Sprintf("web-%03d", i)))).To(Succeed())
 		}

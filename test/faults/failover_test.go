@@ -49,7 +49,9 @@ var _ = Describe("the leading controller killed during a rollout of 100 workload
 		// Both webhook replicas must see the ConfigMap before the workloads
 		// are stamped, or some would be stamped as reading a missing one
 		// (and re-stamped once the controller sees that).
-		Eventually(func() []string { return unknownTo(deployment(ns.Name, "probe")) }, 15*time.Second, 100*time.Millisecond).Should(BeEmpty())
+		// A spec before this one may have restarted etcd or the API server:
+		// a webhook replica's watches then take a while to come back.
+		Eventually(func() []string { return unknownTo(deployment(ns.Name, "probe")) }, 60*time.Second, 100*time.Millisecond).Should(BeEmpty())
 		for i := range workloads {
 			Expect(env.Client.Create(ctx, deployment(ns.Name, fmt.Sprintf("web-%03d", i)))).To(Succeed())
 		}
