@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -40,7 +39,7 @@ func deliveryRun(b *testing.B, workloads int) {
 	// webhook lets only configward's own identity do that, as the chart
 	// names it.
 	env, err := framework.Start(framework.Options{Webhook: func(o *manager.Webhook) {
-		o.ChangeControl.ConfigwardServiceAccounts = []string{strings.Replace(strings.TrimPrefix(framework.ControllerUser, "system:serviceaccount:"), ":", "/", 1)}
+		o.ChangeControl.ConfigwardServiceAccounts = []string{framework.ControllerServiceAccount}
 	}})
 	if err != nil {
 		b.Fatal(err)

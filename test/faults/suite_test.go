@@ -7,7 +7,6 @@ package faults
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -30,7 +29,7 @@ var (
 // stopping replica keeps serving while it leaves the Service, and
 // configward's own identity as the chart names it, which alone may write
 // config snapshots and ConfigDeliveries.
-var webhookFlags = []string{"--shutdown-delay=5s", "--configward-service-accounts=" + strings.Replace(strings.TrimPrefix(framework.ControllerUser, "system:serviceaccount:"), ":", "/", 1)}
+var webhookFlags = []string{"--shutdown-delay=5s", "--configward-service-accounts=" + framework.ControllerServiceAccount}
 
 func TestFaults(t *testing.T) {
 	defer framework.RemoveBuilds()

@@ -104,7 +104,13 @@ func DecodeManifests(path string) ([]client.Object, error) {
 // audit log tells its writes from everyone else's: the username the API
 // server gives the chart's controller service account (in namespace
 // configward-system), which configward's own flags name as itself.
-const ControllerUser = "system:serviceaccount:configward-system:configward-controller"
+const ControllerUser = "system:serviceaccount:" + controllerNamespace + ":" + controllerName
+
+// ControllerServiceAccount is the same identity as --configward-service-accounts
+// takes it (namespace/name).
+const ControllerServiceAccount = controllerNamespace + "/" + controllerName
+
+const controllerNamespace, controllerName = "configward-system", "configward-controller"
 
 // HashKey reads the installation's config-hash key, for tests that compute
 // the hash configward should have stamped.
