@@ -88,7 +88,7 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, reports bool) error
 			return fmt.Errorf("starting informer for %T: %w", obj, err)
 		}
 	}
-	policies, _, err := watchPolicies(mgr)
+	policies, policiesSynced, err := watchPolicies(mgr)
 	if err != nil {
 		return err
 	}
@@ -155,6 +155,9 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, reports bool) error
 		return err
 	}
 	if err := controller.SetupConfigPolicies(mgr, policies); err != nil {
+		return err
+	}
+	if err := controller.SetupWebhookScope(mgr, policies, policiesSynced, kinds, o.WebhookScope); err != nil {
 		return err
 	}
 	return controller.SetupConfigSchemas(mgr)

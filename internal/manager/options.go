@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/configward/configward/internal/changecontrol"
+	"github.com/configward/configward/internal/webhookscope"
 	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
 )
@@ -316,6 +317,10 @@ type Controller struct {
 	// SnapshotGrace is how long a config snapshot nothing names is kept
 	// before it is deleted (zero: the default).
 	SnapshotGrace time.Duration
+	// WebhookScope names the webhook configurations whose workload webhooks
+	// the controller scopes to writes that involve config (see
+	// internal/webhookscope); none named: it leaves them as installed.
+	WebhookScope webhookscope.Configurations
 	// Restartable lets a second controller process be built in the same Go
 	// process once the first has stopped (controller-runtime refuses two
 	// controllers of one name in a process otherwise). Tests that stop and
@@ -338,6 +343,10 @@ func (c *Controller) AddFlags(fs *pflag.FlagSet) {
 		"Most workloads rolled per second, across every namespace and kind, so that a ConfigMap shared by many workloads does not restart them all in the same second or flood the API server. Each workload is still rolled exactly once. 0 means unpaced.")
 	fs.DurationVar(&c.SnapshotGrace, "snapshot-grace", DefaultSnapshotGrace,
 		"How long a config snapshot (revisions) that no template, ReplicaSet, ControllerRevision, Job or pod names is kept before it is deleted.")
+	fs.StringVar(&c.WebhookScope.Mutating, "mutating-webhook-configuration", "",
+		"Name of the MutatingWebhookConfiguration holding configward's config-hash webhook. With --validating-webhook-configuration, the controller keeps a matchCondition on both workload webhooks so the API server does not call configward for workload writes that reference no ConfigMap or Secret and carry no configward.dev/ metadata, while no ConfigPolicy has custom rules. Empty: the webhooks are left as installed.")
+	fs.StringVar(&c.WebhookScope.Validating, "validating-webhook-configuration", "",
+		"Name of the ValidatingWebhookConfiguration holding configward's workload-rules webhook (see --mutating-webhook-configuration).")
 	fs.StringVar(&c.Reports, "reports", ReportsAuto,
 		"Write one OpenReports Report (openreports.io/v1alpha1) per stamped workload saying whether its pods run its current config: auto writes them when the Report CRD is served when the controller starts (install it later and restart), off never does.")
 }

@@ -29,10 +29,14 @@ var (
 		Name: "configward_webhook_requests_refused_total",
 		Help: "Admission requests answered before reaching a rule, by reason: a denial (too_large, panic, malformed), or shed with 503 (overloaded), which the webhook's failure policy decides.",
 	}, []string{"reason"})
+	reviewsAnswered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configward_webhook_reviews_total",
+		Help: "AdmissionReviews answered, by webhook: the API server's calls, which its matchConditions and rules decide. With the process's CPU it gives CPU per review.",
+	}, []string{"webhook"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(certificateNotAfter, certificateReloads, rejectedRequests)
+	metrics.Registry.MustRegister(certificateNotAfter, certificateReloads, rejectedRequests, reviewsAnswered)
 }
 
 func leaf(c *tls.Certificate) *x509.Certificate {

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,12 +35,13 @@ import (
 // logged. Here the body is parsed once, case-sensitively as the API
 // machinery parses it, and the logger is built only to log.
 func Webhook(name string, h admission.Handler) http.Handler {
-	return &reviewHandler{name: name, next: h}
+	return &reviewHandler{name: name, next: h, answered: reviewsAnswered.WithLabelValues(name)}
 }
 
 type reviewHandler struct {
-	name string
-	next admission.Handler
+	name     string
+	next     admission.Handler
+	answered prometheus.Counter
 }
 
 var (
@@ -77,6 +79,7 @@ func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out := admissionv1.AdmissionReview{Response: &resp.AdmissionResponse}
 	out.SetGroupVersionKind(gvk)
 	w.Header().Set("Content-Type", "application/json")
+	h.answered.Inc()
 	if err := json.NewEncoder(w).Encode(out); err != nil {
 		// The connection broke; nothing more can be written to it.
 		ctrl.Log.WithName("admission").Info("could not write the answer", "webhook", h.name, "uid", resp.UID, "error", err.Error())

@@ -59,6 +59,9 @@ func NewRegistry(decls []Declaration) (*Registry, error) {
 	return newRegistry(types)
 }
 
+// Types lists every kind's Type, built-in first, in declaration order.
+func (r *Registry) Types() []*Type { return slices.Clone(r.types) }
+
 // Kinds lists every kind of the registry, built-in first, in declaration
 // order.
 func (r *Registry) Kinds() []Kind {

@@ -501,8 +501,10 @@ spec:
 		// nothing, and is clean: with configward up, every one passes.
 		pipeline := "--as=system:serviceaccount:ci:deployer"
 		writes := []outageWrite{
-			{"`config-hash` + `validate` (Ignore + Fail)", "create a Deployment (namespace `shop`)", plainDeployment("shop"), []string{"apply"}},
-			{"`config-hash` + `validate` (Ignore + Fail)", "create a Pod (namespace `shop`)", plainPod("shop"), []string{"apply"}},
+			{"`config-hash` + `validate` (Ignore + Fail)", "create a Deployment that reads a ConfigMap (namespace `shop`)", configuredDeployment("shop"), []string{"apply"}},
+			{"`config-hash` + `validate` (Ignore + Fail)", "create a Pod that reads a ConfigMap (namespace `shop`)", configuredPod("shop"), []string{"apply"}},
+			{"none (`configward-writes-with-config`)", "create a Deployment that reads no config (namespace `shop`)", plainDeployment("shop"), []string{"apply"}},
+			{"none (`configward-writes-with-config`)", "create a Pod that reads no config (namespace `shop`)", plainPod("shop"), []string{"apply"}},
 			{"`pod-config` (Ignore)", "create a pod of a revision (it names config snapshots) as the replicaset controller (namespace `shop`)",
 				revisionPod("shop"), []string{"--as=system:serviceaccount:kube-system:replicaset-controller", "create"}},
 			{"none (namespace excluded)", "create a Deployment in `kube-system`", plainDeployment("kube-system"), []string{"apply"}},
@@ -902,6 +904,15 @@ spec:
     metadata: {labels: {app: outage-probe}}
     spec: {containers: [{name: app, image: registry.example/app:1}]}
 `, ns)
+}
+
+// configuredDeployment and configuredPod read ConfigMap app through envFrom.
+func configuredDeployment(ns string) string {
+	return strings.Replace(plainDeployment(ns), "image: registry.example/app:1}", "image: registry.example/app:1, envFrom: [{configMapRef: {name: app}}]}", 1)
+}
+
+func configuredPod(ns string) string {
+	return strings.Replace(plainPod(ns), "image: registry.example/app:1}", "image: registry.example/app:1, envFrom: [{configMapRef: {name: app}}]}", 1)
 }
 
 func plainPod(ns string) string {

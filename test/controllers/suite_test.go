@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/internal/webhookscope"
 	"github.com/configward/configward/test/framework"
 )
 
@@ -44,12 +45,14 @@ var _ = BeforeSuite(func() {
 	var err error
 	env, err = framework.Start(framework.Options{WithoutWebhook: true})
 	Expect(err).NotTo(HaveOccurred())
+	create(scopeProbeConfigurations()...)
 	startSuiteController()
 })
 
 func startSuiteController() {
 	var err error
-	stopController, err = env.StartController(manager.Controller{RolloutBatchWindow: batchWindow})
+	stopController, err = env.StartController(manager.Controller{RolloutBatchWindow: batchWindow,
+		WebhookScope: webhookscope.Configurations{Mutating: scopeProbe, Validating: scopeProbe}})
 	Expect(err).NotTo(HaveOccurred())
 }
 

@@ -12,6 +12,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -50,6 +51,7 @@ var _ = BeforeSuite(func() {
 	env, err = framework.Start(framework.Options{
 		Register: func(p *manager.WebhookProcess) error {
 			registerHarnessWebhook(p)
+			registerSubPathInjector(p)
 			return nil
 		},
 		Webhook: func(o *manager.Webhook) {
@@ -66,8 +68,18 @@ var _ = BeforeSuite(func() {
 	Expect(env.StartCluster(kwokNodes)).To(Succeed())
 	grantTestIdentities()
 	installHarnessWebhook()
-	_, err = env.InstallWebhookConfigurations(context.Background(), skipUnmanagedNamespaces, declareRolloutRules)
+	installed, err := env.InstallWebhookConfigurations(context.Background(), skipUnmanagedNamespaces, declareRolloutRules)
 	Expect(err).NotTo(HaveOccurred())
+	// The controller scopes the workload webhooks to writes that involve
+	// config, as the chart has it do: every spec runs with that in force.
+	for _, o := range installed {
+		switch o.(type) {
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			suiteController.WebhookScope.Mutating = o.GetName()
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			suiteController.WebhookScope.Validating = o.GetName()
+		}
+	}
 	stopController, err = env.StartController(suiteController)
 	Expect(err).NotTo(HaveOccurred())
 })

@@ -3,9 +3,13 @@ package framework
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -136,4 +140,36 @@ func (e *Env) startBinary(name, kubeconfig string, args []string) (*Process, err
 		return nil, errors.Join(fmt.Errorf("%s: %w", name, err), errors.New(tail(string(out), 3000)))
 	}
 	return p, nil
+}
+
+// MetricSum is the sum of every series of the metric name that the process
+// at metricsURL serves (0 when it serves none).
+func MetricSum(metricsURL, name string) (int, error) {
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	return SumSeries(string(body), name)
+}
+
+// SumSeries sums the series of the metric name in Prometheus text.
+func SumSeries(text, name string) (int, error) {
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		f, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", line, err)
+		}
+		sum += f
+	}
+	return int(sum), nil
 }

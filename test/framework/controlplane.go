@@ -210,3 +210,10 @@ func (e *Env) StartSecondAPIServer() (*rest.Config, error) {
 	cfg.Host = "https://" + net.JoinHostPort("127.0.0.1", port)
 	return cfg, waitReady(cfg, "the second API server")
 }
+
+// APIServerPID is the process id of the Env's kube-apiserver, whose CPU the
+// benchmarks measure.
+func (e *Env) APIServerPID() (int, error) {
+	c, err := findControlPlaneChild("kube-apiserver", "--secure-port="+e.apiServerPort())
+	return c.pid, err
+}

@@ -109,3 +109,9 @@ func (c *Configward) Uninstall(ctx context.Context, w *World) error {
 	}
 	return nil
 }
+
+// Reviews is how many reviews the webhook has answered
+// (configward_webhook_reviews_total, every webhook).
+func (c *Configward) Reviews() (int, error) {
+	return framework.MetricSum(c.proc.MetricsURL, "configward_webhook_reviews_total")
+}

@@ -62,7 +62,7 @@ func BenchmarkPeers(b *testing.B) {
 
 	report := &Report{Date: time.Now().UTC().Format("2006-01-02"), Machine: machine(), Versions: versions()}
 	newStacks := func() []Stack {
-		return []Stack{NoPolicy{}, &VAP{}, &Configward{}, &Gatekeeper{}, &Kyverno{}, &Kyverno{CEL: true}}
+		return []Stack{NoPolicy{}, &VAP{}, &Floor{}, &Configward{}, &Gatekeeper{}, &Kyverno{}, &Kyverno{CEL: true}}
 	}
 	only := os.Getenv("CONFIGWARD_BENCH_STACKS") // e.g. "none,configward" while developing
 	selected := func(s Stack) bool { return only == "" || strings.Contains(","+only+",", ","+s.Name()+",") }
@@ -79,7 +79,11 @@ func BenchmarkPeers(b *testing.B) {
 		if len(warm.Latencies) == 0 {
 			b.Fatalf("%s: no request answered while warming up (%d errors)", s.Name(), warm.Errors)
 		}
-		cpu0 := cpuOf(s)
+		apiServer, err := w.Env.APIServerPID()
+		if err != nil {
+			b.Fatal(err)
+		}
+		cpu0, apiCPU0, reviews0 := cpuOf(s), cpuOfPID(apiServer), reviewsOf(b, s)
 		requests := 0
 		for _, c := range concurrencies {
 			res := ClosedLoop(ctx, c, phase, maxRequests, apiServerLoad(b, w, s))
@@ -89,11 +93,18 @@ func BenchmarkPeers(b *testing.B) {
 			b.Logf("%s, %d clients: %d requests, %.0f/s, p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, %d errors",
 				s.Name(), c, row.Requests, row.PerSecond, row.P50, row.P99, row.P999, row.Errors)
 		}
-		if s.PID() != 0 {
-			cpu := (cpuOf(s) - cpu0).Seconds()
-			_, peak, _ := Memory(s.PID())
-			report.CPU = append(report.CPU, CPURow{Stack: s.Name(), Requests: requests, CPU: cpu, PerThousand: cpu / float64(requests) * 1000, PeakRSS: peak})
+		row := CPURow{Stack: s.Name(), Requests: requests, CPU: (cpuOf(s) - cpu0).Seconds(), APIServerCPU: (cpuOfPID(apiServer) - apiCPU0).Seconds(),
+			Reviews: reviewsOf(b, s) - reviews0}
+		row.PerThousand = row.CPU / float64(requests) * 1000
+		row.APIServerPerRequest = row.APIServerCPU / float64(requests) * 1e3
+		if row.Reviews > 0 {
+			row.PerReview = row.CPU / float64(row.Reviews) * 1e6
 		}
+		if s.PID() != 0 {
+			_, row.PeakRSS, _ = Memory(s.PID())
+		}
+		report.CPU = append(report.CPU, row)
+		b.Logf("%s: kube-apiserver %.2f ms CPU per request, the policy process %.0f µs per review (%d reviews)", s.Name(), row.APIServerPerRequest, row.PerReview, row.Reviews)
 		if cw, ok := s.(*Configward); ok {
 			// Where configward's CPU goes, in a phase of its own so that
 			// profiling does not weigh on the figures above.
@@ -114,8 +125,8 @@ func BenchmarkPeers(b *testing.B) {
 	// Rules scaling: the same policy plus 1, 10 and 50 rules that never
 	// match, at 10 clients.
 	for i := range newStacks()[1:] {
-		if !selected(newStacks()[i+1]) {
-			continue
+		if _, floor := newStacks()[i+1].(*Floor); floor || !selected(newStacks()[i+1]) {
+			continue // the floor has no rules to add
 		}
 		for _, extra := range []int{1, 10, 50} {
 			s := newStacks()[i+1] // a fresh one for each install
@@ -170,12 +181,29 @@ func BenchmarkPeers(b *testing.B) {
 	fmt.Print(report.Markdown())
 }
 
-func cpuOf(s Stack) time.Duration {
-	if s.PID() == 0 {
+func cpuOf(s Stack) time.Duration { return cpuOfPID(s.PID()) }
+
+func cpuOfPID(pid int) time.Duration {
+	if pid == 0 {
 		return 0
 	}
-	d, _ := CPUTime(s.PID())
+	d, _ := CPUTime(pid)
 	return d
+}
+
+// reviewCounter is a stack whose process counts the reviews it answered.
+type reviewCounter interface{ Reviews() (int, error) }
+
+func reviewsOf(tb testing.TB, s Stack) int {
+	c, ok := s.(reviewCounter)
+	if !ok {
+		return 0
+	}
+	n, err := c.Reviews()
+	if err != nil {
+		tb.Fatalf("%s: reading the reviews it answered: %v", s.Name(), err)
+	}
+	return n
 }
 
 // apiServerLoad returns the request of the load phases: a server-side
@@ -184,11 +212,13 @@ func cpuOf(s Stack) time.Duration {
 // connection of its own, as separate users have.
 //
 // A denied variant that is allowed counts as an error for every stack but
-// the baseline: an engine that fails open under load (Gatekeeper's and
-// Kyverno's webhooks default to failurePolicy Ignore) must not look fast
-// by checking nothing.
+// the baseline and the floor, which enforce nothing: an engine that fails
+// open under load (Gatekeeper's and Kyverno's webhooks default to
+// failurePolicy Ignore) must not look fast by checking nothing.
 func apiServerLoad(tb testing.TB, w *World, s Stack) func(ctx context.Context, worker, seq int) error {
-	_, baseline := s.(NoPolicy)
+	_, none := s.(NoPolicy)
+	_, floor := s.(*Floor)
+	baseline := none || floor
 	var mu sync.Mutex
 	clients := map[int]kubernetes.Interface{}
 	clientFor := func(worker int) (kubernetes.Interface, error) {

@@ -38,14 +38,23 @@ type LatencyRow struct {
 	Quantiles []float64 `json:"quantilesMs"`
 }
 
-// CPURow is the policy process over the three concurrency phases.
+// CPURow is the CPU the stack's policy process and kube-apiserver used over
+// the three concurrency phases.
 type CPURow struct {
 	Stack    string  `json:"stack"`
 	Requests int     `json:"requests"`
 	CPU      float64 `json:"cpuSeconds"`
-	// PerThousand is CPU seconds per 1,000 requests.
+	// PerThousand is the policy process's CPU seconds per 1,000 requests.
 	PerThousand float64 `json:"cpuSecondsPer1000"`
 	PeakRSS     int64   `json:"peakRSSBytes"`
+	// Reviews the policy process answered, where it counts them (the
+	// floor and configward), and its CPU per review in µs.
+	Reviews   int     `json:"reviews,omitempty"`
+	PerReview float64 `json:"cpuMicrosecondsPerReview,omitempty"`
+	// APIServerCPU is kube-apiserver's CPU seconds over the phases, and
+	// APIServerPerRequest its ms per request (a Deployment create).
+	APIServerCPU        float64 `json:"apiServerCpuSeconds"`
+	APIServerPerRequest float64 `json:"apiServerCpuMsPerRequest"`
 }
 
 // RulesRow is one stack with a number of extra rules, at 10 clients.
@@ -102,13 +111,104 @@ func (r *Report) Write(dir string) error {
 	return os.WriteFile(filepath.Join(dir, "results.md"), []byte(r.Markdown()), 0o644)
 }
 
-func (r *Report) baseline(clients int) *LatencyRow {
+func (r *Report) baseline(clients int) *LatencyRow { return r.latency("none", clients) }
+
+func (r *Report) latency(stack string, clients int) *LatencyRow {
 	for i := range r.Latency {
-		if r.Latency[i].Stack == "none" && r.Latency[i].Clients == clients {
+		if r.Latency[i].Stack == stack && r.Latency[i].Clients == clients {
 			return &r.Latency[i]
 		}
 	}
 	return nil
+}
+
+func (r *Report) cpu(stack string) *CPURow {
+	for i := range r.CPU {
+		if r.CPU[i].Stack == stack {
+			return &r.CPU[i]
+		}
+	}
+	return nil
+}
+
+// FloorRatio is a stack measured against the floor (a webhook that answers
+// at once) at one concurrency: what it adds over no policy divided by what
+// the floor adds, its throughput divided by the floor's, and kube-apiserver's
+// CPU per request with it divided by that with the floor. 1 is as cheap as
+// any webhook can be; below 1 is cheaper than being a webhook (in-process).
+type FloorRatio struct {
+	Stack      string  `json:"stack"`
+	Clients    int     `json:"clients"`
+	AddedP50   float64 `json:"addedP50"`
+	AddedP99   float64 `json:"addedP99"`
+	Throughput float64 `json:"throughput"`
+	APIServer  float64 `json:"apiServerCpu"`
+}
+
+// FloorRatios are every stack's ratios to the floor, in the order measured;
+// none without a floor and a baseline measured in the same run.
+func (r *Report) FloorRatios() []FloorRatio {
+	var out []FloorRatio
+	floorCPU := r.cpu("floor")
+	for _, l := range r.Latency {
+		floor, base := r.latency("floor", l.Clients), r.baseline(l.Clients)
+		if floor == nil || base == nil || l.Stack == "none" || l.Stack == "floor" {
+			continue
+		}
+		f := FloorRatio{Stack: l.Stack, Clients: l.Clients,
+			AddedP50: ratio(l.P50-base.P50, floor.P50-base.P50), AddedP99: ratio(l.P99-base.P99, floor.P99-base.P99),
+			Throughput: ratio(l.PerSecond, floor.PerSecond)}
+		if c := r.cpu(l.Stack); c != nil && floorCPU != nil {
+			f.APIServer = ratio(c.APIServerPerRequest, floorCPU.APIServerPerRequest)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// Target is one of configward's performance targets and whether this run
+// met it.
+type Target struct {
+	What     string
+	Measured float64
+	Limit    float64
+	// AtMost says the measure must not exceed Limit, else reach it.
+	AtMost bool
+	Unit   string
+}
+
+func (t Target) Met() bool {
+	if t.AtMost {
+		return t.Measured <= t.Limit
+	}
+	return t.Measured >= t.Limit
+}
+
+// Targets are configward's targets against the floor (issue #30), as
+// measured in this run; none without configward and the floor.
+func (r *Report) Targets() []Target {
+	var out []Target
+	for _, f := range r.FloorRatios() {
+		if f.Stack != "configward" {
+			continue
+		}
+		out = append(out, Target{What: fmt.Sprintf("added p99 at %d clients, to the floor's", f.Clients), Measured: f.AddedP99, Limit: 1.25, AtMost: true, Unit: "×"})
+		if f.Clients == 10 {
+			out = append(out, Target{What: "throughput at 10 clients, to the floor's", Measured: f.Throughput, Limit: 0.8, Unit: "×"},
+				Target{What: "kube-apiserver CPU per Deployment, to the floor's", Measured: f.APIServer, Limit: 1.2, AtMost: true, Unit: "×"})
+		}
+	}
+	if c := r.cpu("configward"); c != nil && c.Reviews > 0 && len(out) > 0 {
+		out = append(out, Target{What: "configward CPU per review through the API server", Measured: c.PerReview, Limit: 300, AtMost: true, Unit: " µs"})
+	}
+	return out
+}
+
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
 }
 
 // Markdown renders the tables docs/evaluate/performance-and-reliability.md
@@ -124,9 +224,33 @@ func (r *Report) Markdown() string {
 		}
 		fmt.Fprintf(&b, "| %s | %d | %.1f / %.1f / %.1f | %s | %.0f | %d |\n", l.Stack, l.Clients, l.P50, l.P99, l.P999, added, l.PerSecond, l.Errors)
 	}
-	b.WriteString("\n| stack | requests | CPU s per 1,000 requests | peak RSS |\n|---|---|---|---|\n")
+	if ratios := r.FloorRatios(); len(ratios) > 0 {
+		b.WriteString("\nRatios to the floor (a webhook that answers at once; 1.00 = the least a webhook costs):\n\n" +
+			"| stack | clients | added p50 | added p99 | throughput | kube-apiserver CPU per request |\n|---|---|---|---|---|---|\n")
+		for _, f := range ratios {
+			fmt.Fprintf(&b, "| %s | %d | %.2f× | %.2f× | %.2f× | %.2f× |\n", f.Stack, f.Clients, f.AddedP50, f.AddedP99, f.Throughput, f.APIServer)
+		}
+	}
+	if targets := r.Targets(); len(targets) > 0 {
+		b.WriteString("\n| configward's target | measured | target | met |\n|---|---|---|---|\n")
+		for _, t := range targets {
+			op, met := "≥", "no"
+			if t.AtMost {
+				op = "≤"
+			}
+			if t.Met() {
+				met = "yes"
+			}
+			fmt.Fprintf(&b, "| %s | %.2f%s | %s %.2f%s | %s |\n", t.What, t.Measured, t.Unit, op, t.Limit, t.Unit, met)
+		}
+	}
+	b.WriteString("\n| stack | requests | policy process CPU s per 1,000 requests | µs per review | kube-apiserver CPU ms per request | peak RSS |\n|---|---|---|---|---|---|\n")
 	for _, c := range r.CPU {
-		fmt.Fprintf(&b, "| %s | %d | %.3f | %.0f MiB |\n", c.Stack, c.Requests, c.PerThousand, float64(c.PeakRSS)/(1<<20))
+		perReview := "—"
+		if c.Reviews > 0 {
+			perReview = fmt.Sprintf("%.0f (%d reviews)", c.PerReview, c.Reviews)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %.3f | %s | %.2f | %.0f MiB |\n", c.Stack, c.Requests, c.PerThousand, perReview, c.APIServerPerRequest, float64(c.PeakRSS)/(1<<20))
 	}
 	b.WriteString("\n| stack | extra rules | p50 / p99 at 10 clients (ms) |\n|---|---|---|\n")
 	for _, x := range r.Rules {

@@ -1,0 +1,91 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/webhookscope"
+	"github.com/configward/configward/internal/workload"
+)
+
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;patch
+
+// webhookScopeResync is how often the condition is applied again whatever
+// happened: a `helm upgrade --force` or a hand edit that dropped or changed
+// it is mended within it.
+const webhookScopeResync = time.Minute
+
+// SetupWebhookScope keeps the webhookscope condition on the workload
+// webhooks of the named configurations (nothing when none are named): on
+// while no ConfigPolicy in force has custom rules, off from the moment one
+// has, since a custom rule may judge a workload that references no config.
+// The leader alone writes it.
+func SetupWebhookScope(mgr ctrl.Manager, policies *configpolicy.Store, synced func() bool, kinds *workload.Registry, names webhookscope.Configurations) error {
+	if !names.Managed() {
+		return nil
+	}
+	s := &webhookScope{mgr: mgr, policies: policies, synced: synced, names: names,
+		expression: webhookscope.Expression(kinds), changed: make(chan struct{}, 1)}
+	policies.OnChange(func() {
+		select {
+		case s.changed <- struct{}{}:
+		default:
+		}
+	})
+	return mgr.Add(s)
+}
+
+type webhookScope struct {
+	mgr        ctrl.Manager
+	policies   *configpolicy.Store
+	synced     func() bool
+	names      webhookscope.Configurations
+	expression string
+	changed    chan struct{}
+}
+
+// wanted is the condition's expression now: "" (no condition) while custom
+// rules are in force.
+func (s *webhookScope) wanted() string {
+	if s.policies.Current().Version.WantsObjects {
+		return ""
+	}
+	return s.expression
+}
+
+func (s *webhookScope) Start(ctx context.Context) error {
+	log := ctrl.Log.WithName("webhook-scope")
+	// Nothing is decided before every ConfigPolicy is loaded: the empty
+	// set has no custom rules, and would put the condition on wrongly.
+	for !s.synced() {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	last, wait := "unset", webhookScopeResync
+	for {
+		want := s.wanted()
+		if err := webhookscope.Apply(ctx, s.mgr.GetAPIReader(), s.mgr.GetClient(), s.names, want); err != nil {
+			log.Error(err, "could not scope the workload webhooks; retrying (until then they keep the scope they have)")
+			wait = 5 * time.Second
+		} else {
+			if want != last {
+				log.Info("workload webhooks scoped", "skipWritesWithoutConfig", want != "",
+					"why", map[bool]string{true: "no ConfigPolicy in force has custom rules", false: "custom rules are in force and may judge any workload"}[want != ""])
+				last = want
+			}
+			wait = webhookScopeResync
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.changed:
+		case <-time.After(wait):
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package webhookscope
+
+import (
+	"context"
+	"fmt"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// FieldOwner is the field manager of the condition: server-side apply
+// keeps what it owns (the condition, nothing else) apart from what Helm and
+// cert-manager's CA injector write to the same configurations.
+const FieldOwner = "configward-webhook-scope"
+
+// Configurations names the webhook configurations holding configward's
+// workload webhooks (the chart's release name for both).
+type Configurations struct {
+	Mutating, Validating string
+}
+
+// Managed says whether the configurations are named, i.e. whether this
+// process keeps the condition on them.
+func (c Configurations) Managed() bool { return c.Mutating != "" && c.Validating != "" }
+
+// Apply puts the condition with expression on both workload webhooks, or,
+// with expression empty, takes it off: by server-side apply, so only the
+// condition configward owns comes and goes. A configuration that does not
+// exist is an error, never created: an apply would create it. The reader
+// reads from the API server (the configurations are not cached: that
+// would need the right to list every webhook configuration).
+func Apply(ctx context.Context, r client.Reader, w client.Writer, names Configurations, expression string) error {
+	for _, cfg := range []struct {
+		kind, name, webhook string
+		obj                 client.Object
+	}{
+		{"MutatingWebhookConfiguration", names.Mutating, ConfigHashWebhook, &admissionregistrationv1.MutatingWebhookConfiguration{}},
+		{"ValidatingWebhookConfiguration", names.Validating, ValidateWorkloadWebhook, &admissionregistrationv1.ValidatingWebhookConfiguration{}},
+	} {
+		if err := r.Get(ctx, client.ObjectKey{Name: cfg.name}, cfg.obj); err != nil {
+			return fmt.Errorf("reading %s %s to scope its workload webhook: %w", cfg.kind, cfg.name, err)
+		}
+		if current(cfg.obj, cfg.webhook) == expression {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "admissionregistration.k8s.io/v1",
+			"kind":       cfg.kind,
+			"metadata":   map[string]any{"name": cfg.name},
+		}}
+		if expression != "" {
+			u.Object["webhooks"] = []any{map[string]any{
+				"name":            cfg.webhook,
+				"matchConditions": []any{map[string]any{"name": ConditionName, "expression": expression}},
+			}}
+		}
+		if err := w.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying the %s condition to %s %s: %w", ConditionName, cfg.kind, cfg.name, err)
+		}
+	}
+	return nil
+}
+
+// current is the expression of the condition on the named webhook of a
+// configuration, "" when it has none.
+func current(obj client.Object, webhook string) string {
+	var conditions []admissionregistrationv1.MatchCondition
+	switch c := obj.(type) {
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		for _, w := range c.Webhooks {
+			if w.Name == webhook {
+				conditions = w.MatchConditions
+			}
+		}
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		for _, w := range c.Webhooks {
+			if w.Name == webhook {
+				conditions = w.MatchConditions
+			}
+		}
+	}
+	for _, m := range conditions {
+		if m.Name == ConditionName {
+			return m.Expression
+		}
+	}
+	return ""
+}

@@ -1,0 +1,107 @@
+// Package webhookscope decides which workload writes the API server sends
+// to configward at all. A write whose pod template references no ConfigMap
+// or Secret and that carries no configward.dev/ annotation or label gets
+// nothing from configward: no built-in rule has anything to judge, no hash
+// to stamp or remove. While no ConfigPolicy has custom rules (which may
+// judge anything), a matchCondition on the workload webhooks keeps those
+// writes away, so they pay neither the round trip nor configward's CPU.
+//
+// The condition is written in CEL from the workload kinds' own table
+// (internal/workload), so a declared custom kind is scoped by its declared
+// template path like the built-in ones.
+package webhookscope
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/configward/configward/internal/workload"
+)
+
+// ConditionName names the matchCondition on the workload webhooks.
+const ConditionName = "configward-writes-with-config"
+
+// Webhooks are the webhooks the condition scopes, by configuration: the
+// mutating one that stamps config hashes and the validating one that runs
+// the workload rules (see the markers in internal/admission).
+const (
+	ConfigHashWebhook       = "config-hash.configward.dev"
+	ValidateWorkloadWebhook = "validate.configward.dev"
+)
+
+// configwardKeyPrefix starts every annotation and label configward reads or
+// writes (internal/api/v1alpha1/names.go).
+const configwardKeyPrefix = "configward.dev/"
+
+// Expression is the CEL expression that is true for the writes configward
+// must see: any request for a kind reg does not know or for a subresource
+// (kubectl debug), any object or pod template with a configward.dev/
+// annotation or label, and any pod spec that references a ConfigMap or
+// Secret by any of the ways internal/refs reads (env valueFrom, envFrom,
+// volumes, projected volumes; in containers, init and ephemeral
+// containers).
+func Expression(reg *workload.Registry) string {
+	// Kinds that keep their pod template at the same path share a clause.
+	var all, paths []string
+	byPath := map[string][]string{}
+	for _, t := range reg.Types() {
+		kind := quote(t.Group + "/" + t.Kind.Kind)
+		all = append(all, kind)
+		template := strings.Join(t.PodTemplatePath()[:len(t.PodTemplatePath())-1], ".")
+		if _, seen := byPath[template]; !seen {
+			paths = append(paths, template)
+		}
+		byPath[template] = append(byPath[template], kind)
+	}
+	const kindOf = "request.kind.group + '/' + request.kind.kind"
+	clauses := []string{
+		"has(request.subResource) && request.subResource != ''",
+		fmt.Sprintf("!(%s in [%s])", kindOf, strings.Join(all, ", ")),
+		configwardMetadata("object.?metadata"),
+	}
+	for _, p := range paths {
+		var fields []string
+		if p != "" {
+			fields = strings.Split(p, ".")
+		}
+		template := path("object", fields)
+		clauses = append(clauses, fmt.Sprintf("(%s in [%s] && (%s || %s))", kindOf, strings.Join(byPath[p], ", "),
+			configwardMetadata(template+".?metadata"), references(template+".?spec")))
+	}
+	return strings.Join(clauses, " || ")
+}
+
+// path is the CEL optional chain to a dotted field path from root:
+// object.?spec.?template; root alone when the path is empty.
+func path(root string, fields []string) string {
+	if len(fields) == 0 {
+		return root
+	}
+	return root + ".?" + strings.Join(fields, ".?")
+}
+
+// configwardMetadata is true when the metadata at the optional chain m has
+// a configward.dev/ annotation or label.
+func configwardMetadata(m string) string {
+	return fmt.Sprintf("%[1]s.?annotations.orValue({}).exists(k, k.startsWith('%[2]s')) || %[1]s.?labels.orValue({}).exists(k, k.startsWith('%[2]s'))",
+		m, configwardKeyPrefix)
+}
+
+// references is true when the pod spec at the optional chain s references
+// a ConfigMap or Secret.
+func references(s string) string {
+	container := "c.?envFrom.orValue([]).exists(e, has(e.configMapRef) || has(e.secretRef)) || " +
+		"c.?env.orValue([]).exists(e, has(e.valueFrom) && (has(e.valueFrom.configMapKeyRef) || has(e.valueFrom.secretKeyRef)))"
+	parts := []string{
+		s + ".?volumes.orValue([]).exists(v, has(v.configMap) || has(v.secret) || " +
+			"v.?projected.?sources.orValue([]).exists(p, has(p.configMap) || has(p.secret)))",
+	}
+	for _, list := range []string{"containers", "initContainers", "ephemeralContainers"} {
+		parts = append(parts, fmt.Sprintf("%s.?%s.orValue([]).exists(c, %s)", s, list, container))
+	}
+	return strings.Join(parts, " || ")
+}
+
+// quote is a CEL string literal of s (group and kind names: letters,
+// digits, dots and dashes, which need no escaping).
+func quote(s string) string { return "'" + s + "'" }
