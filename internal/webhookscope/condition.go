@@ -29,6 +29,9 @@ const (
 	ValidateWorkloadWebhook = "validate.configward.dev"
 )
 
+// kindOf is the request's kind as group/kind in CEL.
+const kindOf = "request.kind.group + '/' + request.kind.kind"
+
 // configwardKeyPrefix starts every annotation and label configward reads or
 // writes (internal/api/v1alpha1/names.go).
 const configwardKeyPrefix = "configward.dev/"
@@ -36,29 +39,35 @@ const configwardKeyPrefix = "configward.dev/"
 // Expression is the CEL expression that is true for the writes configward
 // must see: any request for a kind reg does not know or for a subresource
 // (kubectl debug), any object or pod template with a configward.dev/
-// annotation or label, and any pod spec that references a ConfigMap or
+// annotation or label, any object of a declared kind that names another
+// object to take its template from, and any pod spec that references a ConfigMap or
 // Secret by any of the ways internal/refs reads (env valueFrom, envFrom,
 // volumes, projected volumes; in containers, init and ephemeral
 // containers).
 func Expression(reg *workload.Registry) string {
 	// Kinds that keep their pod template at the same path share a clause.
-	var all, paths []string
+	var all, paths, templateRefs []string
 	byPath := map[string][]string{}
 	for _, t := range reg.Types() {
 		kind := quote(t.Group + "/" + t.Kind.Kind)
 		all = append(all, kind)
+		if ref := t.TemplateRefPath(); ref != nil {
+			// Its template may live in another object: configward warns
+			// when it cannot follow it there.
+			templateRefs = append(templateRefs, fmt.Sprintf("(%s == %s && %s.hasValue())", kindOf, kind, path("object", ref)))
+		}
 		template := strings.Join(t.PodTemplatePath()[:len(t.PodTemplatePath())-1], ".")
 		if _, seen := byPath[template]; !seen {
 			paths = append(paths, template)
 		}
 		byPath[template] = append(byPath[template], kind)
 	}
-	const kindOf = "request.kind.group + '/' + request.kind.kind"
 	clauses := []string{
 		"has(request.subResource) && request.subResource != ''",
 		fmt.Sprintf("!(%s in [%s])", kindOf, strings.Join(all, ", ")),
 		configwardMetadata("object.?metadata"),
 	}
+	clauses = append(clauses, templateRefs...)
 	for _, p := range paths {
 		var fields []string
 		if p != "" {

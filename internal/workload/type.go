@@ -70,6 +70,16 @@ func customType(d *Declaration) *Type {
 // objects) rather than built in.
 func (t *Type) Custom() bool { return t.custom != nil }
 
+// TemplateRefPath is the field path where a declared kind may name another
+// object to take its pod template from (an Argo Rollout's
+// spec.workloadRef); nil for kinds that always hold their own template.
+func (t *Type) TemplateRefPath() []string {
+	if t.custom == nil || t.custom.TemplateRefPath == "" {
+		return nil
+	}
+	return t.custom.templateRefPath()
+}
+
 // New returns an empty object of the kind with its TypeMeta set, so it can
 // be used with a client or decoded into directly: typed for a built-in
 // kind, unstructured for a declared one.

@@ -105,13 +105,34 @@ func BenchmarkPeers(b *testing.B) {
 		}
 		report.CPU = append(report.CPU, row)
 		b.Logf("%s: kube-apiserver %.2f ms CPU per request, the policy process %.0f µs per review (%d reviews)", s.Name(), row.APIServerPerRequest, row.PerReview, row.Reviews)
-		if cw, ok := s.(*Configward); ok {
-			// Where configward's CPU goes, in a phase of its own so that
-			// profiling does not weigh on the figures above.
-			wait := CPUProfile(cw.PprofAddr, phase, out, "configward-apiserver-load")
+		if _, none := s.(NoPolicy); none || isFloor(s) || s.Name() == "configward" {
+			// The Pod path of config revisions: pods as a ReplicaSet
+			// creates them, naming their revision's snapshots.
+			cpu0, apiCPU0 := cpuOf(s), cpuOfPID(apiServer)
+			res := ClosedLoop(ctx, 10, phase, maxRequests, podLoad(w, s))
+			pods := PodRow{LatencyRow: latencyRow(s.Name(), 10, res)}
+			if n := float64(pods.Requests); n > 0 {
+				pods.CPUPerPod = (cpuOf(s) - cpu0).Seconds() / n * 1e6
+				pods.APIServerPerPod = (cpuOfPID(apiServer) - apiCPU0).Seconds() / n * 1e3
+			}
+			report.Pods = append(report.Pods, pods)
+			b.Logf("%s, pod creation, 10 clients: %d requests, %.0f/s, p50 %.1f ms, p99 %.1f ms, %d errors, %.0f µs policy CPU and %.2f ms kube-apiserver CPU per pod",
+				s.Name(), pods.Requests, pods.PerSecond, pods.P50, pods.P99, pods.Errors, pods.CPUPerPod, pods.APIServerPerPod)
+		}
+		if cw, ok := s.(*Configward); ok || isFloor(s) {
+			// Where the CPU goes, in a phase of its own so that profiling
+			// does not weigh on the figures above: configward's, and the
+			// API server's with configward and with the floor (what
+			// configward's answers cost it beyond any webhook's).
+			waits := []func() error{APIServerProfile(w, phase, out, "kube-apiserver-"+s.Name())}
+			if ok {
+				waits = append(waits, CPUProfile(cw.PprofAddr, phase, out, "configward-apiserver-load"))
+			}
 			ClosedLoop(ctx, 10, phase+time.Second, maxRequests, apiServerLoad(b, w, s))
-			if err := wait(); err != nil {
-				b.Logf("configward profile: %v", err)
+			for _, wait := range waits {
+				if err := wait(); err != nil {
+					b.Logf("%s profile: %v", s.Name(), err)
+				}
 			}
 		}
 		if err := s.Uninstall(ctx, w); err != nil {
@@ -125,7 +146,7 @@ func BenchmarkPeers(b *testing.B) {
 	// Rules scaling: the same policy plus 1, 10 and 50 rules that never
 	// match, at 10 clients.
 	for i := range newStacks()[1:] {
-		if _, floor := newStacks()[i+1].(*Floor); floor || !selected(newStacks()[i+1]) {
+		if isFloor(newStacks()[i+1]) || !selected(newStacks()[i+1]) {
 			continue // the floor has no rules to add
 		}
 		for _, extra := range []int{1, 10, 50} {
@@ -183,6 +204,8 @@ func BenchmarkPeers(b *testing.B) {
 
 func cpuOf(s Stack) time.Duration { return cpuOfPID(s.PID()) }
 
+func isFloor(s Stack) bool { _, ok := s.(*Floor); return ok }
+
 func cpuOfPID(pid int) time.Duration {
 	if pid == 0 {
 		return 0
@@ -217,11 +240,33 @@ func reviewsOf(tb testing.TB, s Stack) int {
 // failurePolicy Ignore) must not look fast by checking nothing.
 func apiServerLoad(tb testing.TB, w *World, s Stack) func(ctx context.Context, worker, seq int) error {
 	_, none := s.(NoPolicy)
-	_, floor := s.(*Floor)
-	baseline := none || floor
+	baseline := none || isFloor(s)
+	clientFor := perWorkerClients(w)
+	variants := []Variant{Clean, Warned, Clean, Denied}
+	return func(ctx context.Context, worker, seq int) error {
+		c, err := clientFor(worker)
+		if err != nil {
+			return err
+		}
+		v := variants[seq%len(variants)]
+		_, err = c.AppsV1().Deployments(w.Namespace).Create(ctx, Deployment(w.Namespace, fmt.Sprintf("load-%d", seq), v, 0),
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if v == Denied && !baseline {
+			if err == nil {
+				return fmt.Errorf("the denied variant was allowed")
+			}
+			return nil
+		}
+		return err
+	}
+}
+
+// perWorkerClients gives each load worker a client with a connection of its
+// own, as separate users have.
+func perWorkerClients(w *World) func(worker int) (kubernetes.Interface, error) {
 	var mu sync.Mutex
 	clients := map[int]kubernetes.Interface{}
-	clientFor := func(worker int) (kubernetes.Interface, error) {
+	return func(worker int) (kubernetes.Interface, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if c, ok := clients[worker]; ok {
@@ -241,20 +286,21 @@ func apiServerLoad(tb testing.TB, w *World, s Stack) func(ctx context.Context, w
 		clients[worker] = c
 		return c, nil
 	}
-	variants := []Variant{Clean, Warned, Clean, Denied}
+}
+
+// podLoad is the Pod path's request: a server-side dry-run create of
+// RevisionPod. With configward, a pod its Pod path did not point at the
+// snapshots counts as an error.
+func podLoad(w *World, s Stack) func(ctx context.Context, worker, seq int) error {
+	clientFor := perWorkerClients(w)
 	return func(ctx context.Context, worker, seq int) error {
 		c, err := clientFor(worker)
 		if err != nil {
 			return err
 		}
-		v := variants[seq%len(variants)]
-		_, err = c.AppsV1().Deployments(w.Namespace).Create(ctx, Deployment(w.Namespace, fmt.Sprintf("load-%d", seq), v, 0),
-			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if v == Denied && !baseline {
-			if err == nil {
-				return fmt.Errorf("the denied variant was allowed")
-			}
-			return nil
+		pod, err := c.CoreV1().Pods(w.Namespace).Create(ctx, RevisionPod(w.Namespace, fmt.Sprintf("pod-%d", seq)), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil && s.Name() == "configward" && !Pinned(pod) {
+			return fmt.Errorf("the pod was not pinned to its revision's snapshots")
 		}
 		return err
 	}

@@ -16,6 +16,10 @@ type Report struct {
 	Machine  string            `json:"machine"`
 	Versions map[string]string `json:"versions"`
 	Latency  []LatencyRow      `json:"latency"`
+	// Pods is the Pod path of config revisions: creates of pods as a
+	// ReplicaSet makes them, naming their revision's snapshots, at 10
+	// clients, with no policy, the floor and configward.
+	Pods []PodRow `json:"pods,omitempty"`
 	CPU      []CPURow          `json:"cpu"`
 	Rules    []RulesRow        `json:"rules"`
 	Memory   []MemoryRow       `json:"memory"`
@@ -55,6 +59,14 @@ type CPURow struct {
 	// APIServerPerRequest its ms per request (a Deployment create).
 	APIServerCPU        float64 `json:"apiServerCpuSeconds"`
 	APIServerPerRequest float64 `json:"apiServerCpuMsPerRequest"`
+}
+
+// PodRow is one stack's pod creations: latency, and the CPU per pod of
+// the policy process (µs) and of kube-apiserver (ms).
+type PodRow struct {
+	LatencyRow
+	CPUPerPod       float64 `json:"cpuMicrosecondsPerPod"`
+	APIServerPerPod float64 `json:"apiServerCpuMsPerPod"`
 }
 
 // RulesRow is one stack with a number of extra rules, at 10 clients.
@@ -229,6 +241,30 @@ func (r *Report) Markdown() string {
 			"| stack | clients | added p50 | added p99 | throughput | kube-apiserver CPU per request |\n|---|---|---|---|---|---|\n")
 		for _, f := range ratios {
 			fmt.Fprintf(&b, "| %s | %d | %.2f× | %.2f× | %.2f× | %.2f× |\n", f.Stack, f.Clients, f.AddedP50, f.AddedP99, f.Throughput, f.APIServer)
+		}
+	}
+	if len(r.Pods) > 0 {
+		b.WriteString("\nThe Pod path of config revisions: pod creates as a ReplicaSet makes them, naming their revision's snapshots, 10 clients:\n\n" +
+			"| stack | p50 / p99 (ms) | added p99 over no policy | req/s | policy process CPU per pod | kube-apiserver CPU per pod | to the floor: added p99, throughput, kube-apiserver CPU | errors |\n|---|---|---|---|---|---|---|---|\n")
+		var base, floor *PodRow
+		for i := range r.Pods {
+			switch r.Pods[i].Stack {
+			case "none":
+				base = &r.Pods[i]
+			case "floor":
+				floor = &r.Pods[i]
+			}
+		}
+		for _, p := range r.Pods {
+			added, toFloor := "—", "—"
+			if base != nil && p.Stack != "none" {
+				added = fmt.Sprintf("%+.1f ms", p.P99-base.P99)
+				if floor != nil && p.Stack != "floor" {
+					toFloor = fmt.Sprintf("%.2f× / %.2f× / %.2f×", ratio(p.P99-base.P99, floor.P99-base.P99), ratio(p.PerSecond, floor.PerSecond),
+						ratio(p.APIServerPerPod, floor.APIServerPerPod))
+				}
+			}
+			fmt.Fprintf(&b, "| %s | %.1f / %.1f | %s | %.0f | %.0f µs | %.2f ms | %s | %d |\n", p.Stack, p.P50, p.P99, added, p.PerSecond, p.CPUPerPod, p.APIServerPerPod, toFloor, p.Errors)
 		}
 	}
 	if targets := r.Targets(); len(targets) > 0 {

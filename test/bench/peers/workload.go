@@ -6,6 +6,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/revision"
 )
 
 // The benchmark's requests: server-side dry-run creates of a Deployment with
@@ -35,7 +39,39 @@ func Fixtures(namespace string) []any {
 	}
 	objs = append(objs, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: HotConfigMap, Namespace: namespace,
 		Annotations: map[string]string{"configward.dev/reload": "hot"}}, Data: map[string]string{"flags.yaml": "beta: false\n"}})
+	// The snapshots a revision of the benchmark's pods reads (RevisionPod).
+	for i := 0; i < Containers; i++ {
+		cm := objs[2*i].(*corev1.ConfigMap)
+		objs = append(objs, revision.ConfigMapSnapshot(cm, snapshotName(i)))
+	}
 	return objs
+}
+
+func snapshotName(i int) string { return ConfigMapName(i) + "-0123456789" }
+
+// RevisionPod is a pod as the ReplicaSet of a Deployment with config
+// revisions creates it: controlled, its containers reading the ConfigMaps
+// as the clean Deployment's do, its annotation naming the snapshots its
+// revision reads, which configward's Pod path points it at.
+func RevisionPod(namespace, name string) *corev1.Pod {
+	d := Deployment(namespace, name, Clean, 0)
+	snaps := revision.Snapshots{}
+	for i := 0; i < Containers; i++ {
+		snaps[revision.Source{Kind: refs.ConfigMap, Name: ConfigMapName(i)}] = snapshotName(i)
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
+			Annotations: map[string]string{v1alpha1.ConfigSnapshotsAnnotation: snaps.Encode()},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: name + "-rs",
+				UID: "6b8c2c1e-0000-4000-8000-000000000001", Controller: ptrTo(true)}}},
+		Spec: d.Spec.Template.Spec,
+	}
+}
+
+// Pinned says whether configward's Pod path pointed the pod at its
+// revision's snapshots.
+func Pinned(p *corev1.Pod) bool {
+	return p.Spec.Containers[0].Env[0].ValueFrom.ConfigMapKeyRef.Name == snapshotName(0)
 }
 
 // Variant says which of the benchmark's Deployments to build.

@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/test/framework"
@@ -93,6 +95,35 @@ func CPUProfile(addr string, d time.Duration, dir, name string) func() error {
 		}
 		_, err = io.Copy(f, resp.Body)
 		done <- errorsJoin(err, f.Close())
+	}()
+	return func() error { return <-done }
+}
+
+// APIServerProfile fetches a CPU profile of d from kube-apiserver's
+// /debug/pprof (on by default, readable by cluster administrators) into
+// dir/name.pprof, in the background; the returned function waits for it.
+// It shows where the API server's own CPU goes with a stack installed.
+func APIServerProfile(w *World, d time.Duration, dir, name string) func() error {
+	done := make(chan error, 1)
+	go func() {
+		cfg := rest.CopyConfig(w.Env.Config)
+		cfg.Timeout = d + 30*time.Second
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			done <- err
+			return
+		}
+		raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(int(d.Seconds()))).DoRaw(context.Background())
+		if err != nil {
+			done <- err
+			return
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			done <- err
+			return
+		}
+		done <- os.WriteFile(filepath.Join(dir, name+".pprof"), raw, 0o644)
 	}()
 	return func() error { return <-done }
 }

@@ -38,7 +38,9 @@ type results struct {
 }
 
 // stackOrder fixes each stack's colour and legend position across figures.
-var stackOrder = []string{"none", "vap", "configward", "gatekeeper", "kyverno", "kyverno-cel"}
+// The floor (a webhook that answers at once) comes last, dashed: it is a
+// reference, not an engine.
+var stackOrder = []string{"none", "vap", "configward", "gatekeeper", "kyverno", "kyverno-cel", "floor"}
 
 func main() {
 	in := flag.String("in", "bin/bench-peers/results.json", "results of make bench-peers")
@@ -99,6 +101,9 @@ func latency(r results, clients int, file string) error {
 				return err
 			}
 			line.Color, line.Width = colour(stack), vg.Points(1.5)
+			if stack == "floor" {
+				line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			}
 			p.Add(line)
 			p.Legend.Add(stack, line)
 			drawn++

@@ -1,0 +1,54 @@
+package webhookscope
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/configward/configward/internal/workload"
+)
+
+// The expression's behaviour, request by request, is tested against the
+// real API server (test/controllers/webhookscope_test.go); here, how it is
+// built from the kinds' table.
+func TestExpressionFollowsTheKindsTable(t *testing.T) {
+	reg, err := workload.NewRegistry([]workload.Declaration{{Group: "argoproj.io", Version: "v1alpha1", Kind: "Rollout", Resource: "rollouts",
+		PodTemplatePath: "spec.template", TemplateRefPath: "spec.workloadRef"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := Expression(reg)
+	for _, want := range []string{
+		// Kinds it does not know are always sent.
+		"!(request.kind.group + '/' + request.kind.kind in ['apps/Deployment', ",
+		// Kinds with the template at one path share a clause, the
+		// declared kind with them.
+		"'batch/Job', 'argoproj.io/Rollout'] && (object.?spec.?template.?metadata",
+		"'batch/CronJob'] && (object.?spec.?jobTemplate.?spec.?template.?metadata",
+		"['/Pod'] && (object.?metadata",
+		// A Rollout that takes its template from another object is sent.
+		"(request.kind.group + '/' + request.kind.kind == 'argoproj.io/Rollout' && object.?spec.?workloadRef.hasValue())",
+	} {
+		if !strings.Contains(e, want) {
+			t.Errorf("the expression lacks %q:\n%s", want, e)
+		}
+	}
+	if strings.Contains(Expression(workload.Builtin()), "argoproj.io") {
+		t.Error("the built-in kinds' expression names a declared kind")
+	}
+}
+
+// The webhooks the condition goes on are configward's, by the names
+// `make manifests` generates from the handlers' markers.
+func TestWebhookNamesAreConfigwards(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{ConfigHashWebhook, ValidateWorkloadWebhook} {
+		if !strings.Contains(string(b), "name: "+name+"\n") {
+			t.Errorf("config/webhook/manifests.yaml has no webhook %s", name)
+		}
+	}
+}
