@@ -19,11 +19,11 @@ type Report struct {
 	// Pods is the Pod path of config revisions: creates of pods as a
 	// ReplicaSet makes them, naming their revision's snapshots, at 10
 	// clients, with no policy, the floor and configward.
-	Pods []PodRow `json:"pods,omitempty"`
-	CPU      []CPURow          `json:"cpu"`
-	Rules    []RulesRow        `json:"rules"`
-	Memory   []MemoryRow       `json:"memory"`
-	Direct   *DirectRow        `json:"direct,omitempty"`
+	Pods   []PodRow    `json:"pods,omitempty"`
+	CPU    []CPURow    `json:"cpu"`
+	Rules  []RulesRow  `json:"rules"`
+	Memory []MemoryRow `json:"memory"`
+	Direct *DirectRow  `json:"direct,omitempty"`
 }
 
 // LatencyRow is one stack at one concurrency: client-observed latency of
