@@ -27,8 +27,7 @@ func SetupWebhookScope(mgr ctrl.Manager, policies *configpolicy.Store, synced fu
 	if !names.Managed() {
 		return nil
 	}
-	s := &webhookScope{mgr: mgr, policies: policies, synced: synced, names: names,
-		expression: webhookscope.Expression(kinds), changed: make(chan struct{}, 1)}
+	s := &webhookScope{mgr: mgr, policies: policies, synced: synced, names: names, kinds: kinds, changed: make(chan struct{}, 1)}
 	policies.OnChange(func() {
 		select {
 		case s.changed <- struct{}{}:
@@ -39,21 +38,12 @@ func SetupWebhookScope(mgr ctrl.Manager, policies *configpolicy.Store, synced fu
 }
 
 type webhookScope struct {
-	mgr        ctrl.Manager
-	policies   *configpolicy.Store
-	synced     func() bool
-	names      webhookscope.Configurations
-	expression string
-	changed    chan struct{}
-}
-
-// wanted is the condition's expression now: "" (no condition) while custom
-// rules are in force.
-func (s *webhookScope) wanted() string {
-	if s.policies.Current().Version.WantsObjects {
-		return ""
-	}
-	return s.expression
+	mgr      ctrl.Manager
+	policies *configpolicy.Store
+	synced   func() bool
+	names    webhookscope.Configurations
+	kinds    *workload.Registry
+	changed  chan struct{}
 }
 
 func (s *webhookScope) Start(ctx context.Context) error {
@@ -67,17 +57,18 @@ func (s *webhookScope) Start(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	last, wait := "unset", webhookScopeResync
+	var last *bool
+	wait := webhookScopeResync
 	for {
-		want := s.wanted()
-		if err := webhookscope.Apply(ctx, s.mgr.GetAPIReader(), s.mgr.GetClient(), s.names, want); err != nil {
+		custom := s.policies.Current().Version.WantsObjects
+		if err := webhookscope.Apply(ctx, s.mgr.GetAPIReader(), s.mgr.GetClient(), s.names, webhookscope.Conditions(s.kinds, custom)); err != nil {
 			log.Error(err, "could not scope the workload webhooks; retrying (until then they keep the scope they have)")
 			wait = 5 * time.Second
 		} else {
-			if want != last {
-				log.Info("workload webhooks scoped", "skipWritesWithoutConfig", want != "",
-					"why", map[bool]string{true: "no ConfigPolicy in force has custom rules", false: "custom rules are in force and may judge any workload"}[want != ""])
-				last = want
+			if last == nil || *last != custom {
+				log.Info("workload webhooks scoped", "skipWritesWithoutConfig", !custom,
+					"why", map[bool]string{false: "no ConfigPolicy in force has custom rules", true: "custom rules are in force and may judge any workload"}[custom])
+				last = &custom
 			}
 			wait = webhookScopeResync
 		}

@@ -3,6 +3,7 @@ package webhookscope
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,13 +25,14 @@ type Configurations struct {
 // process keeps the condition on them.
 func (c Configurations) Managed() bool { return c.Mutating != "" && c.Validating != "" }
 
-// Apply puts the condition with expression on both workload webhooks, or,
-// with expression empty, takes it off: by server-side apply, so only the
-// condition configward owns comes and goes. A configuration that does not
-// exist is an error, never created: an apply would create it. The reader
-// reads from the API server (the configurations are not cached: that
-// would need the right to list every webhook configuration).
-func Apply(ctx context.Context, r client.Reader, w client.Writer, names Configurations, expression string) error {
+// Apply makes conditions the matchConditions configward keeps on both
+// workload webhooks (taking off those of Names it no longer wants): by
+// server-side apply, so only the conditions configward owns come and go. A
+// configuration that does not exist is an error, never created: an apply
+// would create it. The reader reads from the API server (the
+// configurations are not cached: that would need the right to list every
+// webhook configuration).
+func Apply(ctx context.Context, r client.Reader, w client.Writer, names Configurations, conditions []admissionregistrationv1.MatchCondition) error {
 	for _, cfg := range []struct {
 		kind, name, webhook string
 		obj                 client.Object
@@ -41,7 +43,7 @@ func Apply(ctx context.Context, r client.Reader, w client.Writer, names Configur
 		if err := r.Get(ctx, client.ObjectKey{Name: cfg.name}, cfg.obj); err != nil {
 			return fmt.Errorf("reading %s %s to scope its workload webhook: %w", cfg.kind, cfg.name, err)
 		}
-		if current(cfg.obj, cfg.webhook) == expression {
+		if slices.Equal(Current(cfg.obj, cfg.webhook), conditions) {
 			continue
 		}
 		u := &unstructured.Unstructured{Object: map[string]any{
@@ -49,22 +51,23 @@ func Apply(ctx context.Context, r client.Reader, w client.Writer, names Configur
 			"kind":       cfg.kind,
 			"metadata":   map[string]any{"name": cfg.name},
 		}}
-		if expression != "" {
-			u.Object["webhooks"] = []any{map[string]any{
-				"name":            cfg.webhook,
-				"matchConditions": []any{map[string]any{"name": ConditionName, "expression": expression}},
-			}}
+		if len(conditions) > 0 {
+			var list []any
+			for _, c := range conditions {
+				list = append(list, map[string]any{"name": c.Name, "expression": c.Expression})
+			}
+			u.Object["webhooks"] = []any{map[string]any{"name": cfg.webhook, "matchConditions": list}}
 		}
 		if err := w.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying the %s condition to %s %s: %w", ConditionName, cfg.kind, cfg.name, err)
+			return fmt.Errorf("applying configward's matchConditions to %s %s: %w", cfg.kind, cfg.name, err)
 		}
 	}
 	return nil
 }
 
-// current is the expression of the condition on the named webhook of a
-// configuration, "" when it has none.
-func current(obj client.Object, webhook string) string {
+// Current is the conditions of Names on the named webhook of a
+// configuration, in Names' order.
+func Current(obj client.Object, webhook string) []admissionregistrationv1.MatchCondition {
 	var conditions []admissionregistrationv1.MatchCondition
 	switch c := obj.(type) {
 	case *admissionregistrationv1.MutatingWebhookConfiguration:
@@ -80,10 +83,13 @@ func current(obj client.Object, webhook string) string {
 			}
 		}
 	}
-	for _, m := range conditions {
-		if m.Name == ConditionName {
-			return m.Expression
+	var out []admissionregistrationv1.MatchCondition
+	for _, name := range Names {
+		for _, m := range conditions {
+			if m.Name == name {
+				out = append(out, m)
+			}
 		}
 	}
-	return ""
+	return out
 }

@@ -15,11 +15,60 @@ import (
 	"fmt"
 	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
 	"github.com/configward/configward/internal/workload"
 )
 
-// ConditionName names the matchCondition on the workload webhooks.
-const ConditionName = "configward-writes-with-config"
+// The matchConditions configward keeps on its workload webhooks.
+const (
+	// JudgedAtOwnerCondition keeps away built-in workloads a workload
+	// kind controls (a Deployment's ReplicaSets, any workload's pods):
+	// both webhooks let them through untouched whatever the policies say
+	// (the owner's template was stamped and judged), so it is always on.
+	JudgedAtOwnerCondition = "configward-not-judged-at-owner"
+	// ConditionName keeps away writes that involve no config; off while
+	// custom rules are in force.
+	ConditionName = "configward-writes-with-config"
+)
+
+// Names are the conditions' names, in the order they are applied.
+var Names = []string{JudgedAtOwnerCondition, ConditionName}
+
+// Conditions are the matchConditions configward wants on its workload
+// webhooks: the owner condition always, the config condition unless custom
+// rules (which may judge any workload) are in force.
+func Conditions(reg *workload.Registry, customRules bool) []admissionregistrationv1.MatchCondition {
+	out := []admissionregistrationv1.MatchCondition{{Name: JudgedAtOwnerCondition, Expression: NotJudgedAtOwner(reg)}}
+	if !customRules {
+		out = append(out, admissionregistrationv1.MatchCondition{Name: ConditionName, Expression: Expression(reg)})
+	}
+	return out
+}
+
+// NotJudgedAtOwner is the CEL expression that is false for a create or
+// update (not of a subresource: kubectl debug is judged on the pod itself)
+// of a built-in workload kind whose controller owner is of a kind of reg.
+// The config-hash webhook never stamps a controlled object and the
+// validating webhook judges such an object at its owner
+// (workloadrules.JudgedAsOwned); declared kinds are left out, since their
+// template is checked before that.
+func NotJudgedAtOwner(reg *workload.Registry) string {
+	var builtin, owners []string
+	for _, t := range reg.Types() {
+		if !t.Custom() {
+			builtin = append(builtin, quote(t.Group+"/"+t.Kind.Kind))
+		}
+		group := "!o.apiVersion.contains('/')"
+		if t.Group != "" {
+			group = "o.apiVersion.startsWith(" + quote(t.Group+"/") + ")"
+		}
+		owners = append(owners, fmt.Sprintf("(o.kind == %s && %s)", quote(t.Kind.Kind), group))
+	}
+	return fmt.Sprintf("(has(request.subResource) && request.subResource != '') || !(%s in [%s]) || "+
+		"!object.metadata.?ownerReferences.orValue([]).exists(o, o.?controller.orValue(false) && (%s))",
+		kindOf, strings.Join(builtin, ", "), strings.Join(owners, " || "))
+}
 
 // Webhooks are the webhooks the condition scopes, by configuration: the
 // mutating one that stamps config hashes and the validating one that runs

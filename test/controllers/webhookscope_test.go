@@ -97,6 +97,15 @@ func podSpec(mutate func(*corev1.PodSpec)) corev1.PodSpec {
 	return s
 }
 
+// deploymentWithRS is a ReplicaSet reading a ConfigMap, as a Deployment
+// makes it.
+func deploymentWithRS(ns, name string) *appsv1.ReplicaSet {
+	d := deploymentWith(ns, name, func(s *corev1.PodSpec) {
+		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "c"}}}}
+	})
+	return &appsv1.ReplicaSet{ObjectMeta: d.ObjectMeta, Spec: appsv1.ReplicaSetSpec{Selector: d.Spec.Selector, Template: d.Spec.Template}}
+}
+
 func deploymentWith(ns, name string, mutate func(*corev1.PodSpec)) *appsv1.Deployment {
 	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
@@ -204,6 +213,18 @@ var _ = Describe("scoping the workload webhooks to writes that involve config", 
 			}
 		}
 
+		By("an object a workload kind controls is judged at its owner and never sent; one another controller owns is")
+		owned := func(o client.Object, apiVersion, kind string, controller bool) client.Object {
+			o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "owner", UID: "6b8c2c1e-0000-4000-8000-000000000001", Controller: ptr.To(controller)}})
+			return o
+		}
+		pod := func() *corev1.Pod { return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name()}, Spec: podSpec(configRef)} }
+		Expect(sentToWebhook(owned(pod(), "apps/v1", "ReplicaSet", true))).To(BeFalse(), "a Pod of a ReplicaSet")
+		Expect(sentToWebhook(owned(pod(), "batch/v1", "Job", true))).To(BeFalse(), "a Pod of a Job")
+		Expect(sentToWebhook(owned(deploymentWithRS(ns, name()), "apps/v1", "Deployment", true))).To(BeFalse(), "a ReplicaSet of a Deployment")
+		Expect(sentToWebhook(owned(pod(), "example.com/v1", "ReplicaSet", true))).To(BeTrue(), "a Pod of another group's ReplicaSet")
+		Expect(sentToWebhook(owned(pod(), "apps/v1", "ReplicaSet", false))).To(BeTrue(), "a Pod a ReplicaSet owns but does not control")
+
 		By("an update that adds config is sent, as is any update of an object carrying configward metadata")
 		d := deploymentWith(ns, "updated", nil)
 		Expect(env.Client.Create(ctx, d)).To(Succeed(), "a Deployment without config is written without configward")
@@ -226,6 +247,9 @@ findings contains f if {
 		DeferCleanup(func() { _ = env.Client.Delete(ctx, policy) })
 		Eventually(scopeConditions, 15*time.Second, 100*time.Millisecond).Should(Equal([2]string{"", ""}))
 		Expect(sentToWebhook(deploymentWith(ns, "no-config-custom", nil))).To(BeTrue(), "a Deployment without config, with custom rules in force")
+		ownedPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owned-custom", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "owner", UID: "6b8c2c1e-0000-4000-8000-000000000001", Controller: ptr.To(true)}}}, Spec: podSpec(nil)}
+		Expect(sentToWebhook(ownedPod)).To(BeFalse(), "a ReplicaSet's Pod: judged at its owner, custom rules or not")
 
 		Expect(env.Client.Delete(ctx, policy)).To(Succeed())
 		Eventually(scopeConditions, 15*time.Second, 100*time.Millisecond).Should(HaveEach(Not(BeEmpty())))

@@ -18,7 +18,9 @@ import (
 // Configward runs `configward webhook` as the chart runs it (log verbosity
 // 0, the chart's in-flight limits, the API server's client certificate
 // required) with the webhook configurations `make manifests` generates: the
-// mutating config-hash webhook and the validating ones. Its built-in rules
+// mutating config-hash webhook and the validating ones, with the
+// matchConditions its controller keeps on them in a chart install
+// (ScopeLikeTheController). Its built-in rules
 // are on at their defaults (secret-in-env Warn, subpath-config Deny for a hot
 // ConfigMap, missing-config-ref Warn, and the others); extra rules are
 // custom Rego rules of one ConfigPolicy.
@@ -70,6 +72,9 @@ func (c *Configward) Install(ctx context.Context, w *World, extra int) error {
 		}
 	}
 	if c.webhook, err = w.Env.InstallWebhookConfigurations(ctx); err != nil {
+		return err
+	}
+	if err := ScopeLikeTheController(ctx, w, c.webhook, extra > 0); err != nil {
 		return err
 	}
 	return WaitInForce(ctx, w, extra, 2*time.Minute)

@@ -25,9 +25,10 @@ import (
 
 // Floor is the least any admission webhook costs: a process that answers
 // every review "allowed" at once, registered exactly as configward's
-// webhooks are (the configurations `make manifests` generates, so a
-// Deployment create calls it twice: the mutating config-hash webhook and
-// the validating one), served with configward's TLS settings (TLS 1.2 or
+// webhooks are (the configurations `make manifests` generates, with the
+// matchConditions configward's controller keeps on them, so a Deployment
+// create calls it twice: the mutating config-hash webhook and the
+// validating one), served with configward's TLS settings (TLS 1.2 or
 // later, HTTP/1.1, the API server's client certificate required and
 // verified). What configward adds over it is what configward's own work
 // costs; what it adds over no policy at all is what being a webhook costs
@@ -80,6 +81,9 @@ func (f *Floor) Install(ctx context.Context, w *World, extra int) error {
 	f.countURL = "http://" + count + "/reviews"
 	w.Env.ServeWebhooksAt(addr)
 	if f.webhook, err = w.Env.InstallWebhookConfigurations(ctx); err != nil {
+		return err
+	}
+	if err := ScopeLikeTheController(ctx, w, f.webhook, false); err != nil {
 		return err
 	}
 	return f.waitCalled(ctx, w, 2*time.Minute)

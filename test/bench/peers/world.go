@@ -12,12 +12,15 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configward/configward/internal/webhookscope"
+	"github.com/configward/configward/internal/workload"
 	"github.com/configward/configward/test/framework"
 )
 
@@ -44,6 +47,23 @@ func StartWorld(ctx context.Context, peersDir string) (*World, error) {
 		}
 	}
 	return w, nil
+}
+
+// ScopeLikeTheController puts on the installed configurations the
+// matchConditions configward's controller keeps there in a chart install
+// (internal/webhookscope), for the stacks registered as configward is: the
+// benchmark runs the webhook alone, not the controller.
+func ScopeLikeTheController(ctx context.Context, w *World, installed []client.Object, customRules bool) error {
+	var names webhookscope.Configurations
+	for _, o := range installed {
+		switch o.(type) {
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			names.Mutating = o.GetName()
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			names.Validating = o.GetName()
+		}
+	}
+	return webhookscope.Apply(ctx, w.Env.Client, w.Env.Client, names, webhookscope.Conditions(workload.Builtin(), customRules))
 }
 
 // PinToCPU restricts every thread of process pid to the one CPU, so a
