@@ -297,7 +297,7 @@ test-peers: controlplane peers ## Check that each peer stack installs, enforces 
 	CONFIGWARD_PEERS_DIR=$(PEERS) $(GO) test ./test/bench/peers/ -count=1 -run 'TestGatekeeperStack|TestKyvernoStack' -timeout 30m
 
 .PHONY: bench-peers
-bench-peers: controlplane peers ## Measure configward side by side with Gatekeeper, Kyverno, ValidatingAdmissionPolicy and no policy on one control plane (about 25 minutes); tables in $(BENCH_OUT)/results.md, plots in docs/bench.
+bench-peers: controlplane peers ## Measure configward side by side with Gatekeeper, Kyverno, ValidatingAdmissionPolicy, the floor (a webhook that answers at once) and no policy on one control plane (about 25 minutes); tables in $(BENCH_OUT)/results.md, plots in docs/bench.
 	CONFIGWARD_PEERS_DIR=$(PEERS) CONFIGWARD_BENCH_OUT=$(BENCH_OUT) CONFIGWARD_K8S_VERSION=$(K8S_VERSION) \
 		CONFIGWARD_GATEKEEPER_VERSION=$(GATEKEEPER_VERSION) CONFIGWARD_KYVERNO_VERSION=$(KYVERNO_VERSION) \
 		$(GO) test ./test/bench/peers/ -count=1 -run '^$$' -bench BenchmarkPeers -benchtime=1x -timeout 90m

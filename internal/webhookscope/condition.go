@@ -1,12 +1,14 @@
 // Package webhookscope decides which workload writes the API server sends
-// to configward at all. A write whose pod template references no ConfigMap
-// or Secret and that carries no configward.dev/ annotation or label gets
-// nothing from configward: no built-in rule has anything to judge, no hash
-// to stamp or remove. While no ConfigPolicy has custom rules (which may
-// judge anything), a matchCondition on the workload webhooks keeps those
-// writes away, so they pay neither the round trip nor configward's CPU.
+// to configward at all, as matchConditions on the two workload webhooks:
+// writes configward provably ignores pay neither the round trip nor
+// configward's CPU. A built-in workload that a workload kind controls is
+// judged at its owner and never stamped. A write whose pod template
+// references no ConfigMap or Secret and that carries no configward.dev/
+// annotation or label gets nothing from the built-in rules and has no hash
+// to stamp or remove; custom rules may judge anything, so that condition
+// holds only while no ConfigPolicy has them.
 //
-// The condition is written in CEL from the workload kinds' own table
+// The conditions are written in CEL from the workload kinds' own table
 // (internal/workload), so a declared custom kind is scoped by its declared
 // template path like the built-in ones.
 package webhookscope
@@ -27,13 +29,13 @@ const (
 	// both webhooks let them through untouched whatever the policies say
 	// (the owner's template was stamped and judged), so it is always on.
 	JudgedAtOwnerCondition = "configward-not-judged-at-owner"
-	// ConditionName keeps away writes that involve no config; off while
-	// custom rules are in force.
-	ConditionName = "configward-writes-with-config"
+	// WithConfigCondition keeps away writes that involve no config; off
+	// while custom rules are in force.
+	WithConfigCondition = "configward-writes-with-config"
 )
 
 // Names are the conditions' names, in the order they are applied.
-var Names = []string{JudgedAtOwnerCondition, ConditionName}
+var Names = []string{JudgedAtOwnerCondition, WithConfigCondition}
 
 // Conditions are the matchConditions configward wants on its workload
 // webhooks: the owner condition always, the config condition unless custom
@@ -41,7 +43,7 @@ var Names = []string{JudgedAtOwnerCondition, ConditionName}
 func Conditions(reg *workload.Registry, customRules bool) []admissionregistrationv1.MatchCondition {
 	out := []admissionregistrationv1.MatchCondition{{Name: JudgedAtOwnerCondition, Expression: NotJudgedAtOwner(reg)}}
 	if !customRules {
-		out = append(out, admissionregistrationv1.MatchCondition{Name: ConditionName, Expression: Expression(reg)})
+		out = append(out, admissionregistrationv1.MatchCondition{Name: WithConfigCondition, Expression: WithConfig(reg)})
 	}
 	return out
 }
@@ -65,9 +67,9 @@ func NotJudgedAtOwner(reg *workload.Registry) string {
 		}
 		owners = append(owners, fmt.Sprintf("(o.kind == %s && %s)", quote(t.Kind.Kind), group))
 	}
-	return fmt.Sprintf("(has(request.subResource) && request.subResource != '') || !(%s in [%s]) || "+
+	return fmt.Sprintf("(%s) || !(%s in [%s]) || "+
 		"!object.metadata.?ownerReferences.orValue([]).exists(o, o.?controller.orValue(false) && (%s))",
-		kindOf, strings.Join(builtin, ", "), strings.Join(owners, " || "))
+		subresource, kindOf, strings.Join(builtin, ", "), strings.Join(owners, " || "))
 }
 
 // Webhooks are the webhooks the condition scopes, by configuration: the
@@ -78,14 +80,18 @@ const (
 	ValidateWorkloadWebhook = "validate.configward.dev"
 )
 
-// kindOf is the request's kind as group/kind in CEL.
-const kindOf = "request.kind.group + '/' + request.kind.kind"
+// kindOf is the request's kind as group/kind in CEL, and subresource says
+// the request is for a subresource (absent from the request when empty).
+const (
+	kindOf      = "request.kind.group + '/' + request.kind.kind"
+	subresource = "has(request.subResource) && request.subResource != ''"
+)
 
 // configwardKeyPrefix starts every annotation and label configward reads or
 // writes (internal/api/v1alpha1/names.go).
 const configwardKeyPrefix = "configward.dev/"
 
-// Expression is the CEL expression that is true for the writes configward
+// WithConfig is the CEL expression that is true for the writes configward
 // must see: any request for a kind reg does not know or for a subresource
 // (kubectl debug), any object or pod template with a configward.dev/
 // annotation or label, any object of a declared kind that names another
@@ -93,9 +99,10 @@ const configwardKeyPrefix = "configward.dev/"
 // Secret by any of the ways internal/refs reads (env valueFrom, envFrom,
 // volumes, projected volumes; in containers, init and ephemeral
 // containers).
-func Expression(reg *workload.Registry) string {
+func WithConfig(reg *workload.Registry) string {
 	// Kinds that keep their pod template at the same path share a clause.
-	var all, paths, templateRefs []string
+	var all, templateRefs []string
+	var paths [][]string
 	byPath := map[string][]string{}
 	for _, t := range reg.Types() {
 		kind := quote(t.Group + "/" + t.Kind.Kind)
@@ -105,25 +112,22 @@ func Expression(reg *workload.Registry) string {
 			// when it cannot follow it there.
 			templateRefs = append(templateRefs, fmt.Sprintf("(%s == %s && %s.hasValue())", kindOf, kind, path("object", ref)))
 		}
-		template := strings.Join(t.PodTemplatePath()[:len(t.PodTemplatePath())-1], ".")
-		if _, seen := byPath[template]; !seen {
+		template := t.PodTemplatePath()[:len(t.PodTemplatePath())-1] // without "metadata"
+		key := strings.Join(template, ".")
+		if _, seen := byPath[key]; !seen {
 			paths = append(paths, template)
 		}
-		byPath[template] = append(byPath[template], kind)
+		byPath[key] = append(byPath[key], kind)
 	}
 	clauses := []string{
-		"has(request.subResource) && request.subResource != ''",
+		subresource,
 		fmt.Sprintf("!(%s in [%s])", kindOf, strings.Join(all, ", ")),
 		configwardMetadata("object.?metadata"),
 	}
 	clauses = append(clauses, templateRefs...)
 	for _, p := range paths {
-		var fields []string
-		if p != "" {
-			fields = strings.Split(p, ".")
-		}
-		template := path("object", fields)
-		clauses = append(clauses, fmt.Sprintf("(%s in [%s] && (%s || %s))", kindOf, strings.Join(byPath[p], ", "),
+		template := path("object", p)
+		clauses = append(clauses, fmt.Sprintf("(%s in [%s] && (%s || %s))", kindOf, strings.Join(byPath[strings.Join(p, ".")], ", "),
 			configwardMetadata(template+".?metadata"), references(template+".?spec")))
 	}
 	return strings.Join(clauses, " || ")

@@ -18,7 +18,7 @@ func TestExpressionFollowsTheKindsTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := Expression(reg)
+	e := WithConfig(reg)
 	for _, want := range []string{
 		// Kinds it does not know are always sent.
 		"!(request.kind.group + '/' + request.kind.kind in ['apps/Deployment', ",
@@ -34,7 +34,7 @@ func TestExpressionFollowsTheKindsTable(t *testing.T) {
 			t.Errorf("the expression lacks %q:\n%s", want, e)
 		}
 	}
-	if strings.Contains(Expression(workload.Builtin()), "argoproj.io") {
+	if strings.Contains(WithConfig(workload.Builtin()), "argoproj.io") {
 		t.Error("the built-in kinds' expression names a declared kind")
 	}
 }

@@ -63,12 +63,12 @@ func scopeConditions() [2]string {
 	Expect(env.Client.Get(ctx, client.ObjectKey{Name: scopeProbe}, &v)).To(Succeed())
 	var out [2]string
 	for _, c := range m.Webhooks[0].MatchConditions {
-		if c.Name == webhookscope.ConditionName {
+		if c.Name == webhookscope.WithConfigCondition {
 			out[0] = c.Expression
 		}
 	}
 	for _, c := range v.Webhooks[0].MatchConditions {
-		if c.Name == webhookscope.ConditionName {
+		if c.Name == webhookscope.WithConfigCondition {
 			out[1] = c.Expression
 		}
 	}
