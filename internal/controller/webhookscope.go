@@ -13,16 +13,17 @@ import (
 
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;patch
 
-// webhookScopeResync is how often the condition is applied again whatever
-// happened: a `helm upgrade --force` or a hand edit that dropped or changed
-// it is mended within it.
+// webhookScopeResync is how often the conditions are applied again
+// whatever happened: a `helm upgrade --force` or a hand edit that dropped or
+// changed one is mended within it.
 const webhookScopeResync = time.Minute
 
-// SetupWebhookScope keeps the webhookscope condition on the workload
-// webhooks of the named configurations (nothing when none are named): on
-// while no ConfigPolicy in force has custom rules, off from the moment one
-// has, since a custom rule may judge a workload that references no config.
-// The leader alone writes it.
+// SetupWebhookScope keeps the webhookscope conditions on the workload
+// webhooks of the named configurations (nothing when none are named): the
+// owner condition always, the config condition while no ConfigPolicy in
+// force has custom rules (off from the moment one has, since a custom rule
+// may judge a workload that references no config). The leader alone writes
+// them.
 func SetupWebhookScope(mgr ctrl.Manager, policies *configpolicy.Store, synced func() bool, kinds *workload.Registry, names webhookscope.Configurations) error {
 	if !names.Managed() {
 		return nil
@@ -49,7 +50,8 @@ type webhookScope struct {
 func (s *webhookScope) Start(ctx context.Context) error {
 	log := ctrl.Log.WithName("webhook-scope")
 	// Nothing is decided before every ConfigPolicy is loaded: the empty
-	// set has no custom rules, and would put the condition on wrongly.
+	// set has no custom rules, and would put the config condition on
+	// wrongly.
 	for !s.synced() {
 		select {
 		case <-ctx.Done():

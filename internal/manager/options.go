@@ -318,7 +318,7 @@ type Controller struct {
 	// before it is deleted (zero: the default).
 	SnapshotGrace time.Duration
 	// WebhookScope names the webhook configurations whose workload webhooks
-	// the controller scopes to writes that involve config (see
+	// the controller scopes to the writes configward acts on (see
 	// internal/webhookscope); none named: it leaves them as installed.
 	WebhookScope webhookscope.Configurations
 	// Restartable lets a second controller process be built in the same Go
@@ -344,7 +344,7 @@ func (c *Controller) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.SnapshotGrace, "snapshot-grace", DefaultSnapshotGrace,
 		"How long a config snapshot (revisions) that no template, ReplicaSet, ControllerRevision, Job or pod names is kept before it is deleted.")
 	fs.StringVar(&c.WebhookScope.Mutating, "mutating-webhook-configuration", "",
-		"Name of the MutatingWebhookConfiguration holding configward's config-hash webhook. With --validating-webhook-configuration, the controller keeps a matchCondition on both workload webhooks so the API server does not call configward for workload writes that reference no ConfigMap or Secret and carry no configward.dev/ metadata, while no ConfigPolicy has custom rules. Empty: the webhooks are left as installed.")
+		"Name of the MutatingWebhookConfiguration holding configward's config-hash webhook. With --validating-webhook-configuration, the controller keeps matchConditions on both workload webhooks so the API server does not call configward for workload writes it ignores: objects a workload kind controls (judged at their owner), and, while no ConfigPolicy has custom rules, writes that reference no ConfigMap or Secret and carry no configward.dev/ metadata. Empty: the webhooks are left as installed.")
 	fs.StringVar(&c.WebhookScope.Validating, "validating-webhook-configuration", "",
 		"Name of the ValidatingWebhookConfiguration holding configward's workload-rules webhook (see --mutating-webhook-configuration).")
 	fs.StringVar(&c.Reports, "reports", ReportsAuto,
