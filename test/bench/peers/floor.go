@@ -7,13 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -39,9 +37,9 @@ import (
 // TestMain), so it is a process of its own whose CPU is measured like the
 // others', built with nothing but the standard library.
 type Floor struct {
-	proc     *framework.Component
-	countURL string
-	webhook  []client.Object
+	proc       *framework.Component
+	metricsURL string
+	webhook    []client.Object
 }
 
 // The floor process's settings, passed in its environment.
@@ -78,7 +76,7 @@ func (f *Floor) Install(ctx context.Context, w *World, extra int) error {
 	if err != nil {
 		return err
 	}
-	f.countURL = "http://" + count + "/reviews"
+	f.metricsURL = "http://" + count + "/metrics"
 	w.Env.ServeWebhooksAt(addr)
 	if f.webhook, err = w.Env.InstallWebhookConfigurations(ctx); err != nil {
 		return err
@@ -90,18 +88,11 @@ func (f *Floor) Install(ctx context.Context, w *World, extra int) error {
 }
 
 // Reviews is how many reviews the floor has answered.
-func (f *Floor) Reviews() (int, error) {
-	resp, err := http.Get(f.countURL)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(strings.TrimSpace(string(b)))
-}
+func (f *Floor) Reviews() (int, error) { return framework.MetricSum(f.metricsURL, floorReviewsMetric) }
+
+// floorReviewsMetric counts the floor's answers, served as a Prometheus
+// metric as configward's count is.
+const floorReviewsMetric = "floor_reviews_total"
 
 // waitCalled returns once a dry-run create reaches both of the floor's
 // webhooks: the API server has loaded the configurations.
@@ -186,7 +177,7 @@ func serveFloor() error {
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	count := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, reviews.Load())
+		fmt.Fprintf(w, "%s %d\n", floorReviewsMetric, reviews.Load())
 	})}
 	countLn, err := net.Listen("tcp", os.Getenv(floorCountEnv))
 	if err != nil {
