@@ -6,7 +6,8 @@ import (
 	"slices"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	admissionregistrationv1ac "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -35,10 +36,11 @@ func (c Configurations) Managed() bool { return c.Mutating != "" && c.Validating
 func Apply(ctx context.Context, r client.Reader, w client.Writer, names Configurations, conditions []admissionregistrationv1.MatchCondition) error {
 	for _, cfg := range []struct {
 		kind, name, webhook string
+		mutating            bool
 		obj                 client.Object
 	}{
-		{"MutatingWebhookConfiguration", names.Mutating, ConfigHashWebhook, &admissionregistrationv1.MutatingWebhookConfiguration{}},
-		{"ValidatingWebhookConfiguration", names.Validating, ValidateWorkloadWebhook, &admissionregistrationv1.ValidatingWebhookConfiguration{}},
+		{"MutatingWebhookConfiguration", names.Mutating, ConfigHashWebhook, true, &admissionregistrationv1.MutatingWebhookConfiguration{}},
+		{"ValidatingWebhookConfiguration", names.Validating, ValidateWorkloadWebhook, false, &admissionregistrationv1.ValidatingWebhookConfiguration{}},
 	} {
 		if err := r.Get(ctx, client.ObjectKey{Name: cfg.name}, cfg.obj); err != nil {
 			return fmt.Errorf("reading %s %s to scope its workload webhook: %w", cfg.kind, cfg.name, err)
@@ -46,19 +48,27 @@ func Apply(ctx context.Context, r client.Reader, w client.Writer, names Configur
 		if slices.Equal(Current(cfg.obj, cfg.webhook), conditions) {
 			continue
 		}
-		u := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "admissionregistration.k8s.io/v1",
-			"kind":       cfg.kind,
-			"metadata":   map[string]any{"name": cfg.name},
-		}}
-		if len(conditions) > 0 {
-			var list []any
-			for _, c := range conditions {
-				list = append(list, map[string]any{"name": c.Name, "expression": c.Expression})
-			}
-			u.Object["webhooks"] = []any{map[string]any{"name": cfg.webhook, "matchConditions": list}}
+		var matchConditions []*admissionregistrationv1ac.MatchConditionApplyConfiguration
+		for _, c := range conditions {
+			matchConditions = append(matchConditions, admissionregistrationv1ac.MatchCondition().WithName(c.Name).WithExpression(c.Expression))
 		}
-		if err := w.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		// With no conditions the configuration names no webhook: applying
+		// it releases every condition this field manager owned.
+		var apply runtime.ApplyConfiguration
+		if cfg.mutating {
+			ac := admissionregistrationv1ac.MutatingWebhookConfiguration(cfg.name)
+			if len(matchConditions) > 0 {
+				ac.WithWebhooks(admissionregistrationv1ac.MutatingWebhook().WithName(cfg.webhook).WithMatchConditions(matchConditions...))
+			}
+			apply = ac
+		} else {
+			ac := admissionregistrationv1ac.ValidatingWebhookConfiguration(cfg.name)
+			if len(matchConditions) > 0 {
+				ac.WithWebhooks(admissionregistrationv1ac.ValidatingWebhook().WithName(cfg.webhook).WithMatchConditions(matchConditions...))
+			}
+			apply = ac
+		}
+		if err := w.Apply(ctx, apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying configward's matchConditions to %s %s: %w", cfg.kind, cfg.name, err)
 		}
 	}

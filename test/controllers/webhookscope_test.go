@@ -218,7 +218,9 @@ var _ = Describe("scoping the workload webhooks to writes that involve config", 
 			o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "owner", UID: "6b8c2c1e-0000-4000-8000-000000000001", Controller: ptr.To(controller)}})
 			return o
 		}
-		pod := func() *corev1.Pod { return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name()}, Spec: podSpec(configRef)} }
+		pod := func() *corev1.Pod {
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name()}, Spec: podSpec(configRef)}
+		}
 		Expect(sentToWebhook(owned(pod(), "apps/v1", "ReplicaSet", true))).To(BeFalse(), "a Pod of a ReplicaSet")
 		Expect(sentToWebhook(owned(pod(), "batch/v1", "Job", true))).To(BeFalse(), "a Pod of a Job")
 		Expect(sentToWebhook(owned(deploymentWithRS(ns, name()), "apps/v1", "Deployment", true))).To(BeFalse(), "a ReplicaSet of a Deployment")
