@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/configward/configward/internal/configpolicy"
@@ -28,7 +29,10 @@ func SetupWebhookScope(mgr ctrl.Manager, policies *configpolicy.Store, synced fu
 	if !names.Managed() {
 		return nil
 	}
-	s := &webhookScope{mgr: mgr, policies: policies, synced: synced, names: names, kinds: kinds, changed: make(chan struct{}, 1)}
+	// The two sets the conditions can be, written once: the kinds never
+	// change while the process runs.
+	s := &webhookScope{mgr: mgr, policies: policies, synced: synced, names: names, changed: make(chan struct{}, 1),
+		conditions: map[bool][]admissionregistrationv1.MatchCondition{false: webhookscope.Conditions(kinds, false), true: webhookscope.Conditions(kinds, true)}}
 	policies.OnChange(func() {
 		select {
 		case s.changed <- struct{}{}:
@@ -43,8 +47,10 @@ type webhookScope struct {
 	policies *configpolicy.Store
 	synced   func() bool
 	names    webhookscope.Configurations
-	kinds    *workload.Registry
 	changed  chan struct{}
+	// conditions are the wanted conditions, by whether custom rules are
+	// in force.
+	conditions map[bool][]admissionregistrationv1.MatchCondition
 }
 
 func (s *webhookScope) Start(ctx context.Context) error {
@@ -63,7 +69,7 @@ func (s *webhookScope) Start(ctx context.Context) error {
 	wait := webhookScopeResync
 	for {
 		custom := s.policies.Current().Version.WantsObjects
-		if err := webhookscope.Apply(ctx, s.mgr.GetAPIReader(), s.mgr.GetClient(), s.names, webhookscope.Conditions(s.kinds, custom)); err != nil {
+		if err := webhookscope.Apply(ctx, s.mgr.GetAPIReader(), s.mgr.GetClient(), s.names, s.conditions[custom]); err != nil {
 			log.Error(err, "could not scope the workload webhooks; retrying (until then they keep the scope they have)")
 			wait = 5 * time.Second
 		} else {

@@ -12,7 +12,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -72,14 +71,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	// The controller scopes the workload webhooks to writes that involve
 	// config, as the chart has it do: every spec runs with that in force.
-	for _, o := range installed {
-		switch o.(type) {
-		case *admissionregistrationv1.MutatingWebhookConfiguration:
-			suiteController.WebhookScope.Mutating = o.GetName()
-		case *admissionregistrationv1.ValidatingWebhookConfiguration:
-			suiteController.WebhookScope.Validating = o.GetName()
-		}
-	}
+	suiteController.WebhookScope = framework.WebhookScope(installed)
 	stopController, err = env.StartController(suiteController)
 	Expect(err).NotTo(HaveOccurred())
 })

@@ -23,6 +23,7 @@ import (
 	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/internal/webhookscope"
 )
 
 // InstallWebhookConfigurations creates the webhook configurations that
@@ -45,6 +46,23 @@ func (e *Env) InstallWebhookConfigurations(ctx context.Context, tweaks ...func(c
 		}
 	}
 	return objs, nil
+}
+
+// WebhookScope names the configurations among objs (as
+// InstallWebhookConfigurations returns them) whose workload webhooks
+// configward's controller scopes (internal/webhookscope), as the chart
+// passes its release name for both.
+func WebhookScope(objs []client.Object) webhookscope.Configurations {
+	var names webhookscope.Configurations
+	for _, o := range objs {
+		switch o.(type) {
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			names.Mutating = o.GetName()
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			names.Validating = o.GetName()
+		}
+	}
+	return names
 }
 
 // pinOnlyRevisionPods puts on the Pod path the matchCondition every

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -54,16 +53,7 @@ func StartWorld(ctx context.Context, peersDir string) (*World, error) {
 // (internal/webhookscope), for the stacks registered as configward is: the
 // benchmark runs the webhook alone, not the controller.
 func ScopeLikeTheController(ctx context.Context, w *World, installed []client.Object, customRules bool) error {
-	var names webhookscope.Configurations
-	for _, o := range installed {
-		switch o.(type) {
-		case *admissionregistrationv1.MutatingWebhookConfiguration:
-			names.Mutating = o.GetName()
-		case *admissionregistrationv1.ValidatingWebhookConfiguration:
-			names.Validating = o.GetName()
-		}
-	}
-	return webhookscope.Apply(ctx, w.Env.Client, w.Env.Client, names, webhookscope.Conditions(workload.Builtin(), customRules))
+	return webhookscope.Apply(ctx, w.Env.Client, w.Env.Client, framework.WebhookScope(installed), webhookscope.Conditions(workload.Builtin(), customRules))
 }
 
 // PinToCPU restricts every thread of process pid to the one CPU, so a
