@@ -62,14 +62,11 @@ func scopeConditions() [2]string {
 	Expect(env.Client.Get(ctx, client.ObjectKey{Name: scopeProbe}, &m)).To(Succeed())
 	Expect(env.Client.Get(ctx, client.ObjectKey{Name: scopeProbe}, &v)).To(Succeed())
 	var out [2]string
-	for _, c := range m.Webhooks[0].MatchConditions {
-		if c.Name == webhookscope.WithConfigCondition {
-			out[0] = c.Expression
-		}
-	}
-	for _, c := range v.Webhooks[0].MatchConditions {
-		if c.Name == webhookscope.WithConfigCondition {
-			out[1] = c.Expression
+	for i, obj := range []client.Object{&m, &v} {
+		for _, c := range webhookscope.Current(obj, [2]string{webhookscope.ConfigHashWebhook, webhookscope.ValidateWorkloadWebhook}[i]) {
+			if c.Name == webhookscope.WithConfigCondition {
+				out[i] = c.Expression
+			}
 		}
 	}
 	return out
