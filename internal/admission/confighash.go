@@ -199,14 +199,16 @@ func (h *ConfigHash) pins(ctx context.Context, key []byte, r *webhookserver.Revi
 	if !scope.On {
 		return nil, nil
 	}
-	var stored revision.Snapshots
+	var stored, written revision.Snapshots
 	if r.Operation == admissionv1.Update {
 		if old, err := r.OldObject(); err == nil {
 			v, _ := r.Kind.Info.Wrap(old).TemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation)
 			stored, _ = revision.Decode(v)
 		}
+		v, _ := w.TemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation)
+		written, _ = revision.Decode(v)
 	}
-	return h.Deliveries.Pins(ctx, key, r.Namespace, scope, delivery.TargetKind(w.Type), r.Name(), spec, stored)
+	return h.Deliveries.Pins(ctx, key, r.Namespace, scope, delivery.TargetKind(w.Type), r.Name(), spec, stored, written)
 }
 
 // revisionStep decides what an update of a workload whose namespace has

@@ -35,7 +35,7 @@ func pinsOf(ctx context.Context, pinner *delivery.Pinner, key []byte, namespace 
 	v, _ := w.TemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation)
 	stored, _ := revision.Decode(v)
 	scope := delivery.Scope{On: true, Secrets: s.RevisionSecrets}
-	return pinner.Pins(ctx, key, namespace, scope, delivery.TargetKind(w.Type), w.Obj.GetName(), spec, stored)
+	return pinner.Pins(ctx, key, namespace, scope, delivery.TargetKind(w.Type), w.Obj.GetName(), spec, stored, nil)
 }
 
 // deliveredInWaves reports whether changes of obj are delivered in waves:

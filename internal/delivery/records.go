@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -22,9 +23,13 @@ const ConfigIndex = "configward.dev/delivers"
 // through it.
 func IndexRecords(ctx context.Context, indexer client.FieldIndexer) error {
 	return indexer.IndexField(ctx, &v1alpha1.ConfigDelivery{}, ConfigIndex, func(o client.Object) []string {
-		d := o.(*v1alpha1.ConfigDelivery)
-		return []string{inventory.IndexValue(refs.Kind(d.Spec.Config.Kind), d.Spec.Config.Name)}
+		return []string{delivers(o.(*v1alpha1.ConfigDelivery))}
 	})
+}
+
+// delivers is the config d delivers, as ConfigIndex holds it.
+func delivers(d *v1alpha1.ConfigDelivery) string {
+	return inventory.IndexValue(refs.Kind(d.Spec.Config.Kind), d.Spec.Config.Name)
 }
 
 // Records lists the deliveries of one config, newest first, as copies the
@@ -60,13 +65,39 @@ func latest(ctx context.Context, r client.Reader, namespace string, src revision
 	return recs[0], nil
 }
 
+// liveLatest is the newest delivery of one config as the API server has
+// it (nil when there is none). The API server cannot select by the cache's
+// index: the namespace's records are filtered here, which is why only a
+// disputed write pays for it.
+func (p *Pinner) liveLatest(ctx context.Context, namespace string, src revision.Source) (*v1alpha1.ConfigDelivery, error) {
+	var list v1alpha1.ConfigDeliveryList
+	if err := p.Live.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("reading the deliveries of %s %s/%s from the API server: %w", src.Kind, namespace, src.Name, err)
+	}
+	var recs []*v1alpha1.ConfigDelivery
+	want := inventory.IndexValue(src.Kind, src.Name)
+	for i := range list.Items {
+		if d := &list.Items[i]; delivers(d) == want {
+			recs = append(recs, d)
+		}
+	}
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	sortNewestFirst(recs)
+	return recs[0], nil
+}
+
 // Pinner answers, from the cache, which revision of each delivered config
 // a workload's template must name (see Pin). The webhook and the rollout
 // controller stamp with its answer, so neither can move a consumer past
 // its wave.
 type Pinner struct {
 	// Reader reads ConfigDeliveries, indexed by IndexRecords.
-	Reader    client.Reader
+	Reader client.Reader
+	// Live reads ConfigDeliveries from the API server, for a write whose
+	// snapshots the cache's answer disputes (nil: the cache answers alone).
+	Live      client.Reader
 	Inventory *inventory.Inventory
 }
 
@@ -80,7 +111,15 @@ type Scope struct {
 // pinned to, for the workload kind/name whose stored template names
 // stored; configs read at their current content are left out. key is the
 // installation's key.
-func (p *Pinner) Pins(ctx context.Context, key []byte, namespace string, scope Scope, kind, name string, spec *corev1.PodSpec, stored revision.Snapshots) (revision.Snapshots, error) {
+//
+// written are the snapshots the write being judged names (nil where no
+// write is judged). A writer that moves a delivered config to a snapshot
+// other than the cache's answer is, as a rule, configward's controller
+// acting on a wave that started (or was rolled back) a moment ago, which
+// this process's cache has not seen yet: that config's record is then read
+// from the API server (Live), and the writer is judged by it, so the
+// controller's stamp sticks the first time.
+func (p *Pinner) Pins(ctx context.Context, key []byte, namespace string, scope Scope, kind, name string, spec *corev1.PodSpec, stored, written revision.Snapshots) (revision.Snapshots, error) {
 	if p == nil || !scope.On {
 		return nil, nil
 	}
@@ -99,7 +138,14 @@ func (p *Pinner) Pins(ctx context.Context, key []byte, namespace string, scope S
 			return nil, err
 		}
 		current := p.Inventory.SnapshotName(key, o)
-		if pin := Pin(rec, current, kind, name, stored[src]); pin != "" && pin != current {
+		pin := Pin(rec, current, kind, name, stored[src])
+		if w := written[src]; p.Live != nil && w != "" && w != stored[src] && w != cmp.Or(pin, current) {
+			if rec, err = p.liveLatest(ctx, namespace, src); err != nil {
+				return nil, err
+			}
+			pin = Pin(rec, current, kind, name, stored[src])
+		}
+		if pin != "" && pin != current {
 			if pins == nil {
 				pins = revision.Snapshots{}
 			}

@@ -103,5 +103,5 @@ func watchDeliveries(mgr ctrlmanager.Manager, inv *inventory.Inventory) (*delive
 	if err != nil {
 		return nil, nil, err
 	}
-	return &delivery.Pinner{Reader: mgr.GetCache(), Inventory: inv}, informer.HasSynced, nil
+	return &delivery.Pinner{Reader: mgr.GetCache(), Live: mgr.GetAPIReader(), Inventory: inv}, informer.HasSynced, nil
 }
