@@ -33,7 +33,7 @@ var _ = Describe("the delivery pinner, its cache behind the record", func() {
 		create(configMap(ns, "shared", "level: debug"))
 		rec := &v1alpha1.ConfigDelivery{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "configmap-shared-1"},
-			Spec:       v1alpha1.ConfigDeliverySpec{Config: v1alpha1.ConfigRef{Kind: "ConfigMap", Name: "shared"}, Sequence: 1, Policy: "pins",
+			Spec: v1alpha1.ConfigDeliverySpec{Config: v1alpha1.ConfigRef{Kind: "ConfigMap", Name: "shared"}, Sequence: 1, Policy: "pins",
 				Settings: v1alpha1.DeliverySettings{Waves: []v1alpha1.Wave{{Name: "canary", Percent: new(int32(10))}, {Name: "rest"}}}},
 		}
 		create(rec)
