@@ -85,7 +85,7 @@ test: controlplane helm argo-crds generate manifests test-image ## Run every tes
 
 # The fast loops. Packages whose tests need no cluster: every one but the
 # suites under test/ that start a control plane.
-CLUSTER_SUITES := e2e faults security chart demo controllers soak bench bench/peers
+CLUSTER_SUITES := e2e faults security chart demo controllers soak bench bench/peers node
 UNIT_PKGS       = $(shell $(GO) list ./... | grep -vE '/test/($(subst $(space),|,$(CLUSTER_SUITES)))$$')
 space          := $(subst ,, )
 
@@ -197,6 +197,38 @@ $(ASSETS)/kwok:
 	dir=$$(cd $(TOOLS)/kwok && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kwok) && \
 		for f in $(KWOK_STAGES); do cat "$$dir/kustomize/stage/$$f"; echo "---"; done > $(ASSETS)/kwok-stages.yaml
 	mv $(ASSETS)/kwok.tmp $@
+
+# A real node for test/node: the kubelet of the control plane's Kubernetes
+# version, containerd, runc and the CNI plugins, all from the pinned module
+# test/tools/node (Debian's containerd is 1.6, which lacks CRI calls the 1.37 kubelet
+# makes), plus the images its pods run (a pause image and an application
+# that prints the files and env it sees), assembled by the image tool: no
+# registry, no download.
+NODE_DIR := $(BIN)/node-$(K8S_VERSION)-containerd-$(call modversion,node,github.com/containerd/containerd/v2)-$(call TOOLS_SUM,node)
+export CONFIGWARD_NODE_DIR ?= $(NODE_DIR)
+NODE_IMAGE_TAG := $(call TOOLS_SUM,node)
+
+.PHONY: node
+node: $(NODE_DIR)/.complete ## Build the real node's kubelet, containerd, runc, CNI plugins and test images (cached; cold about 10 minutes).
+
+$(NODE_DIR)/.complete:
+	@echo "Building the kubelet $(K8S_VERSION), containerd, runc and the CNI plugins into $(NODE_DIR)"
+	mkdir -p $(NODE_DIR)/cni $(NODE_DIR)/images
+	cd $(TOOLS)/node && $(GO) build -ldflags "$(K8S_LDFLAGS)" -o $(NODE_DIR)/ k8s.io/kubernetes/cmd/kubelet
+	cd $(TOOLS)/node && $(GO) build -ldflags "-s -w" -o $(NODE_DIR)/ github.com/containerd/containerd/v2/cmd/containerd \
+		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/ctr
+	# runc's nsenter is C: it is the one binary built with cgo, with
+	# seccomp (containerd confines every pod sandbox with the runtime
+	# default profile), which needs Debian's libseccomp-dev.
+	dpkg -s libseccomp-dev >/dev/null 2>&1 || apt-get install -y libseccomp-dev || (apt-get update && apt-get install -y libseccomp-dev)
+	cd $(TOOLS)/node && CGO_ENABLED=1 $(GO) build -tags seccomp -ldflags "-s -w" -o $(NODE_DIR)/runc github.com/opencontainers/runc
+	cd $(TOOLS)/node && $(GO) build -ldflags "-s -w" -o $(NODE_DIR)/cni/ github.com/containernetworking/plugins/plugins/main/bridge \
+		github.com/containernetworking/plugins/plugins/main/loopback github.com/containernetworking/plugins/plugins/ipam/host-local
+	cd $(TOOLS)/node && $(GO) build -ldflags "-s -w" -o $(NODE_DIR)/images/ ./pause ./app
+	for i in pause app; do (cd $(TOOLS)/image && $(GO) run . -image localhost/configward-test/$$i:$(NODE_IMAGE_TAG) -title $$i -path /$$i \
+		-created 0 -bin linux/$$($(GO) env GOARCH)=$(NODE_DIR)/images/$$i -out $(NODE_DIR)/images/$$i.tar); done
+	echo $(NODE_IMAGE_TAG) > $(NODE_DIR)/images/tag
+	touch $@
 
 .PHONY: helm
 helm: $(HELM) ## Build helm (cached).

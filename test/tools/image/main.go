@@ -71,7 +71,8 @@ const (
 	// User is distroless' "nonroot"; the chart's securityContext runs as the
 	// same uid and gid.
 	User = "65532:65532"
-	// Binary is where configward lives in the image.
+	// Binary is where configward lives in the image (-path moves it, for
+	// the test images of the node suite).
 	Binary = "/configward"
 
 	// containerd's and Docker's name for an image in an OCI layout: the full
@@ -119,6 +120,8 @@ type options struct {
 	layoutDir  string
 	dockerArch string
 	binaries   platformBinaries
+	// path is where the binary lives, title the image's title label.
+	path, title string
 }
 
 func main() {
@@ -139,6 +142,8 @@ func run(args []string, stdout io.Writer) error {
 	flags.StringVar(&created, "created", os.Getenv("SOURCE_DATE_EPOCH"), "creation time in Unix seconds (default $SOURCE_DATE_EPOCH, else 0)")
 	flags.StringVar(&o.out, "out", "", "the tarball to write")
 	flags.StringVar(&o.layoutDir, "layout", "", "also keep the OCI layout in this directory (replaced), for `crane push DIR REF`")
+	flags.StringVar(&o.path, "path", Binary, "where the binary lives in the image (its entrypoint)")
+	flags.StringVar(&o.title, "title", "configward", "org.opencontainers.image.title")
 	flags.StringVar(&o.dockerArch, "docker-arch", runtime.GOARCH, "architecture listed last in manifest.json, which a classic-store `docker load` tags")
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -176,7 +181,7 @@ func build(o options) (v1.Hash, error) {
 	fullName := normalizedName(tag)
 
 	meta := map[string]string{
-		"org.opencontainers.image.title":    "configward",
+		"org.opencontainers.image.title":    o.title,
 		"org.opencontainers.image.version":  o.version,
 		"org.opencontainers.image.revision": o.revision,
 		"org.opencontainers.image.source":   Source,
@@ -189,7 +194,7 @@ func build(o options) (v1.Hash, error) {
 	var wg sync.WaitGroup
 	for i, b := range o.binaries {
 		wg.Go(func() {
-			img, err := platformImageFor(b, o.created, meta)
+			img, err := platformImageFor(b, o.path, o.created, meta)
 			if err != nil {
 				errs[i] = fmt.Errorf("%s: %w", b.platform, err)
 			}
@@ -270,12 +275,12 @@ type platformImage struct {
 }
 
 // platformImageFor is one platform's image: scratch plus the binary.
-func platformImageFor(b platformBinary, created time.Time, meta map[string]string) (v1.Image, error) {
+func platformImageFor(b platformBinary, path string, created time.Time, meta map[string]string) (v1.Image, error) {
 	bin, err := os.ReadFile(b.path)
 	if err != nil {
 		return nil, err
 	}
-	layerGz, err := binaryLayer(bin, created)
+	layerGz, err := binaryLayer(bin, path, created)
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +301,7 @@ func platformImageFor(b platformBinary, created time.Time, meta map[string]strin
 		Architecture: b.platform.Architecture,
 		Variant:      b.platform.Variant,
 		Config: v1.Config{
-			Entrypoint: []string{Binary},
+			Entrypoint: []string{path},
 			User:       User,
 			WorkingDir: "/",
 			Labels:     labels,
@@ -312,7 +317,7 @@ func platformImageFor(b platformBinary, created time.Time, meta map[string]strin
 		Layer: layer,
 		History: v1.History{
 			Created:   v1.Time{Time: created},
-			CreatedBy: "COPY configward " + Binary,
+			CreatedBy: "COPY " + filepath.Base(b.path) + " " + path,
 			Comment:   "make image (test/tools/image)",
 		},
 	})
@@ -333,7 +338,7 @@ func (plainImage) ArtifactType() (string, error) { return "", nil }
 // binaryLayer is a gzipped tar holding only the binary, root-owned and
 // executable by everyone. Compressing here, once, keeps go-containerregistry
 // from compressing again for each digest and write.
-func binaryLayer(bin []byte, created time.Time) ([]byte, error) {
+func binaryLayer(bin []byte, path string, created time.Time) ([]byte, error) {
 	var buf bytes.Buffer
 	gz, err := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
 	if err != nil {
@@ -342,7 +347,7 @@ func binaryLayer(bin []byte, created time.Time) ([]byte, error) {
 	tw := tar.NewWriter(gz)
 	hdr := &tar.Header{
 		Typeflag: tar.TypeReg,
-		Name:     strings.TrimPrefix(Binary, "/"),
+		Name:     strings.TrimPrefix(path, "/"),
 		Mode:     0o755,
 		Size:     int64(len(bin)),
 		ModTime:  created,
