@@ -83,7 +83,7 @@ func hotReader(cm string) corev1.PodSpec {
 		}},
 		Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}},
-		AutomountServiceAccountToken: new(false),
+		AutomountServiceAccountToken:  new(false),
 		TerminationGracePeriodSeconds: new(int64(1)),
 	}
 }
