@@ -103,7 +103,7 @@ var _ = Describe("custom workload kinds: Argo Rollouts (real CRD)", func() {
 		Expect(rolled.Hash).NotTo(Equal(created.Hash))
 		Eventually(rolloutState(ns, "web"), 10*time.Second).Should(Equal(rolled))
 		Consistently(rolloutState(ns, "web"), settle).Should(Equal(rolled))
-		Expect(eventsFor(ns, "web", "ConfigChanged")).To(ConsistOf(
+		Eventually(func() []string { return eventsFor(ns, "web", "ConfigChanged") }, 10*time.Second).Should(ConsistOf(
 			"ConfigMap/web-config changed: updated configward.dev/config-hash to " + rolled.Hash +
 				", which rolls the pods through the workload's own update strategy"))
 

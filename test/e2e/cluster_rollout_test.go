@@ -346,7 +346,7 @@ spec:
 		rolloutStatus(ns, "daemonset/agent")
 		Eventually(podHashes(ns, "db"), rolloutTimeout).Should(Equal(map[string]int{second: 2}))
 		Eventually(podHashes(ns, "agent"), rolloutTimeout).Should(Equal(map[string]int{second: kwokNodes}))
-		Expect(eventsFor(ns, "db", "ConfigChanged")).To(ConsistOf(ContainSubstring("which rolls the pods")))
+		Eventually(func() []string { return eventsFor(ns, "db", "ConfigChanged") }, 10*time.Second).Should(ConsistOf(ContainSubstring("which rolls the pods")))
 
 		By("OnDelete: the template gets the new hash, no pod is replaced, and the Event says why")
 		for _, kn := range [][2]string{{"StatefulSet", "db-manual"}, {"DaemonSet", "agent-manual"}} {
@@ -397,7 +397,7 @@ spec:
 		apply(secret("two"))
 		Eventually(stateOf("CronJob", ns, "nightly"), 15*time.Second).Should(HaveField("Hash", Not(Equal(first))))
 		second := stateOf("CronJob", ns, "nightly")().Hash
-		Expect(eventsFor(ns, "nightly", "ConfigChanged")).To(ConsistOf(ContainSubstring("which the next Job it starts uses")))
+		Eventually(func() []string { return eventsFor(ns, "nightly", "ConfigChanged") }, 10*time.Second).Should(ConsistOf(ContainSubstring("which the next Job it starts uses")))
 
 		Expect(env.Kubectl("", "create", "job", "after", "--from=cronjob/nightly", "-n", ns).ExitCode).To(Equal(0))
 		Expect(stateOf("Job", ns, "after")()).To(HaveField("Hash", second))

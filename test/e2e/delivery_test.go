@@ -233,7 +233,7 @@ var _ = Describe("progressive config delivery", func() {
 			}
 		}
 		Expect(valuesOf(readsOf(ns, "app-3", "level")())).To(ConsistOf("debug"))
-		Expect(eventsFor(ns, "cfg", "DeliveryWaveStarted")).To(HaveLen(3))
+		Eventually(func() []string { return eventsFor(ns, "cfg", "DeliveryWaveStarted") }, 10*time.Second).Should(HaveLen(3))
 		Eventually(reportOf(ns, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-3"}}), 30*time.Second).
 			Should(And(ContainElement("config-current pass Deployment/app-3"), Not(ContainElement(HavePrefix("config-delivery")))),
 				"a finished delivery leaves no result behind")
@@ -246,8 +246,8 @@ var _ = Describe("progressive config delivery", func() {
 		Eventually(latestDelivery(ns, "cfg"), 2*rolloutTimeout, time.Second).Should(Equal("Halted/ProgressDeadlineExceeded@canary"))
 		Consistently(controllerPatches(ns, "deployments"), 5*time.Second).Should(Equal(1), controllerWriteLog(ns, "deployments"))
 		Expect(deploymentPatches(ns)).To(HaveKey("app-7"))
-		Expect(eventsFor(ns, "cfg", "DeliveryHalted")).To(HaveLen(1))
-		Expect(eventsFor(ns, "app-7", "ConfigDeliveryHalted")).To(HaveLen(1))
+		Eventually(func() []string { return eventsFor(ns, "cfg", "DeliveryHalted") }, 10*time.Second).Should(HaveLen(1))
+		Eventually(func() []string { return eventsFor(ns, "app-7", "ConfigDeliveryHalted") }, 10*time.Second).Should(HaveLen(1))
 		Eventually(reportOf(ns, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-7"}}), 30*time.Second).
 			Should(ContainElement("config-delivery fail Deployment/app-7"))
 		Eventually(reportOf(ns, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-2"}}), 30*time.Second).

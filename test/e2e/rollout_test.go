@@ -10,7 +10,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -32,20 +31,6 @@ const (
 // Settle is how long "nothing happens" is watched for: longer than the
 // batch window plus the controller's reaction time.
 const settle = rolloutBatchWindow + 3*time.Second
-
-func skipUnmanagedNamespaces(o client.Object) {
-	sel := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: unmanagedLabel, Operator: metav1.LabelSelectorOpDoesNotExist}}}
-	switch c := o.(type) {
-	case *admissionregistrationv1.MutatingWebhookConfiguration:
-		for i := range c.Webhooks {
-			c.Webhooks[i].NamespaceSelector = sel
-		}
-	case *admissionregistrationv1.ValidatingWebhookConfiguration:
-		for i := range c.Webhooks {
-			c.Webhooks[i].NamespaceSelector = sel
-		}
-	}
-}
 
 func newNamespace(prefix string, labels map[string]string) string {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: labels}}
@@ -256,7 +241,7 @@ volumes: [{name: hot, configMap: {name: hot-config}}]
 		rolled := templateState{Generation: start.Generation + 1, Hash: want}
 		Eventually(stateOf("Deployment", ns, "api"), 10*time.Second).Should(Equal(rolled))
 		Consistently(stateOf("Deployment", ns, "api"), settle).Should(Equal(rolled))
-		Expect(eventsFor(ns, "api", "ConfigChanged")).To(ContainElement(ContainSubstring("ConfigMap/flags changed")))
+		Eventually(func() []string { return eventsFor(ns, "api", "ConfigChanged") }, 10*time.Second).Should(ContainElement(ContainSubstring("ConfigMap/flags changed")))
 	})
 
 	It("rolls once when three ConfigMaps of one Deployment change in one apply", func() {

@@ -67,7 +67,7 @@ var _ = BeforeSuite(func() {
 	Expect(env.StartCluster(kwokNodes)).To(Succeed())
 	grantTestIdentities()
 	installHarnessWebhook()
-	installed, err := env.InstallWebhookConfigurations(context.Background(), skipUnmanagedNamespaces, declareRolloutRules)
+	installed, err := env.InstallWebhookConfigurations(context.Background(), framework.SkipNamespacesLabelled(unmanagedLabel), declareRolloutRules)
 	Expect(err).NotTo(HaveOccurred())
 	// The controller scopes the workload webhooks to writes that involve
 	// config, as the chart has it do: every spec runs with that in force.

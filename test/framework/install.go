@@ -16,6 +16,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -207,6 +208,25 @@ func waitProbe(url string, exited <-chan struct{}) error {
 		case <-exited:
 			return fmt.Errorf("the process ended before %s answered 200", url)
 		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// SkipNamespacesLabelled is a tweak for InstallWebhookConfigurations: every
+// webhook skips the namespaces that carry label, where a spec shows what
+// happens without configward.
+func SkipNamespacesLabelled(label string) func(client.Object) {
+	sel := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: label, Operator: metav1.LabelSelectorOpDoesNotExist}}}
+	return func(o client.Object) {
+		switch c := o.(type) {
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			for i := range c.Webhooks {
+				c.Webhooks[i].NamespaceSelector = sel
+			}
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			for i := range c.Webhooks {
+				c.Webhooks[i].NamespaceSelector = sel
+			}
 		}
 	}
 }

@@ -46,6 +46,12 @@ const (
 	AppImage   = "localhost/configward-test/app"
 )
 
+// nodeHostPaths are the places outside its root a node writes to, whatever
+// it is told: the kubelet's device-plugin socket folder and container log
+// links, the CNI result cache, the root shims' socket folder. Those that
+// did not exist before the node started are removed with it.
+var nodeHostPaths = []string{"/var/lib/kubelet", "/var/log/containers", "/var/lib/cni", "/run/containerd"}
+
 // nodeSysctls are the host settings the kubelet (protectKernelDefaults:
 // false) and the CNI bridge plugin (a gateway needs forwarding) change; they
 // are put back when the node stops.
@@ -113,6 +119,8 @@ type nodeState struct {
 	Bridge  string            `json:"bridge"`
 	Sysctls map[string]string `json:"sysctls"`
 	PIDs    []int             `json:"pids,omitempty"`
+	// Created are the nodeHostPaths the node made.
+	Created []string `json:"created,omitempty"`
 }
 
 func (s nodeState) file() string { return filepath.Join(NodeStateDir, filepath.Base(s.Root)+".json") }
@@ -154,6 +162,11 @@ func (e *Env) StartNode(name string) (*Node, error) {
 	for _, k := range nodeSysctls {
 		if v, err := os.ReadFile(sysctlPath(k)); err == nil {
 			n.state.Sysctls[k] = strings.TrimSpace(string(v))
+		}
+	}
+	for _, p := range nodeHostPaths {
+		if _, err := os.Lstat(p); os.IsNotExist(err) {
+			n.state.Created = append(n.state.Created, p)
 		}
 	}
 	if err := n.state.save(); err != nil {
@@ -280,16 +293,11 @@ imports = []
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		return err
 	}
-	c, err := e.startProcess(n.Name+"-containerd", filepath.Join(n.bin, "containerd"),
-		[]string{"PATH=" + n.bin + ":" + os.Getenv("PATH")}, "--config", path)
+	c, err := n.start(e, "containerd", []string{"PATH=" + n.bin + ":" + os.Getenv("PATH")}, "--config", path)
 	if err != nil {
 		return err
 	}
 	n.containerd = c
-	n.state.PIDs = append(n.state.PIDs, c.PID())
-	if err := n.state.save(); err != nil {
-		return err
-	}
 	for _, image := range []string{"pause", "app"} {
 		tar := filepath.Join(n.bin, "images", image+".tar")
 		var out []byte
@@ -310,6 +318,17 @@ imports = []
 func ImageTag() string {
 	b, _ := os.ReadFile(filepath.Join(os.Getenv(NodeDirEnv), "images", "tag"))
 	return strings.TrimSpace(string(b))
+}
+
+// start runs one of the node's binaries and records its process in the
+// state file, for a teardown after a crash.
+func (n *Node) start(e *Env, binary string, environ []string, args ...string) (*Component, error) {
+	c, err := e.startProcess(n.Name+"-"+binary, filepath.Join(n.bin, binary), environ, args...)
+	if err != nil {
+		return nil, err
+	}
+	n.state.PIDs = append(n.state.PIDs, c.PID())
+	return c, n.state.save()
 }
 
 func (n *Node) ctr(args ...string) ([]byte, error) {
@@ -376,17 +395,13 @@ serializeImagePulls: true
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		return err
 	}
-	c, err := e.startProcess(n.Name+"-kubelet", filepath.Join(n.bin, "kubelet"), nil,
-		"--config", path, "--kubeconfig", kubeconfig, "--root-dir", filepath.Join(r, "kubelet"),
+	c, err := n.start(e, "kubelet", nil,
+		"--config", path, "--kubeconfig", kubeconfig, "--root-dir", filepath.Join(r, "kubelet"), "--cert-dir", filepath.Join(r, "kubelet-pki"),
 		"--hostname-override", n.Name, "--node-ip", n.IP, "--v", "2")
 	if err != nil {
 		return err
 	}
 	n.kubelet = c
-	n.state.PIDs = append(n.state.PIDs, c.PID())
-	if err := n.state.save(); err != nil {
-		return err
-	}
 	// Ready once the runtime and CNI answer.
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -556,6 +571,18 @@ func teardown(s nodeState) error {
 	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*/k8s.io")
 	for _, h := range hierarchies {
 		removeCgroups(h)
+	}
+	// The kubelet links each container's log into /var/log/containers.
+	links, _ := filepath.Glob("/var/log/containers/*")
+	for _, l := range links {
+		if target, err := os.Readlink(l); err == nil && strings.HasPrefix(target, s.Root+"/") {
+			_ = os.Remove(l)
+		}
+	}
+	for _, p := range s.Created {
+		if err := os.RemoveAll(p); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := os.RemoveAll(s.Root); err != nil {
 		errs = append(errs, err)

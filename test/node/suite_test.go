@@ -13,10 +13,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/configward/configward/internal/manager"
@@ -49,7 +46,7 @@ var _ = BeforeSuite(func() {
 	Expect(env.StartScheduler()).To(Succeed())
 	node, err = env.StartNode("real-node-0")
 	Expect(err).NotTo(HaveOccurred())
-	_, err = env.InstallWebhookConfigurations(context.Background(), skipUnmanagedNamespaces)
+	_, err = env.InstallWebhookConfigurations(context.Background(), framework.SkipNamespacesLabelled(unmanagedLabel))
 	Expect(err).NotTo(HaveOccurred())
 	_, err = env.StartController(manager.Controller{})
 	Expect(err).NotTo(HaveOccurred())
@@ -58,20 +55,6 @@ var _ = BeforeSuite(func() {
 // unmanagedLabel marks the namespaces configward's webhooks skip, where a
 // spec shows what the kubelet does without configward.
 const unmanagedLabel = "configward-test/unmanaged"
-
-func skipUnmanagedNamespaces(o client.Object) {
-	sel := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: unmanagedLabel, Operator: metav1.LabelSelectorOpDoesNotExist}}}
-	switch c := o.(type) {
-	case *admissionregistrationv1.MutatingWebhookConfiguration:
-		for i := range c.Webhooks {
-			c.Webhooks[i].NamespaceSelector = sel
-		}
-	case *admissionregistrationv1.ValidatingWebhookConfiguration:
-		for i := range c.Webhooks {
-			c.Webhooks[i].NamespaceSelector = sel
-		}
-	}
-}
 
 var _ = AfterSuite(func() {
 	if env != nil {
