@@ -206,7 +206,6 @@ $(ASSETS)/kwok:
 # registry, no download.
 NODE_DIR := $(BIN)/node-$(K8S_VERSION)-containerd-$(call modversion,node,github.com/containerd/containerd/v2)-$(call TOOLS_SUM,node)
 export CONFIGWARD_NODE_DIR ?= $(NODE_DIR)
-NODE_IMAGE_TAG := $(call TOOLS_SUM,node)
 
 .PHONY: node
 node: $(NODE_DIR)/.complete ## Build the real node's kubelet, containerd, runc, CNI plugins and test images (cached; cold about 10 minutes).
@@ -225,9 +224,8 @@ $(NODE_DIR)/.complete:
 	cd $(TOOLS)/node && $(GO) build -ldflags "-s -w" -o $(NODE_DIR)/cni/ github.com/containernetworking/plugins/plugins/main/bridge \
 		github.com/containernetworking/plugins/plugins/main/loopback github.com/containernetworking/plugins/plugins/ipam/host-local
 	cd $(TOOLS)/node && $(GO) build -ldflags "-s -w" -o $(NODE_DIR)/images/ ./pause ./app
-	for i in pause app; do (cd $(TOOLS)/image && $(GO) run . -image localhost/configward-test/$$i:$(NODE_IMAGE_TAG) -title $$i -path /$$i \
+	for i in pause app; do (cd $(TOOLS)/image && $(GO) run . -image localhost/configward-test/$$i:test -title $$i -path /$$i \
 		-created 0 -bin linux/$$($(GO) env GOARCH)=$(NODE_DIR)/images/$$i -out $(NODE_DIR)/images/$$i.tar); done
-	echo $(NODE_IMAGE_TAG) > $(NODE_DIR)/images/tag
 	touch $@
 
 .PHONY: helm

@@ -40,10 +40,11 @@ const RequireNodeEnv = "CONFIGWARD_REQUIRE_NODE"
 // NodeStateDir holds one state file per running test node.
 const NodeStateDir = "/run/configward-test-nodes"
 
-// The test images `make node` builds, by the name their pods use.
+// The test images `make node` builds, by the reference their pods use. The
+// tag is fixed: each node imports them into a containerd root of its own.
 const (
-	PauseImage = "localhost/configward-test/pause"
-	AppImage   = "localhost/configward-test/app"
+	PauseImage = "localhost/configward-test/pause:test"
+	AppImage   = "localhost/configward-test/app:test"
 )
 
 // nodeHostPaths are the places outside its root a node writes to, whatever
@@ -259,7 +260,7 @@ imports = []
   [plugins.'io.containerd.cri.v1.images']
     snapshotter = "overlayfs"
     [plugins.'io.containerd.cri.v1.images'.pinned_images]
-      sandbox = "%[5]s:%[6]s"
+      sandbox = %[5]q
   [plugins.'io.containerd.cri.v1.runtime']
     # The sandbox's oom_score_adj of -998 needs CAP_SYS_RESOURCE, which a
     # CI sandbox's root may lack.
@@ -271,23 +272,23 @@ imports = []
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
         runtime_type = "io.containerd.runc.v2"
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-          BinaryName = %[7]q
-          Root = %[8]q
+          BinaryName = %[6]q
+          Root = %[7]q
           SystemdCgroup = false
     [plugins.'io.containerd.cri.v1.runtime'.cni]
-      bin_dirs = [%[9]q]
-      conf_dir = %[10]q
+      bin_dirs = [%[8]q]
+      conf_dir = %[9]q
       max_conf_num = 1
   [plugins.'io.containerd.grpc.v1.cri']
     disable_tcp_service = true
     stream_server_address = "127.0.0.1"
     stream_server_port = "0"
   [plugins.'io.containerd.internal.v1.opt']
-    path = %[11]q
+    path = %[10]q
   [plugins.'io.containerd.nri.v1.nri']
     disable = true
 `, filepath.Join(r, "containerd", "root"), filepath.Join(r, "containerd", "state"), filepath.Join(r, "containerd", "tmp"), n.socket,
-		PauseImage, ImageTag(), filepath.Join(n.bin, "runc"), filepath.Join(r, "runc"), filepath.Join(n.bin, "cni"),
+		PauseImage, filepath.Join(n.bin, "runc"), filepath.Join(r, "runc"), filepath.Join(n.bin, "cni"),
 		filepath.Join(r, "cni", "net.d"), filepath.Join(r, "containerd", "opt"))
 	path := filepath.Join(r, "containerd.toml")
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
@@ -312,12 +313,6 @@ imports = []
 		}
 	}
 	return nil
-}
-
-// ImageTag is the tag `make node` gives the test images.
-func ImageTag() string {
-	b, _ := os.ReadFile(filepath.Join(os.Getenv(NodeDirEnv), "images", "tag"))
-	return strings.TrimSpace(string(b))
 }
 
 // start runs one of the node's binaries and records its process in the

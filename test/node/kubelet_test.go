@@ -72,7 +72,7 @@ func namespace(labels map[string]string) string {
 func hotReader(cm string) corev1.PodSpec {
 	return corev1.PodSpec{
 		Containers: []corev1.Container{{
-			Name: "app", Image: framework.AppImage + ":" + framework.ImageTag(), ImagePullPolicy: corev1.PullNever,
+			Name: "app", Image: framework.AppImage, ImagePullPolicy: corev1.PullNever,
 			Args: []string{"/config/dir/level", "/config/sub/level"},
 			Env: []corev1.EnvVar{{Name: "CONFIG_LEVEL", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: cm}, Key: "level"}}}},
