@@ -80,8 +80,8 @@ build: ## Build bin/configward, and bin/kubectl-configward, the same binary as a
 	ln -f $(BIN)/configward $(BIN)/kubectl-configward
 
 .PHONY: test
-test: controlplane node helm argo-crds generate manifests test-image ## Run every test: unit, Rego, the envtest suites, the Helm chart, the container image and every fuzz target's seeds and kept crashers.
-	CONFIGWARD_REQUIRE_CLUSTER=1 CONFIGWARD_HELM=$(HELM) CONFIGWARD_ARGO_CRDS=$(ARGO_CRDS) $(GO) test ./... -count=1 -timeout 30m
+test: controlplane node helm argo-crds generate manifests test-image image ## Run every test: unit, Rego, the envtest suites, the Helm chart (also installed with its pods on the real node, from the image), the container image and every fuzz target's seeds and kept crashers.
+	CONFIGWARD_REQUIRE_CLUSTER=1 CONFIGWARD_HELM=$(HELM) CONFIGWARD_ARGO_CRDS=$(ARGO_CRDS) CONFIGWARD_IMAGE_TAR=$(abspath $(IMAGE_TAR)) $(GO) test ./... -count=1 -timeout 30m
 
 # The fast loops. Packages whose tests need no cluster: every one but the
 # suites under test/ that start a control plane.

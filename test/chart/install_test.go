@@ -222,7 +222,7 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		logger := zap.New(zap.WriteTo(io.MultiWriter(GinkgoWriter, &processLogs)))
 		ctrl.SetLogger(logger)
 		klog.SetLogger(logger.WithName("client-go"))
-		crds, err := certManagerCRDs()
+		crds, err := framework.CertManagerCRDs()
 		Expect(err).NotTo(HaveOccurred())
 		argoCRDs, err := framework.ArgoRolloutCRDs()
 		Expect(err).NotTo(HaveOccurred())
@@ -249,7 +249,7 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		// control lets write the Secrets cert-manager manages.
 		certManagerKubeconfig, err := env.UserKubeconfig("system:serviceaccount:cert-manager:cert-manager", "system:masters")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(startCertManager(ctx, env.Config, certManagerKubeconfig, "cert-manager")).To(Succeed())
+		Expect(framework.StartCertManager(ctx, env.Config, certManagerKubeconfig, "cert-manager")).To(Succeed())
 
 		// The webhook will listen on localhost:<port>, the external URL the
 		// chart puts into its webhook configurations.

@@ -89,6 +89,7 @@ var _ = Describe("the control plane restarted under load", func() {
 				Should(Equal("1"), "%s does not say its API server is back", p.Name)
 		}
 		time.Sleep(3 * time.Second)
+		load.enough()
 		close(stop)
 		took := <-done
 
@@ -98,7 +99,6 @@ var _ = Describe("the control plane restarted under load", func() {
 		}
 		AddReportEntry("kube-apiserver restart", fmt.Sprintf("first API server %s in %v, down %v in all; the change made meanwhile seen %v after it was back\n%s",
 			how, stoppedIn.Round(100*time.Millisecond), outage.Round(100*time.Millisecond), resynced.Round(100*time.Millisecond), load.summary(took)))
-		Expect(load.sent.Load()).To(BeNumerically(">", 1000), "too little load to prove anything")
 		Expect(load.failed.Load()).To(BeZero(), "requests through the API server that stayed up failed")
 		Expect(webhookFailures(ctx, second)).To(Equal(failuresBefore), "the API server that stayed up failed to call a webhook")
 	})
@@ -151,12 +151,12 @@ var _ = Describe("the control plane restarted under load", func() {
 			ShouldNot(Or(Equal(before), BeEmpty()))
 		seen := time.Since(changed)
 		time.Sleep(3 * time.Second)
+		load.enough()
 		close(stop)
 		took := <-done
 
 		AddReportEntry("etcd restart", fmt.Sprintf("etcd down (SIGKILL) until the API server was ready again: %v; a change after it seen in %v\n%s",
 			outage.Round(100*time.Millisecond), seen.Round(100*time.Millisecond), load.summary(took)))
-		Expect(load.sent.Load()).To(BeNumerically(">", 1000), "too little load to prove anything")
 		Expect(load.failures(callingWebhook)).To(BeZero(), "the API server failed to call a webhook while etcd was down")
 		Expect(webhookFailures(ctx, env.Config)).To(Equal(failuresBefore), "the API server failed to call a webhook")
 	})

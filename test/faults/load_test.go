@@ -90,6 +90,19 @@ func startLoad(ctx context.Context, cfg *rest.Config, ns string, perSecond int, 
 	return l, done
 }
 
+// minimumLoad is how many requests a fault spec's load sends at least:
+// fewer prove nothing about the webhooks under the fault.
+const minimumLoad = 1000
+
+// enough keeps the load going, for at most a minute more, until it has
+// sent more than minimumLoad requests. Its rate is not the machine's to
+// promise: under make test the other suites share the two cores, and while
+// etcd or an API server is down the workers wait on their requests, so the
+// fault's window alone may hold too few.
+func (l *load) enough() {
+	Eventually(l.sent.Load, time.Minute, 100*time.Millisecond).Should(BeNumerically(">", minimumLoad), "too little load to prove anything")
+}
+
 // failures counts the failed requests whose error matches.
 func (l *load) failures(match func(msg string) bool) int64 {
 	var n int64

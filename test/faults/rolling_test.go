@@ -58,11 +58,11 @@ var _ = Describe("a rolling restart of the webhook's two replicas under load", f
 			service.SetEndpoints(endpoints()...)
 			time.Sleep(2 * time.Second)
 		}
+		load.enough()
 		close(stop)
 		took := <-done
 
 		AddReportEntry("rolling restart", load.summary(took))
-		Expect(load.sent.Load()).To(BeNumerically(">", 1000), "too little load to prove anything")
 		Expect(load.failed.Load()).To(BeZero(), "requests failed during the rolling restart")
 		Expect(webhookFailures(ctx, env.Config)).To(Equal(before), "the API server failed to call a webhook (fail-open webhooks hide it from clients)")
 	})

@@ -66,6 +66,13 @@ type Options struct {
 	// config change not yet stamped. The chart suite leaves it out so that
 	// the chart can install it.
 	WithoutReports bool
+	// WithoutConfigwardCRDs leaves configward's own CRDs out, for a suite
+	// that installs them with the chart.
+	WithoutConfigwardCRDs bool
+	// InClusterClients makes the API server reachable from pods on a real
+	// node through the `kubernetes` Service, and able to call webhook
+	// Services at their pods (see serveInClusterClients).
+	InClusterClients bool
 }
 
 // ReportsCRDPath is the OpenReports Report CRD as the chart ships it.
@@ -154,7 +161,11 @@ func Start(opts Options) (env *Env, err error) {
 			_ = e.Stop()
 		}
 	}()
-	crds := append([]string{filepath.Join(RepoRoot(), "config", "crd", "bases")}, opts.ExtraCRDPaths...)
+	var crds []string
+	if !opts.WithoutConfigwardCRDs {
+		crds = append(crds, filepath.Join(RepoRoot(), "config", "crd", "bases"))
+	}
+	crds = append(crds, opts.ExtraCRDPaths...)
 	if !opts.WithoutReports {
 		crds = append(crds, ReportsCRDPath())
 	}
@@ -174,6 +185,11 @@ func Start(opts Options) (env *Env, err error) {
 	}
 	if err := e.configureWebhookClientCertificate(); err != nil {
 		return nil, err
+	}
+	if opts.InClusterClients {
+		if err := e.serveInClusterClients(); err != nil {
+			return nil, err
+		}
 	}
 	if e.Config, err = e.testEnv.Start(); err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)

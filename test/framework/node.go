@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,6 +111,8 @@ type Node struct {
 	socket string
 
 	containerd, kubelet *Component
+	// apiServer serves the `kubernetes` Service to the node's pods.
+	apiServer *serviceProxy
 }
 
 // nodeState is what teardown needs, written before anything is changed.
@@ -177,6 +180,9 @@ func (e *Env) StartNode(name string) (*Node, error) {
 	if err := n.network(); err != nil {
 		return nil, err
 	}
+	if err := n.serveKubernetesService(e); err != nil {
+		return nil, err
+	}
 	if err := n.startContainerd(e); err != nil {
 		return nil, err
 	}
@@ -241,6 +247,28 @@ func (n *Node) network() error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "10-configward-test.conflist"), b, 0o644)
+}
+
+// serveKubernetesService puts the `kubernetes` Service's cluster IP on the
+// node's bridge, where its pods' default route ends, and forwards its port
+// to the API server (see incluster.go).
+func (n *Node) serveKubernetesService(e *Env) error {
+	var svc corev1.Service
+	if err := e.Client.Get(context.Background(), client.ObjectKey{Namespace: metav1.NamespaceDefault, Name: "kubernetes"}, &svc); err != nil {
+		return fmt.Errorf("reading the kubernetes Service: %w", err)
+	}
+	if len(svc.Spec.Ports) == 0 || svc.Spec.ClusterIP == "" {
+		return fmt.Errorf("the kubernetes Service has no cluster IP and port: %+v", svc.Spec)
+	}
+	if out, err := exec.Command("ip", "addr", "add", svc.Spec.ClusterIP+"/32", "dev", n.state.Bridge).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip addr add %s: %v: %s", svc.Spec.ClusterIP, err, out)
+	}
+	p, err := e.proxyKubernetesService(net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(svc.Spec.Ports[0].Port))))
+	if err != nil {
+		return fmt.Errorf("serving the kubernetes Service: %w", err)
+	}
+	n.apiServer = p
+	return nil
 }
 
 // startContainerd runs containerd with everything under the node's root
@@ -422,6 +450,36 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
+// ImportImage imports an image tarball (docker-archive or OCI layout, as
+// `make image` writes configward's) into the node's containerd, where the
+// kubelet finds it by the reference the tarball names: no registry.
+func (n *Node) ImportImage(tar string) error {
+	if out, err := n.ctr("images", "import", tar); err != nil {
+		return fmt.Errorf("importing %s: %v: %s", tar, err, out)
+	}
+	return nil
+}
+
+// KillContainer kills a running container of a pod on the node with
+// SIGKILL, as the kernel's OOM killer or a crash would: nothing in the
+// process runs on its way out.
+func (n *Node) KillContainer(pod *corev1.Pod, container string) error {
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.Name != container {
+			continue
+		}
+		id, ok := strings.CutPrefix(s.ContainerID, "containerd://")
+		if !ok {
+			return fmt.Errorf("container %s of pod %s/%s has no containerd ID (%q)", container, pod.Namespace, pod.Name, s.ContainerID)
+		}
+		if out, err := n.ctr("tasks", "kill", "-s", "SIGKILL", id); err != nil {
+			return fmt.Errorf("killing container %s of pod %s/%s: %v: %s", container, pod.Namespace, pod.Name, err, out)
+		}
+		return nil
+	}
+	return fmt.Errorf("pod %s/%s has no status of a container %s", pod.Namespace, pod.Name, container)
+}
+
 // KubeletLog is the kubelet's log file.
 func (n *Node) KubeletLog() string { return n.kubelet.Log }
 
@@ -466,6 +524,9 @@ func (n *Node) stop() error {
 			}
 		}
 		_ = n.containerd.Stop()
+	}
+	if n.apiServer != nil {
+		_ = n.apiServer.close()
 	}
 	return teardown(n.state)
 }

@@ -71,3 +71,26 @@ func missing(t testing.TB, why string) {
 	}
 	t.Skip(why)
 }
+
+// ImageTarEnv names configward's image as `make image` writes it (an OCI
+// layout tarball); `make test` sets it.
+const ImageTarEnv = "CONFIGWARD_IMAGE_TAR"
+
+// ImageTar is configward's image tarball: $CONFIGWARD_IMAGE_TAR, else the
+// one `make image` left in bin/.
+func ImageTar() string {
+	if p := os.Getenv(ImageTarEnv); p != "" {
+		return p
+	}
+	return filepath.Join(RepoRoot(), "bin", "configward-image.tar")
+}
+
+// RequireImage is RequireControlPlane for configward's image, which the
+// node suite runs as the chart installs it.
+func RequireImage(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat(ImageTar()); err == nil {
+		return
+	}
+	missing(t, "no configward image is built at "+ImageTar()+": run `make image` once, then this suite")
+}

@@ -3,15 +3,15 @@ package node
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/test/framework"
@@ -24,7 +24,7 @@ import (
 var _ = Describe("the kubelet, with a ConfigMap that changes under a running pod", func() {
 	It("updates the mounted directory, never the subPath file, and leaves env as it started", func() {
 		ctx := context.Background()
-		ns := namespace(map[string]string{unmanagedLabel: "true"})
+		ns := unmanagedNamespace
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hot",
 			Annotations: map[string]string{v1alpha1.ReloadAnnotation: "hot"}}, Data: map[string]string{"level": "info"}}
 		Expect(env.Client.Create(ctx, cm)).To(Succeed())
@@ -49,14 +49,20 @@ var _ = Describe("the kubelet, with a ConfigMap that changes under a running pod
 		Expect(pod.Status.ContainerStatuses[0].RestartCount).To(BeZero(), "the container ran throughout: what it saw changed under it")
 		AddReportEntry("kubelet", fmt.Sprintf("mounted directory updated %s after the ConfigMap changed (kubelet syncFrequency 5s); subPath file and env unchanged", seen.Round(time.Second)))
 
-		By("configward refuses the same pod where it enforces its rules")
+		By("configward, installed by the chart, refuses the same pod through kubectl apply where it enforces its rules")
 		managed := namespace(nil)
 		hot := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: managed, Name: "hot",
 			Annotations: map[string]string{v1alpha1.ReloadAnnotation: "hot"}}, Data: map[string]string{"level": "info"}}
 		Expect(env.Client.Create(ctx, hot)).To(Succeed())
-		err := env.Client.Create(ctx, appPod(managed, "reader", hotReader("hot")))
-		Expect(err).To(HaveOccurred())
-		Expect(err.Error()).To(ContainSubstring("subPath"))
+		refused := appPod(managed, "reader", hotReader("hot"))
+		refused.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+		manifest, err := yaml.Marshal(refused)
+		Expect(err).NotTo(HaveOccurred())
+		res := env.Kubectl(string(manifest), "apply", "-f", "-")
+		Expect(res.ExitCode).NotTo(BeZero(), res.Stdout)
+		Expect(res.Stderr).To(ContainSubstring("subPath"))
+		Expect(res.Stderr).To(ContainSubstring(`denied the request`))
+		Expect(apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(refused), &corev1.Pod{}))).To(BeTrue(), "a refused pod is not stored")
 	})
 })
 
@@ -112,10 +118,4 @@ func output(pod *corev1.Pod) func() []string {
 		}
 		return lines
 	}
-}
-
-func tailFile(path string) string {
-	b, _ := os.ReadFile(path)
-	s := strings.TrimSpace(string(b))
-	return s[max(0, len(s)-3000):]
 }

@@ -1,22 +1,34 @@
 // Package node runs pods on a real node: a kubelet with containerd and runc
-// beside the API server, kube-controller-manager and kube-scheduler, with
-// configward's webhook and controller. Where every other suite's pods run
-// on kwok, which makes them Running without running anything, this one
-// proves configward's premises about the kubelet: what a running
-// container sees of a ConfigMap it mounts or reads through env, and what
-// the pods of a rolled workload see.
+// beside the API server, kube-controller-manager and kube-scheduler, and
+// configward installed with helm as on a cluster, its webhook and
+// controller running from its image on that node, next to cert-manager.
+// Where every other suite's pods run on kwok, which makes them Running
+// without running anything, this one proves configward's premises about
+// the kubelet (what a running container sees of a ConfigMap it mounts or
+// reads through env, and what the pods of a rolled workload see) and the
+// chart's pods (certificates, Service, leader lease, disruption budget,
+// priority, memory limit).
 package node
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	cmscheme "github.com/cert-manager/cert-manager/pkg/client/clientset/versioned/scheme"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/configward/configward/internal/manager"
 	"github.com/configward/configward/test/framework"
 )
 
@@ -25,39 +37,89 @@ var (
 	node *framework.Node
 )
 
+// release is the Helm release, in the namespace the README installs into.
+const release, releaseNamespace = "configward", "configward"
+
+// unmanagedNamespace is a namespace the chart's webhooks never see
+// (webhooks.excludedNamespaces), where a spec shows what the kubelet does
+// without configward.
+const unmanagedNamespace = "kubelet-only"
+
 func TestNode(t *testing.T) {
 	defer framework.RemoveBuilds()
 	framework.RequireControlPlane(t)
+	framework.RequireHelm(t)
 	framework.RequireNode(t)
+	framework.RequireImage(t)
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "configward with pods on a real node")
 }
 
 var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	var err error
-	env, err = framework.Start(framework.Options{Webhook: func(o *manager.Webhook) {
-		// The controller writes config snapshots as itself, as the chart
-		// names it to the webhook.
-		o.ChangeControl.ConfigwardServiceAccounts = []string{framework.ControllerServiceAccount}
-	}})
+	logger := zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true))
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger.WithName("client-go"))
+	crds, err := framework.CertManagerCRDs()
 	Expect(err).NotTo(HaveOccurred())
+	// A cluster configward was never installed in: the chart brings its
+	// CRDs and its own webhook configurations.
+	env, err = framework.Start(framework.Options{WithoutWebhook: true, WithoutConfigwardCRDs: true, InClusterClients: true, ExtraCRDPaths: []string{crds}})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(cmscheme.AddToScheme(env.Client.Scheme())).To(Succeed())
 	Expect(env.StartControllerManager()).To(Succeed())
 	Expect(env.StartScheduler()).To(Succeed())
 	node, err = env.StartNode("real-node-0")
 	Expect(err).NotTo(HaveOccurred())
-	_, err = env.InstallWebhookConfigurations(context.Background(), framework.SkipNamespacesLabelled(unmanagedLabel))
-	Expect(err).NotTo(HaveOccurred())
-	_, err = env.StartController(manager.Controller{})
-	Expect(err).NotTo(HaveOccurred())
-})
+	Expect(node.ImportImage(framework.ImageTar())).To(Succeed())
 
-// unmanagedLabel marks the namespaces configward's webhooks skip, where a
-// spec shows what the kubelet does without configward.
-const unmanagedLabel = "configward-test/unmanaged"
+	ctx, cancel := context.WithCancel(context.Background())
+	DeferCleanup(cancel)
+	Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cert-manager"}})).To(Succeed())
+	// cert-manager acts as its chart's service account, which configward's
+	// chart lets write the Secrets cert-manager manages.
+	certManagerKubeconfig, err := env.UserKubeconfig("system:serviceaccount:cert-manager:cert-manager", "system:masters")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(framework.StartCertManager(ctx, env.Config, certManagerKubeconfig, "cert-manager")).To(Succeed())
+	Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: unmanagedNamespace}})).To(Succeed())
+
+	By("helm install, as the README says, with two controller replicas and config revisions on")
+	started := time.Now()
+	res := env.Helm("install", release, filepath.Join(framework.RepoRoot(), "charts", "configward"),
+		"-n", releaseNamespace, "--create-namespace", "--wait", "--timeout", "3m",
+		"--set", "controller.replicas=2", "--set", "revisions.enabled=true",
+		"--set", "webhooks.excludedNamespaces={"+unmanagedNamespace+"}")
+	Expect(res.ExitCode).To(Equal(0), func() string {
+		return fmt.Sprintf("%s\n%s\n%s\nkubelet log:\n%s", res.Stdout, res.Stderr, releaseLogs(), tailFile(node.KubeletLog()))
+	})
+	AddReportEntry("helm install", fmt.Sprintf("configward's release ready on the real node %s after helm install started", time.Since(started).Round(time.Second)))
+})
 
 var _ = AfterSuite(func() {
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
 	}
 })
+
+// releaseLogs is the end of what each container of the release's pods
+// printed, for a failure message.
+func releaseLogs() string {
+	var pods corev1.PodList
+	if err := env.Client.List(context.Background(), &pods, client.InNamespace(releaseNamespace)); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		for _, c := range p.Spec.Containers {
+			lines, err := node.ContainerOutput(p, c.Name)
+			fmt.Fprintf(&b, "--- %s/%s (%v):\n%s\n", p.Name, c.Name, err, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		}
+	}
+	return b.String()
+}
+
+func tailFile(path string) string {
+	b, _ := os.ReadFile(path)
+	s := string(b)
+	return s[max(0, len(s)-3000):]
+}

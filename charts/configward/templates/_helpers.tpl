@@ -163,6 +163,8 @@ service:
 runAsNonRoot: true
 runAsUser: 65532
 runAsGroup: 65532
+# The kubelet gives mounted Secrets (the serving key) this group.
+fsGroup: 65532
 seccompProfile:
   type: RuntimeDefault
 {{- end -}}

@@ -1,0 +1,191 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The chart's pods as a cluster runs them: configward's image on the real
+// node, its serving certificate from cert-manager, its webhook reached by
+// the API server through its Service, its controller's replicas sharing a
+// lease.
+var _ = Describe("configward installed by its chart, on the real node", Ordered, func() {
+	ctx := context.Background()
+	pods := func(component string) []corev1.Pod {
+		var list corev1.PodList
+		Expect(env.Client.List(ctx, &list, client.InNamespace(releaseNamespace), client.MatchingLabels{
+			"app.kubernetes.io/instance": release, "app.kubernetes.io/component": component})).To(Succeed())
+		var out []corev1.Pod
+		for _, p := range list.Items {
+			if p.DeletionTimestamp == nil {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+
+	It("runs each replica from configward's image on the node, ready, at the chart's priority", func() {
+		for component, replicas := range map[string]int{"webhook": 2, "controller": 2} {
+			running := pods(component)
+			Expect(running).To(HaveLen(replicas), component)
+			for _, p := range running {
+				Expect(p.Spec.NodeName).To(Equal(node.Name), p.Name)
+				Expect(p.Spec.Containers[0].Image).To(HavePrefix("ghcr.io/configward/configward:"), p.Name)
+				Expect(p.Status.ContainerStatuses).To(ConsistOf(HaveField("Ready", true)), p.Name)
+				Expect(p.Spec.PriorityClassName).NotTo(BeEmpty(), p.Name)
+				var pc schedulingv1.PriorityClass
+				Expect(env.Client.Get(ctx, client.ObjectKey{Name: p.Spec.PriorityClassName}, &pc)).To(Succeed())
+				Expect(p.Spec.Priority).To(HaveValue(Equal(pc.Value)), "the API server gave %s its class's priority", p.Name)
+				Expect(pc.Value).To(BeEquivalentTo(1000000000))
+			}
+		}
+	})
+
+	It("serves the certificate cert-manager issued, at the pods behind the webhook Service", func() {
+		var cert cmapi.Certificate
+		Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: release + "-webhook"}, &cert)).To(Succeed())
+		Expect(cert.Status.Conditions).To(ContainElement(And(HaveField("Type", cmapi.CertificateConditionReady), HaveField("Status", cmmeta.ConditionTrue))))
+		var secret corev1.Secret
+		Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: cert.Spec.SecretName}, &secret)).To(Succeed())
+		issued := secret.Data[corev1.TLSCertKey]
+		Expect(issued).NotTo(BeEmpty())
+
+		var slices discoveryv1.EndpointSliceList
+		Expect(env.Client.List(ctx, &slices, client.InNamespace(releaseNamespace),
+			client.MatchingLabels{discoveryv1.LabelServiceName: release + "-webhook"})).To(Succeed())
+		var ready []string
+		for _, s := range slices.Items {
+			for _, ep := range s.Endpoints {
+				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+					ready = append(ready, ep.Addresses...)
+				}
+			}
+		}
+		webhookPods := pods("webhook")
+		var podIPs []string
+		for _, p := range webhookPods {
+			podIPs = append(podIPs, p.Status.PodIP)
+		}
+		Expect(ready).To(ConsistOf(podIPs), "the Service's ready endpoints are the webhook pods")
+		for _, ip := range podIPs {
+			// Only which certificate is served is read here; the API
+			// server verifies it against the injected CA bundle on every
+			// call (the refused kubectl apply of the kubelet spec).
+			conn, err := tls.Dial("tcp", net.JoinHostPort(ip, "9443"), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec
+			Expect(err).NotTo(HaveOccurred())
+			served := conn.ConnectionState().PeerCertificates[0].Raw
+			conn.Close()
+			Expect(served).To(Equal(firstDER(issued)), "the pod at %s serves the issued certificate", ip)
+		}
+	})
+
+	It("keeps one webhook replica through voluntary disruptions: the PodDisruptionBudget counts the pods", func() {
+		var pdb policyv1.PodDisruptionBudget
+		Eventually(func() policyv1.PodDisruptionBudgetStatus {
+			Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: release + "-webhook"}, &pdb)).To(Succeed())
+			return pdb.Status
+		}, time.Minute, 250*time.Millisecond).Should(And(HaveField("ExpectedPods", BeEquivalentTo(2)), HaveField("CurrentHealthy", BeEquivalentTo(2)),
+			HaveField("DesiredHealthy", BeEquivalentTo(1)), HaveField("DisruptionsAllowed", BeEquivalentTo(1))))
+	})
+
+	It("sets each process's Go memory limit from its container's memory limit", func() {
+		for _, component := range []string{"webhook", "controller"} {
+			for _, p := range pods(component) {
+				limit := p.Spec.Containers[0].Resources.Limits.Memory().Value()
+				Expect(limit).To(BeNumerically(">", 0), p.Name)
+				// --memory-limit-ratio's default, 0.9, read by the process
+				// from its cgroup as runc set it.
+				want := int64(math.Floor(float64(limit) * 0.9))
+				Expect(goMemoryLimit(p.Status.PodIP)).To(Equal(want), "%s (container limit %d)", p.Name, limit)
+			}
+		}
+	})
+
+	It("moves the controller's lease to the other replica when the leader is killed", func() {
+		leader := func() string {
+			var lease coordinationv1.Lease
+			if env.Client.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: "configward-controller.configward.dev"}, &lease) != nil ||
+				lease.Spec.HolderIdentity == nil {
+				return ""
+			}
+			// controller-runtime's identity: the pod's hostname (its name),
+			// "_", a random suffix.
+			return strings.SplitN(*lease.Spec.HolderIdentity, "_", 2)[0]
+		}
+		replicas := pods("controller")
+		names := []string{replicas[0].Name, replicas[1].Name}
+		Eventually(leader, time.Minute, 250*time.Millisecond).Should(BeElementOf(names))
+		old := leader()
+		var killed corev1.Pod
+		for _, p := range replicas {
+			if p.Name == old {
+				killed = p
+			}
+		}
+		By("SIGKILL of the leader's process: it cannot release the lease, which must expire")
+		Expect(node.KillContainer(&killed, "controller")).To(Succeed())
+		at := time.Now()
+		Eventually(leader, 2*time.Minute, 250*time.Millisecond).Should(And(BeElementOf(names), Not(Equal(old))))
+		AddReportEntry("leader election", fmt.Sprintf("the other controller replica held the lease %s after the leader was killed", time.Since(at).Round(time.Second)))
+		By("the kubelet restarts the killed container, which waits as the follower")
+		Eventually(func() int32 {
+			Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(&killed), &killed)).To(Succeed())
+			for _, s := range killed.Status.ContainerStatuses {
+				if s.Ready {
+					return s.RestartCount
+				}
+			}
+			return 0
+		}, 2*time.Minute, 250*time.Millisecond).Should(BeEquivalentTo(1))
+		Expect(leader()).NotTo(Equal(old))
+	})
+})
+
+// goMemoryLimit is the Go runtime's soft memory limit a pod's process
+// reports on its metrics port (the chart's metrics.port), -1 when it
+// cannot be read.
+func goMemoryLimit(podIP string) int64 {
+	resp, err := http.Get("http://" + net.JoinHostPort(podIP, "8080") + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "go_gc_gomemlimit_bytes "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return -1
+			}
+			return int64(f)
+		}
+	}
+	return -1
+}
+
+// firstDER is the first certificate of a PEM bundle (the leaf).
+func firstDER(bundle []byte) []byte {
+	block, _ := pem.Decode(bundle)
+	Expect(block).NotTo(BeNil(), "no PEM certificate")
+	return block.Bytes
+}
