@@ -70,6 +70,20 @@ var _ = BeforeSuite(func() {
 	Expect(env.StartScheduler()).To(Succeed())
 	node, err = env.StartNode("real-node-0")
 	Expect(err).NotTo(HaveOccurred())
+	// The real node beside kwok's, as in the other suites' world; kwok's are
+	// tainted, so that every pod here (the chart's too, which tolerate no
+	// taint) lands where a kubelet runs it.
+	Expect(env.StartKwok(2)).To(Succeed())
+	var nodes corev1.NodeList
+	Expect(env.Client.List(context.Background(), &nodes)).To(Succeed())
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if n.Annotations[framework.KwokNodeAnnotation] == "" {
+			continue
+		}
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "configward-test/kwok", Value: "fake", Effect: corev1.TaintEffectNoSchedule})
+		Expect(env.Client.Update(context.Background(), n)).To(Succeed())
+	}
 	Expect(node.ImportImage(framework.ImageTar())).To(Succeed())
 
 	ctx, cancel := context.WithCancel(context.Background())
