@@ -150,11 +150,11 @@ func (e *Env) StartNode(name string) (*Node, error) {
 	}
 	sweepNodes()
 	bin := os.Getenv(NodeDirEnv)
-	root, err := os.MkdirTemp("/var/tmp", "configward-node-")
+	subnet, err := freeSubnet()
 	if err != nil {
 		return nil, err
 	}
-	subnet, err := freeSubnet()
+	root, err := os.MkdirTemp("/var/tmp", "configward-node-")
 	if err != nil {
 		return nil, err
 	}
