@@ -63,30 +63,38 @@ var _ = Describe("configward installed by its chart, on the real node", Ordered,
 
 	It("serves the certificate cert-manager issued, at the pods behind the webhook Service", func() {
 		var cert cmapi.Certificate
-		Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: release + "-webhook"}, &cert)).To(Succeed())
-		Expect(cert.Status.Conditions).To(ContainElement(And(HaveField("Type", cmapi.CertificateConditionReady), HaveField("Status", cmmeta.ConditionTrue))))
+		// cert-manager marks it Ready a moment after it wrote the Secret
+		// the pods mount.
+		Eventually(func() []cmapi.CertificateCondition {
+			Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: release + "-webhook"}, &cert)).To(Succeed())
+			return cert.Status.Conditions
+		}, 30*time.Second, 250*time.Millisecond).Should(ContainElement(And(HaveField("Type", cmapi.CertificateConditionReady), HaveField("Status", cmmeta.ConditionTrue))))
 		var secret corev1.Secret
 		Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: cert.Spec.SecretName}, &secret)).To(Succeed())
 		issued := secret.Data[corev1.TLSCertKey]
 		Expect(issued).NotTo(BeEmpty())
 
-		var slices discoveryv1.EndpointSliceList
-		Expect(env.Client.List(ctx, &slices, client.InNamespace(releaseNamespace),
-			client.MatchingLabels{discoveryv1.LabelServiceName: release + "-webhook"})).To(Succeed())
-		var ready []string
-		for _, s := range slices.Items {
-			for _, ep := range s.Endpoints {
-				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
-					ready = append(ready, ep.Addresses...)
-				}
-			}
-		}
 		webhookPods := pods("webhook")
 		var podIPs []string
 		for _, p := range webhookPods {
 			podIPs = append(podIPs, p.Status.PodIP)
 		}
-		Expect(ready).To(ConsistOf(podIPs), "the Service's ready endpoints are the webhook pods")
+		// The EndpointSlice controller follows the pods' readiness a moment
+		// after helm saw the Deployment ready.
+		Eventually(func() []string {
+			var slices discoveryv1.EndpointSliceList
+			Expect(env.Client.List(ctx, &slices, client.InNamespace(releaseNamespace),
+				client.MatchingLabels{discoveryv1.LabelServiceName: release + "-webhook"})).To(Succeed())
+			var ready []string
+			for _, s := range slices.Items {
+				for _, ep := range s.Endpoints {
+					if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+						ready = append(ready, ep.Addresses...)
+					}
+				}
+			}
+			return ready
+		}, 30*time.Second, 250*time.Millisecond).Should(ConsistOf(podIPs), "the Service's ready endpoints are the webhook pods")
 		for _, ip := range podIPs {
 			// Only which certificate is served is read here; the API
 			// server verifies it against the injected CA bundle on every

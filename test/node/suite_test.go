@@ -81,8 +81,11 @@ var _ = BeforeSuite(func() {
 		if n.Annotations[framework.KwokNodeAnnotation] == "" {
 			continue
 		}
+		// A patch: kwok renews the node's status meanwhile, and an update
+		// would conflict with it.
+		before := n.DeepCopy()
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "configward-test/kwok", Value: "fake", Effect: corev1.TaintEffectNoSchedule})
-		Expect(env.Client.Update(context.Background(), n)).To(Succeed())
+		Expect(env.Client.Patch(context.Background(), n, client.MergeFrom(before))).To(Succeed())
 	}
 	Expect(node.ImportImage(framework.ImageTar())).To(Succeed())
 
