@@ -44,6 +44,7 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/manager"
 	"github.com/configward/configward/test/framework"
+	"github.com/configward/configward/test/framework/certmanager"
 )
 
 func TestChart(t *testing.T) {
@@ -222,11 +223,16 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		logger := zap.New(zap.WriteTo(io.MultiWriter(GinkgoWriter, &processLogs)))
 		ctrl.SetLogger(logger)
 		klog.SetLogger(logger.WithName("client-go"))
-		crds, err := framework.CertManagerCRDs()
+		crds, err := certmanager.CRDs()
 		Expect(err).NotTo(HaveOccurred())
 		argoCRDs, err := framework.ArgoRolloutCRDs()
 		Expect(err).NotTo(HaveOccurred())
-		env, err = framework.Start(framework.Options{WithoutWebhook: true, ExtraCRDPaths: []string{crds, argoCRDs}, WithoutReports: true})
+		// A cluster configward was never installed in: the chart creates
+		// the CRDs. (Installing them and deleting them first, as this suite
+		// did, waited on kube-apiserver's CRD cleanup: over 30 s, and once
+		// over two minutes, under make test's load.)
+		env, err = framework.Start(framework.Options{WithoutWebhook: true, WithoutConfigwardCRDs: true,
+			ExtraCRDPaths: []string{crds, argoCRDs}, WithoutReports: true})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(env.Stop)
 		Expect(cmscheme.AddToScheme(env.Client.Scheme())).To(Succeed())
@@ -234,22 +240,12 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		c = env.Client
 		ctx, cancel = context.WithCancel(context.Background())
 		DeferCleanup(cancel)
-		// A cluster configward was never installed in: the chart creates
-		// the CRDs (framework.Start installs config/crd's for every suite).
-		for _, name := range configwardCRDs {
-			Expect(c.Delete(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
-		}
-		// No configward process runs yet: the wait is kube-apiserver's own
-		// CRD cleanup (its finalizer deletes the instances and polls every
-		// 5 s), which took over 30 s once with the node suite starting beside
-		// this one on 2 cores.
-		Eventually(liveCRDs, 2*time.Minute, 250*time.Millisecond).WithArguments(ctx, c).Should(BeEmpty())
 		Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cert-manager"}})).To(Succeed())
 		// cert-manager acts as its own service account, the identity change
 		// control lets write the Secrets cert-manager manages.
 		certManagerKubeconfig, err := env.UserKubeconfig("system:serviceaccount:cert-manager:cert-manager", "system:masters")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(framework.StartCertManager(ctx, env.Config, certManagerKubeconfig, "cert-manager")).To(Succeed())
+		Expect(certmanager.Start(ctx, env.Config, certManagerKubeconfig, "cert-manager")).To(Succeed())
 
 		// The webhook will listen on localhost:<port>, the external URL the
 		// chart puts into its webhook configurations.

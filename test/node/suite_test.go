@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/configward/configward/test/framework"
+	"github.com/configward/configward/test/framework/certmanager"
 )
 
 var (
@@ -59,7 +60,7 @@ var _ = BeforeSuite(func() {
 	logger := zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true))
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger.WithName("client-go"))
-	crds, err := framework.CertManagerCRDs()
+	crds, err := certmanager.CRDs()
 	Expect(err).NotTo(HaveOccurred())
 	// A cluster configward was never installed in: the chart brings its
 	// CRDs and its own webhook configurations.
@@ -96,7 +97,7 @@ var _ = BeforeSuite(func() {
 	// chart lets write the Secrets cert-manager manages.
 	certManagerKubeconfig, err := env.UserKubeconfig("system:serviceaccount:cert-manager:cert-manager", "system:masters")
 	Expect(err).NotTo(HaveOccurred())
-	Expect(framework.StartCertManager(ctx, env.Config, certManagerKubeconfig, "cert-manager")).To(Succeed())
+	Expect(certmanager.Start(ctx, env.Config, certManagerKubeconfig, "cert-manager")).To(Succeed())
 	Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: unmanagedNamespace}})).To(Succeed())
 
 	By("helm install, as the README says, with two controller replicas and config revisions on")

@@ -1,10 +1,10 @@
-package framework
-
-// cert-manager in the test world: its CRDs and its own controllers and CA
-// injector, from the module go.mod pins, run in the test process. The
-// module holds no main package for them (cert-manager's cmd/* are modules
-// of their own, which the module proxy does not serve), so its images
-// cannot be built here; the controllers are the same code.
+// Package certmanager is cert-manager in the test world: its CRDs and its
+// own controllers and CA injector, from the module go.mod pins, run in the
+// test process. The module holds no main package for them (cert-manager's
+// cmd/* are modules of their own, which the module proxy does not serve), so
+// its images cannot be built here; the controllers are the same code. A
+// package of its own, so that only the suites that need cert-manager link it.
+package certmanager
 
 import (
 	"context"
@@ -54,9 +54,9 @@ var certManagerControllers = []string{
 	issuers.ControllerName,
 }
 
-// CertManagerCRDs is the directory of cert-manager's CRDs in the module the
+// CRDs is the directory of cert-manager's CRDs in the module the
 // controllers come from, so CRDs and controllers are the same version.
-func CertManagerCRDs() (string, error) {
+func CRDs() (string, error) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/cert-manager/cert-manager").Output()
 	if err != nil {
 		return "", fmt.Errorf("locating the cert-manager module: %w", err)
@@ -64,10 +64,10 @@ func CertManagerCRDs() (string, error) {
 	return filepath.Join(strings.TrimSpace(string(out)), "deploy", "crds"), nil
 }
 
-// StartCertManager runs cert-manager's own controllers and CA injector
+// Start runs cert-manager's own controllers and CA injector
 // in-process until ctx ends. kubeconfig is an admin kubeconfig file:
 // cert-manager's controller context is built from one, not a rest.Config.
-func StartCertManager(ctx context.Context, cfg *rest.Config, kubeconfig, clusterResourceNamespace string) error {
+func Start(ctx context.Context, cfg *rest.Config, kubeconfig, clusterResourceNamespace string) error {
 	factory, err := cmcontroller.NewContextFactory(ctx, cmcontroller.ContextOptions{
 		Kubeconfig:         kubeconfig,
 		KubernetesAPIQPS:   200,
