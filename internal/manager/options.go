@@ -328,6 +328,10 @@ type Controller struct {
 	Restartable bool
 }
 
+// DefaultLeaderElectionID is the name of the controller replicas' Lease
+// unless --leader-election-id names another.
+const DefaultLeaderElectionID = "configward-controller.configward.dev"
+
 // AddFlags registers the controller's flags.
 func (c *Controller) AddFlags(fs *pflag.FlagSet) {
 	c.Common.AddFlags(fs)
@@ -335,7 +339,7 @@ func (c *Controller) AddFlags(fs *pflag.FlagSet) {
 		"Elect a leader so only one replica rolls workloads. Turn off only when running a single replica outside a cluster.")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", "",
 		"Namespace of the leader-election Lease. Empty means the pod's own namespace; required when running outside a cluster.")
-	fs.StringVar(&c.LeaderElectionID, "leader-election-id", "configward-controller.configward.dev",
+	fs.StringVar(&c.LeaderElectionID, "leader-election-id", DefaultLeaderElectionID,
 		"Name of the leader-election Lease.")
 	fs.DurationVar(&c.RolloutBatchWindow, "rollout-batch-window", 2*time.Second,
 		"How long to wait after a ConfigMap or Secret changes before rolling its consumers, so several objects changed together give one rollout. Longer windows batch more and react later.")

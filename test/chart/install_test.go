@@ -709,7 +709,7 @@ spec:
 
 		Expect(processLogs.String()).NotTo(ContainSubstring("forbidden"))
 		var lease coordinationv1.Lease
-		Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "configward-controller.configward.dev"}, &lease)).To(Succeed())
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager.DefaultLeaderElectionID}, &lease)).To(Succeed())
 		Expect(lease.Spec.HolderIdentity).NotTo(BeNil(), "the controller never led")
 	})
 

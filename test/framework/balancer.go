@@ -25,8 +25,12 @@ type Balancer struct {
 }
 
 // NewBalancer listens on a free loopback port.
-func NewBalancer() (*Balancer, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func NewBalancer() (*Balancer, error) { return NewBalancerAt("127.0.0.1:0") }
+
+// NewBalancerAt listens on addr, e.g. a Service's cluster IP and port put
+// on an interface of this machine.
+func NewBalancerAt(addr string) (*Balancer, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}

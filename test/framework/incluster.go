@@ -7,14 +7,10 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
-	"io"
 	"math/big"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
-	"sync"
 )
 
 // Pods on a real node reach the API server the way in-cluster clients do:
@@ -23,10 +19,10 @@ import (
 // sends that address to the API server; this machine has no iptables or
 // nftables tools, and the API server listens on loopback, which a pod's
 // network namespace cannot reach through any NAT rule. So the node carries
-// the Service's IP itself and a proxy of the test process forwards its TCP
-// connections to the API server unchanged: TLS, the pod's service account
-// token and its identity are the API server's to check, as through
-// kube-proxy.
+// the Service's IP itself and a Balancer of the test process, with the API
+// server as its one endpoint, forwards its TCP connections unchanged: TLS,
+// the pod's service account token and its identity are the API server's to
+// check, as through kube-proxy.
 
 // ServiceCIDR is the test API server's --service-cluster-ip-range (the
 // range envtest uses by default, set here explicitly so the certificate
@@ -103,100 +99,4 @@ func (ca *CA) issueServing(commonName string, dnsNames []string, ips []net.IP) (
 		DNSNames:     dnsNames,
 		IPAddresses:  ips,
 	})
-}
-
-// serviceProxy forwards TCP connections from a Service's address to one
-// endpoint, as kube-proxy would for a Service with a single endpoint.
-type serviceProxy struct {
-	listener net.Listener
-	target   string
-	mu       sync.Mutex
-	conns    map[net.Conn]struct{}
-	done     sync.WaitGroup
-}
-
-// proxyKubernetesService serves the `kubernetes` Service on addr (its
-// cluster IP and port, an address of this machine) by forwarding to the
-// API server the Env talks to.
-func (e *Env) proxyKubernetesService(addr string) (*serviceProxy, error) {
-	u, err := url.Parse(e.Config.Host)
-	if err != nil {
-		return nil, err
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	p := &serviceProxy{listener: l, target: u.Host, conns: map[net.Conn]struct{}{}}
-	p.done.Add(1)
-	go p.serve()
-	return p, nil
-}
-
-func (p *serviceProxy) serve() {
-	defer p.done.Done()
-	for {
-		in, err := p.listener.Accept()
-		if err != nil {
-			return // closed
-		}
-		out, err := net.Dial("tcp", p.target)
-		if err != nil {
-			in.Close() // the API server is down: the client sees a reset, as through kube-proxy
-			continue
-		}
-		if !p.track(in, out) {
-			return
-		}
-		p.done.Add(2)
-		go p.pipe(out, in)
-		go p.pipe(in, out)
-	}
-}
-
-// track records a connection pair so that close can end it; false when
-// the proxy is closing.
-func (p *serviceProxy) track(conns ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conns == nil {
-		for _, c := range conns {
-			c.Close()
-		}
-		return false
-	}
-	for _, c := range conns {
-		p.conns[c] = struct{}{}
-	}
-	return true
-}
-
-// pipe copies one direction; when it ends, both connections close (an API
-// server that closes ends the client's connection, and the other way).
-func (p *serviceProxy) pipe(dst, src net.Conn) {
-	defer p.done.Done()
-	_, _ = io.Copy(dst, src)
-	dst.Close()
-	src.Close()
-	p.mu.Lock()
-	delete(p.conns, dst)
-	delete(p.conns, src)
-	p.mu.Unlock()
-}
-
-// close stops accepting, ends every forwarded connection and waits for the
-// proxy's goroutines.
-func (p *serviceProxy) close() error {
-	err := p.listener.Close()
-	p.mu.Lock()
-	for c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-	p.mu.Unlock()
-	p.done.Wait()
-	if errors.Is(err, net.ErrClosed) {
-		return nil
-	}
-	return err
 }

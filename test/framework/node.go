@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,7 +113,7 @@ type Node struct {
 
 	containerd, kubelet *Component
 	// apiServer serves the `kubernetes` Service to the node's pods.
-	apiServer *serviceProxy
+	apiServer *Balancer
 }
 
 // nodeState is what teardown needs, written before anything is changed.
@@ -263,11 +264,16 @@ func (n *Node) serveKubernetesService(e *Env) error {
 	if out, err := exec.Command("ip", "addr", "add", svc.Spec.ClusterIP+"/32", "dev", n.state.Bridge).CombinedOutput(); err != nil {
 		return fmt.Errorf("ip addr add %s: %v: %s", svc.Spec.ClusterIP, err, out)
 	}
-	p, err := e.proxyKubernetesService(net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(svc.Spec.Ports[0].Port))))
+	apiServer, err := url.Parse(e.Config.Host)
+	if err != nil {
+		return err
+	}
+	b, err := NewBalancerAt(net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(svc.Spec.Ports[0].Port))))
 	if err != nil {
 		return fmt.Errorf("serving the kubernetes Service: %w", err)
 	}
-	n.apiServer = p
+	b.SetEndpoints(apiServer.Host)
+	n.apiServer = b
 	return nil
 }
 
@@ -526,7 +532,7 @@ func (n *Node) stop() error {
 		_ = n.containerd.Stop()
 	}
 	if n.apiServer != nil {
-		_ = n.apiServer.close()
+		_ = n.apiServer.Close()
 	}
 	return teardown(n.state)
 }

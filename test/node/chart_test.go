@@ -5,11 +5,8 @@ import (
 	"crypto/tls"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"math"
 	"net"
-	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +20,9 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/test/framework"
 )
 
 // The chart's pods as a cluster runs them: configward's image on the real
@@ -124,7 +124,10 @@ var _ = Describe("configward installed by its chart, on the real node", Ordered,
 				// --memory-limit-ratio's default, 0.9, read by the process
 				// from its cgroup as runc set it.
 				want := int64(math.Floor(float64(limit) * 0.9))
-				Expect(goMemoryLimit(p.Status.PodIP)).To(Equal(want), "%s (container limit %d)", p.Name, limit)
+				// The chart's metrics.port, served without TLS.
+				got, err := framework.MetricSum("http://"+net.JoinHostPort(p.Status.PodIP, "8080")+"/metrics", "go_gc_gomemlimit_bytes")
+				Expect(err).NotTo(HaveOccurred(), p.Name)
+				Expect(int64(got)).To(Equal(want), "%s (container limit %d)", p.Name, limit)
 			}
 		}
 	})
@@ -134,7 +137,7 @@ var _ = Describe("configward installed by its chart, on the real node", Ordered,
 		// "_", a suffix random to each process.
 		holder := func() string {
 			var lease coordinationv1.Lease
-			if env.Client.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: "configward-controller.configward.dev"}, &lease) != nil ||
+			if env.Client.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: manager.DefaultLeaderElectionID}, &lease) != nil ||
 				lease.Spec.HolderIdentity == nil {
 				return ""
 			}
@@ -175,7 +178,7 @@ var _ = Describe("configward installed by its chart, on the real node", Ordered,
 		}, 2*time.Minute, 250*time.Millisecond).Should(BeEquivalentTo(1))
 		By("the new leader renews the lease")
 		var lease coordinationv1.Lease
-		Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: "configward-controller.configward.dev"}, &lease)).To(Succeed())
+		Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: manager.DefaultLeaderElectionID}, &lease)).To(Succeed())
 		renewed := lease.Spec.RenewTime.Time
 		Eventually(func() time.Time {
 			Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(&lease), &lease)).To(Succeed())
@@ -183,28 +186,6 @@ var _ = Describe("configward installed by its chart, on the real node", Ordered,
 		}, time.Minute, 250*time.Millisecond).Should(BeTemporally(">", renewed))
 	})
 })
-
-// goMemoryLimit is the Go runtime's soft memory limit a pod's process
-// reports on its metrics port (the chart's metrics.port), -1 when it
-// cannot be read.
-func goMemoryLimit(podIP string) int64 {
-	resp, err := http.Get("http://" + net.JoinHostPort(podIP, "8080") + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, "go_gc_gomemlimit_bytes "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return -1
-			}
-			return int64(f)
-		}
-	}
-	return -1
-}
 
 // firstDER is the first certificate of a PEM bundle (the leaf).
 func firstDER(bundle []byte) []byte {
