@@ -80,8 +80,8 @@ build: ## Build bin/configward, and bin/kubectl-configward, the same binary as a
 	ln -f $(BIN)/configward $(BIN)/kubectl-configward
 
 .PHONY: test
-test: controlplane node helm argo-crds generate manifests test-image image ## Run every test: unit, Rego, the envtest suites, the Helm chart (also installed with its pods on the real node, from the image), the container image and every fuzz target's seeds and kept crashers.
-	CONFIGWARD_REQUIRE_CLUSTER=1 CONFIGWARD_HELM=$(HELM) CONFIGWARD_ARGO_CRDS=$(ARGO_CRDS) CONFIGWARD_IMAGE_TAR=$(abspath $(IMAGE_TAR)) $(GO) test ./... -count=1 -timeout 30m
+test: controlplane node helm argo-crds eso generate manifests test-image image ## Run every test: unit, Rego, the envtest suites, the Helm chart (also installed with its pods on the real node, from the image), the container image and every fuzz target's seeds and kept crashers.
+	CONFIGWARD_REQUIRE_CLUSTER=1 CONFIGWARD_HELM=$(HELM) CONFIGWARD_ARGO_CRDS=$(ARGO_CRDS) CONFIGWARD_ESO=$(ESO) CONFIGWARD_ESO_CRDS=$(ESO_CRDS) CONFIGWARD_IMAGE_TAR=$(abspath $(IMAGE_TAR)) $(GO) test ./... -count=1 -timeout 30m
 
 # The fast loops. Packages whose tests need no cluster: every one but the
 # suites under test/ that start a control plane.
@@ -103,8 +103,9 @@ controllers: controlplane ## Run each reconciler against kube-apiserver and etcd
 SUITE ?= e2e
 FOCUS ?=
 .PHONY: e2e
-e2e: controlplane helm argo-crds ## Run one suite against a whole cluster (SUITE=e2e by default), or only the specs FOCUS matches.
+e2e: controlplane helm argo-crds eso ## Run one suite against a whole cluster (SUITE=e2e by default), or only the specs FOCUS matches.
 	CONFIGWARD_REQUIRE_CLUSTER=1 CONFIGWARD_HELM=$(HELM) CONFIGWARD_ARGO_CRDS=$(ARGO_CRDS) \
+		CONFIGWARD_ESO=$(ESO) CONFIGWARD_ESO_CRDS=$(ESO_CRDS) \
 		$(GO) test ./test/$(SUITE)/ -count=1 -timeout 30m $(if $(FOCUS),-ginkgo.focus='$(FOCUS)' -ginkgo.v)
 
 # Argo Rollouts' Rollout CRD, so the custom-workload-kind e2e specs run
@@ -122,6 +123,42 @@ $(ARGO_CRDS)/rollout-crd.yaml:
 	tmp=$$(mktemp -d) && dir=$$(cd $$tmp && GOFLAGS=-mod=mod $(GO) mod download -json github.com/argoproj/argo-rollouts@$(ARGO_VERSION) \
 		| grep '"Dir":' | cut -d'"' -f4) && rmdir $$tmp && test -n "$$dir" && \
 		install -m 0644 "$$dir/manifests/crds/rollout-crd.yaml" $@.tmp && mv $@.tmp $@
+
+# External Secrets Operator's own reconcilers (ExternalSecret, SecretStore,
+# ClusterSecretStore) from its pinned module, in a small main of
+# test/tools/eso, with the CRDs they serve copied out of the same module.
+# ESO's reconciler packages import pkg/provider/register and
+# pkg/generator/register, which import every provider and with them every
+# cloud SDK (about 2,000 packages). The build replaces those two files with
+# test/tools/eso/_overlay (the fake provider; the fake, password and uuid
+# generators): a copy of the module with them replaced stands in for it
+# through a go.work beside the binary (go build -overlay refuses files in
+# the module cache). The binary is rebuilt when main.go, the overlay or the
+# pins change. GOFLAGS' -trimpath keeps the copy's folder, which differs from clone
+# to clone, out of the build cache's keys: a fresh clone rebuilds nothing.
+ESO_VERSION := $(call modversion,eso,github.com/external-secrets/external-secrets)
+ESO_DIR     := $(BIN)/eso-$(ESO_VERSION)
+ESO         := $(ESO_DIR)/external-secrets
+ESO_CRDS    := $(BIN)/crds/external-secrets-$(ESO_VERSION)
+ESO_CRD_FILES := externalsecrets secretstores clustersecretstores
+
+.PHONY: eso
+eso: $(ESO) $(ESO_CRDS)/.complete ## Build External Secrets Operator's controller (fake provider only) and copy its CRDs (cached).
+$(ESO): $(TOOLS)/eso/main.go $(wildcard $(TOOLS)/eso/_overlay/*.go) $(TOOLS)/eso/go.mod $(TOOLS)/eso/go.sum
+	rm -rf $(ESO_DIR)/src && mkdir -p $(ESO_DIR)
+	dir=$$(cd $(TOOLS)/eso && $(GO) mod download -json github.com/external-secrets/external-secrets | grep '"Dir":' | cut -d'"' -f4) && \
+		test -n "$$dir" && cp -R "$$dir" $(ESO_DIR)/src && chmod -R u+w $(ESO_DIR)/src
+	install -m 0644 $(TOOLS)/eso/_overlay/providers.go $(ESO_DIR)/src/pkg/provider/register/register.go
+	install -m 0644 $(TOOLS)/eso/_overlay/generators.go $(ESO_DIR)/src/pkg/generator/register/register.go
+	printf 'go 1.26.0\n\nuse %s\n\nreplace github.com/external-secrets/external-secrets %s => ./src\n' \
+		$(abspath $(TOOLS)/eso) $(ESO_VERSION) > $(ESO_DIR)/go.work
+	cd $(TOOLS)/eso && GOWORK=$(ESO_DIR)/go.work $(GO) build -ldflags "-s -w" -o $@.tmp .
+	mv $@.tmp $@
+$(ESO_CRDS)/.complete:
+	mkdir -p $(ESO_CRDS)
+	dir=$$(cd $(TOOLS)/eso && $(GO) mod download -json github.com/external-secrets/external-secrets | grep '"Dir":' | cut -d'"' -f4) && \
+		test -n "$$dir" && for c in $(ESO_CRD_FILES); do install -m 0644 "$$dir/config/crds/bases/external-secrets.io_$$c.yaml" $(ESO_CRDS)/; done
+	touch $@
 
 # Fuzz targets, as package:target. `go test ./...` runs each one's seed
 # corpus (f.Add seeds and testdata/fuzz, where every crasher found is kept);

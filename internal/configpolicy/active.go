@@ -12,7 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/changecontrol"
+	"github.com/configward/configward/internal/churn"
 	"github.com/configward/configward/internal/rules"
 )
 
@@ -150,6 +152,40 @@ func (a *Active) Rollouts(ns *corev1.Namespace) (enabled, includeSecrets bool) {
 		includeSecrets = includeSecrets || !p.spec.Rollouts.ExcludeSecrets
 	}
 	return enabled, includeSecrets
+}
+
+// Flapping returns the churn threshold in ns: the default where no
+// selecting policy sets one, otherwise the strictest of those set (see
+// churn.Stricter).
+func (a *Active) Flapping(ns *corev1.Namespace) churn.Threshold {
+	var out *churn.Threshold
+	for _, p := range a.selecting(ns) {
+		if p.spec.Rollouts.Flapping == nil {
+			continue
+		}
+		t := FlappingThreshold(*p.spec.Rollouts.Flapping)
+		if out != nil {
+			t = churn.Stricter(*out, t)
+		}
+		out = &t
+	}
+	if out == nil {
+		return churn.Default
+	}
+	return *out
+}
+
+// FlappingThreshold reads a policy's flapping settings, with the defaults
+// for what it leaves unset.
+func FlappingThreshold(f v1alpha1.FlappingSettings) churn.Threshold {
+	t := churn.Threshold{Changes: int(f.Changes), Window: f.Window.Duration}
+	if t.Changes == 0 {
+		t.Changes = churn.Default.Changes
+	}
+	if t.Window == 0 {
+		t.Window = churn.Default.Window
+	}
+	return t
 }
 
 func labelSet(l map[string]string) labels.Set { return labels.Set(l) }

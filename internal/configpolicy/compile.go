@@ -102,6 +102,11 @@ func Validate(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Compiled, field.
 	}
 	errs = append(errs, validateRevisions(spec, cp.Spec)...)
 	errs = append(errs, validateDelivery(spec, cp.Spec)...)
+	if f := cp.Spec.Rollouts.Flapping; f != nil {
+		if err := FlappingThreshold(*f).Validate(); err != nil {
+			errs = append(errs, invalid(spec.Child("rollouts", "flapping"), "%v", err))
+		}
+	}
 	c.pipeline = changecontrol.Identities{Users: cp.Spec.Pipeline.Users, Groups: cp.Spec.Pipeline.Groups}
 	for i, sa := range cp.Spec.Pipeline.ServiceAccounts {
 		u, err := changecontrol.ParseServiceAccount(sa)

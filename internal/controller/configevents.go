@@ -125,9 +125,11 @@ func rolledConsumers(ctx context.Context, inv *inventory.Inventory, kinds []work
 func contentChanged(old, new client.Object) bool {
 	oldMode, _ := inventory.ModeOf(old.GetAnnotations())
 	newMode, _ := inventory.ModeOf(new.GetAnnotations())
-	if oldMode != newMode {
-		return true
-	}
+	return oldMode != newMode || dataChanged(old, new)
+}
+
+// dataChanged compares the data digests of the cached forms.
+func dataChanged(old, new client.Object) bool {
 	switch o := old.(type) {
 	case *corev1.ConfigMap:
 		n, ok := new.(*corev1.ConfigMap)

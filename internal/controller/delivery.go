@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/churn"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/hashkey"
@@ -69,6 +70,9 @@ type DeliveryOptions struct {
 	BatchWindow time.Duration
 	// Keep is how many finished deliveries of each config are kept.
 	Keep int
+	// Churn tells config that changes too often to deliver (nil: none
+	// does).
+	Churn *churn.Tracker
 }
 
 // DefaultDeliveriesKept is how many finished deliveries of one config
@@ -206,6 +210,12 @@ func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src 
 	}
 	if wait := d.batchWait(req.NamespacedName); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	if rec, flapping := flappingObject(d.opts.Churn, s.Flapping, req.Namespace, src.Kind, src.Name); flapping {
+		// No snapshot and no delivery of content that is replaced every
+		// refresh; the look once it has settled starts one, of the content
+		// it settled on.
+		return reconcile.Result{RequeueAfter: time.Until(rec.Until(s.Flapping)) + time.Second}, nil
 	}
 	// The delivered content's snapshot exists before any template names
 	// it: the wave's pods would be refused otherwise.

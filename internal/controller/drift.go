@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/churn"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/configschema"
 	"github.com/configward/configward/internal/delivery"
@@ -78,6 +79,8 @@ type DriftOptions struct {
 	Policies *configpolicy.Store
 	// Deliveries say which consumers a delivery keeps on their revision.
 	Deliveries *delivery.Pinner
+	// Churn tells the config whose changes hold its consumers' rollouts.
+	Churn *churn.Tracker
 }
 
 // SetupDrift registers the drift controller, which reconciles namespaces.
@@ -263,6 +266,9 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 				wanted = template
 			}
 			templateHold := drift.TemplateHoldOf(w, settings.Rollouts)
+			if _, _, flapping := flappingInput(d.opts.Churn, settings.Flapping, ns, spec); flapping && templateHold.Reason == "" {
+				templateHold = drift.Flapping
+			}
 			if settings.Revisions && wanted != template && obj.GetAnnotations()[v1alpha1.RolledBackFromAnnotation] == wanted {
 				// Its pods are counted against the revision it was rolled
 				// back to, which configward keeps.

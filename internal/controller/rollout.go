@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/churn"
 	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/hashkey"
@@ -47,7 +48,7 @@ var (
 	rolloutsSkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_rollouts_skipped_total",
 		Help: "Workloads whose consumed config changed but whose running pods were not replaced, by kind and reason: " +
-			"opted-out, policy-disabled and job-immutable leave the template as it is; on-delete, paused, replicaset and declared " +
+			"opted-out, policy-disabled, flapping and job-immutable leave the template as it is; on-delete, paused, replicaset and declared " +
 			"(a custom kind's notRolledWhen) get the new hash, but their own update strategy does not replace running pods.",
 	}, []string{"kind", "reason"})
 )
@@ -83,6 +84,9 @@ type RolloutOptions struct {
 	// for which workload; the drift controller reads it. Nil: a log of
 	// its own.
 	Causes *drift.Causes
+	// Churn tells the config that changes too often to roll its consumers
+	// (nil: none does).
+	Churn *churn.Tracker
 }
 
 // SetupRollouts registers one rollout controller per rolled workload kind
@@ -120,6 +124,7 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			keys:     opts.Keys,
 			causes:   opts.Causes,
 			pinner:   opts.Deliveries,
+			churn:    opts.Churn,
 		}
 		obj := t.New()
 		rotated := make(chan event.GenericEvent, 1)
@@ -174,6 +179,10 @@ type rollout struct {
 	keys     *hashkey.Source
 	causes   *drift.Causes
 	pinner   *delivery.Pinner
+	churn    *churn.Tracker
+	// held holds, per workload held by flapping config, the start of the
+	// episode its Event was recorded for.
+	held sync.Map
 }
 
 // key names a workload of the controller's kind in the change log.
@@ -238,6 +247,9 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if len(changed) > 0 {
 		what = strings.Join(changed, ", ")
 	}
+	if res, held, err := r.heldByChurn(ctx, req, w, what, changed); held || err != nil {
+		return res, err
+	}
 	if r.typ.ImmutableTemplate {
 		// A Job's pod template is immutable; the next Job picks the change up.
 		if len(changed) > 0 {
@@ -260,6 +272,9 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 			r.putBack(req.NamespacedName, changed)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if res, held, err := r.heldByChurn(ctx, req, w, what, changed); held || err != nil {
+		return res, err // it started flapping during the wait
 	}
 	hash := t.hash
 	if t.revisions {
@@ -320,6 +335,33 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	r.events.Eventf(w.Obj, nil, corev1.EventTypeNormal, "ConfigChanged", "Rollout",
 		"%s changed: updated %s to %s, %s", what, v1alpha1.ConfigHashAnnotation, hash, effect)
 	return reconcile.Result{}, nil
+}
+
+// heldByChurn holds the rollout of a workload that consumes config
+// flapping now, until that config has been stable for its window: it
+// records the hold once per episode, keeps the logged causes for the
+// rollout that follows, and looks again when the window ends.
+func (r *rollout) heldByChurn(ctx context.Context, req reconcile.Request, w workload.Object, what string, changed []string) (reconcile.Result, bool, error) {
+	settings, err := r.settings.of(ctx, req.Namespace)
+	if err != nil {
+		r.putBack(req.NamespacedName, changed)
+		return reconcile.Result{}, false, err
+	}
+	spec, _ := w.PodSpec()
+	key, rec, held := flappingInput(r.churn, settings.Flapping, req.Namespace, spec)
+	if !held {
+		r.held.Delete(req.NamespacedName)
+		return reconcile.Result{}, false, nil
+	}
+	r.putBack(req.NamespacedName, changed)
+	if prev, ok := r.held.Swap(req.NamespacedName, rec.Since); !ok || !prev.(time.Time).Equal(rec.Since) {
+		rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.Flapping.Reason).Inc()
+		ctrl.LoggerFrom(ctx).Info("config changed; not rolled while config it consumes is flapping", "kind", r.typ.Kind.Kind, "flapping", key.Object())
+		r.events.Eventf(w.Obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
+			"%s changed, but %s changes content %s (last written by %q; see its ConfigFlapping Event): running pods keep the config they run until it has been unchanged for %s",
+			what, key.Object(), settings.Flapping, rec.Writer, settings.Flapping.Window)
+	}
+	return reconcile.Result{RequeueAfter: time.Until(rec.Until(settings.Flapping)) + time.Second}, true, nil
 }
 
 // target is what a workload's template should carry now.

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/churn"
 )
 
 // Settings are what the ConfigPolicies selecting a namespace say of
@@ -18,13 +19,16 @@ type Settings struct {
 	// ConfigPolicy DeliveryPolicy.
 	Delivery       *v1alpha1.DeliverySettings
 	DeliveryPolicy string
+	// Flapping is when a ConfigMap or Secret changes too often to roll its
+	// consumers.
+	Flapping churn.Threshold
 }
 
 // SettingsFunc returns a namespace's Settings.
 type SettingsFunc func(ctx context.Context, namespace string) (Settings, error)
 
 // defaults are the settings without any ConfigPolicy.
-var defaults = Settings{Rollouts: true, Secrets: true}
+var defaults = Settings{Rollouts: true, Secrets: true, Flapping: churn.Default}
 
 func (f SettingsFunc) of(ctx context.Context, namespace string) (Settings, error) {
 	if f == nil {

@@ -57,7 +57,12 @@ type Hold = workload.Hold
 var (
 	OptedOut       = Hold{Reason: "opted-out", Why: "the workload opts out of rollouts (configward.dev/rollout: disabled)", Until: "the annotation is removed and the workload is rolled"}
 	PolicyDisabled = Hold{Reason: "policy-disabled", Why: "a ConfigPolicy turns rollouts off in this namespace", Until: "rollouts are turned on again"}
-	JobImmutable   = Hold{Reason: "job-immutable", Why: "a Job's pod template cannot change", Until: "a new Job is started"}
+	// Flapping is a workload's that consumes config changing content past
+	// its ConfigPolicy's flapping threshold (the ConfigFlapping Event on
+	// that object names it and its writer).
+	Flapping = Hold{Reason: "flapping", Why: "config it consumes changes content too often (see the ConfigFlapping Event on it): configward does not roll it for those changes",
+		Until: "that config has been unchanged for its threshold's window"}
+	JobImmutable = Hold{Reason: "job-immutable", Why: "a Job's pod template cannot change", Until: "a new Job is started"}
 	// StartedJobs is a CronJob's: its template gets the new hash, which
 	// the next Job uses, and Jobs already started keep theirs.
 	// RolledBackHold is a workload's that was rolled back to a revision

@@ -31,9 +31,11 @@ func TransformConfigMap(obj any) (any, error) {
 	if !ok || isPacked(len(cm.Data), hasKey(cm.Data, packedKey)) {
 		return obj, nil
 	}
+	meta := slimMeta(cm.ObjectMeta)
+	meta.ManagedFields = lastWriter(cm.ManagedFields)
 	out := &corev1.ConfigMap{
 		TypeMeta:   cm.TypeMeta,
-		ObjectMeta: slimMeta(cm.ObjectMeta),
+		ObjectMeta: meta,
 		Immutable:  cm.Immutable,
 		Data:       map[string]string{packedKey: pack(digest.KeyDigests(cm.Data, cm.BinaryData))},
 	}
@@ -54,6 +56,7 @@ func TransformSecret(obj any) (any, error) {
 	data := map[string][]byte{packedKey: []byte(pack(digest.SecretKeyDigests(s.Data)))}
 	meta := slimMeta(s.ObjectMeta)
 	meta.Annotations, meta.Labels = onlyConfigward(s.Annotations), onlyConfigward(s.Labels)
+	meta.ManagedFields = lastWriter(s.ManagedFields)
 	out := &corev1.Secret{
 		TypeMeta:   s.TypeMeta,
 		ObjectMeta: meta,
@@ -226,6 +229,35 @@ func onlyConfigward(m map[string]string) map[string]string {
 		}
 	}
 	return out
+}
+
+// lastWriter keeps, of an object's managed fields, the entry written last
+// (without its field set, most of the entry): the churn controller names
+// it as the writer of a change.
+func lastWriter(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
+	var last *metav1.ManagedFieldsEntry
+	for i := range entries {
+		e := &entries[i]
+		if e.Subresource != "" || e.Time == nil {
+			continue
+		}
+		if last == nil || !e.Time.Before(last.Time) {
+			last = e
+		}
+	}
+	if last == nil {
+		return nil
+	}
+	return []metav1.ManagedFieldsEntry{{Manager: last.Manager, Operation: last.Operation, Time: last.Time}}
+}
+
+// Writer is the field manager that last wrote a cached ConfigMap or
+// Secret ("" when the API server recorded none).
+func Writer(obj client.Object) string {
+	if mf := obj.GetManagedFields(); len(mf) > 0 {
+		return mf[0].Manager
+	}
+	return ""
 }
 
 func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {

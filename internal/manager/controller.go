@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/configward/configward/internal/churn"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/controller"
 	"github.com/configward/configward/internal/drift"
@@ -106,7 +108,19 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, reports bool) error
 		s.Rollouts, s.Secrets = active.Rollouts(ns)
 		s.Revisions, s.RevisionSecrets = active.Revisions(ns)
 		s.DeliveryPolicy, s.Delivery = active.Delivery(ns)
+		s.Flapping = active.Flapping(ns)
 		return s, nil
+	}
+	tracker := churn.NewTracker()
+	records := o.ChangeRecords
+	if records == "" {
+		records = DefaultChangeRecords
+	}
+	if err := controller.SetupChurn(mgr, controller.ChurnOptions{
+		Tracker: tracker, Settings: settings, Pass: o.ChurnPass,
+		Record: types.NamespacedName{Namespace: o.HashKeyNamespace, Name: records},
+	}); err != nil {
+		return err
 	}
 	pinner, _, err := watchDeliveries(mgr, inv)
 	if err != nil {
@@ -125,16 +139,17 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, reports bool) error
 		Snapshots:   snapshots,
 		Causes:      causes,
 		Deliveries:  pinner,
+		Churn:       tracker,
 	}); err != nil {
 		return err
 	}
 	if err := controller.SetupDelivery(mgr, inv, controller.DeliveryOptions{
-		Settings: settings, Snapshots: snapshots, Keys: keys, Pinner: pinner, BatchWindow: o.RolloutBatchWindow,
+		Settings: settings, Snapshots: snapshots, Keys: keys, Pinner: pinner, BatchWindow: o.RolloutBatchWindow, Churn: tracker,
 	}); err != nil {
 		return err
 	}
 	if err := controller.SetupDrift(mgr, inv, controller.DriftOptions{
-		Keys: keys, Settings: settings, Causes: causes, Reports: reports, Policies: policies, Deliveries: pinner,
+		Keys: keys, Settings: settings, Causes: causes, Reports: reports, Policies: policies, Deliveries: pinner, Churn: tracker,
 	}); err != nil {
 		return err
 	}

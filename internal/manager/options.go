@@ -321,6 +321,13 @@ type Controller struct {
 	// the controller scopes to the writes configward acts on (see
 	// internal/webhookscope); none named: it leaves them as installed.
 	WebhookScope webhookscope.Configurations
+	// ChangeRecords names the ConfigMap, in HashKeyNamespace, where the
+	// leader keeps the recent content changes of every ConfigMap and
+	// Secret (flapping detection).
+	ChangeRecords string
+	// ChurnPass is how often the leader announces flapping and stores the
+	// records (zero: 2 s; no flag, tests shorten it).
+	ChurnPass time.Duration
 	// Restartable lets a second controller process be built in the same Go
 	// process once the first has stopped (controller-runtime refuses two
 	// controllers of one name in a process otherwise). Tests that stop and
@@ -351,9 +358,15 @@ func (c *Controller) AddFlags(fs *pflag.FlagSet) {
 		"Name of the MutatingWebhookConfiguration holding configward's config-hash webhook. With --validating-webhook-configuration, the controller keeps matchConditions on both workload webhooks so the API server does not call configward for workload writes it ignores: objects a workload kind controls (judged at their owner), and, while no ConfigPolicy has custom rules, writes that reference no ConfigMap or Secret and carry no configward.dev/ metadata. Empty: the webhooks are left as installed.")
 	fs.StringVar(&c.WebhookScope.Validating, "validating-webhook-configuration", "",
 		"Name of the ValidatingWebhookConfiguration holding configward's workload-rules webhook (see --mutating-webhook-configuration).")
+	fs.StringVar(&c.ChangeRecords, "change-records-configmap", DefaultChangeRecords,
+		"Name of the ConfigMap, in configward's namespace (--hash-key-namespace), where the leader keeps the recent content changes of every ConfigMap and Secret, so that counting a flapping object (spec.rollouts.flapping) survives restarts and failover. It holds times, resource versions and field manager names, never content.")
 	fs.StringVar(&c.Reports, "reports", ReportsAuto,
 		"Write one OpenReports Report (openreports.io/v1alpha1) per stamped workload saying whether its pods run its current config: auto writes them when the Report CRD is served when the controller starts (install it later and restart), off never does.")
 }
+
+// DefaultChangeRecords is the ConfigMap of change records unless
+// --change-records-configmap names another.
+const DefaultChangeRecords = "configward-config-changes"
 
 // The values of --reports.
 const (

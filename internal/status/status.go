@@ -97,6 +97,7 @@ func (r Result) Stale() bool {
 // cannot show (a ConfigPolicy's) or that it shows the same way.
 var templateHolds = map[string]drift.Hold{
 	drift.OptedOut.Reason: drift.OptedOut, drift.PolicyDisabled.Reason: drift.PolicyDisabled, drift.JobImmutable.Reason: drift.JobImmutable,
+	drift.Flapping.Reason:       drift.Flapping,
 	drift.RolledBackHold.Reason: drift.RolledBackHold,
 }
 

@@ -101,6 +101,36 @@ type RolloutSettings struct {
 	// not roll workloads (for Secrets the application re-reads itself).
 	// +optional
 	ExcludeSecrets bool `json:"excludeSecrets,omitempty"`
+	// Flapping says when a ConfigMap or Secret changes content too often
+	// for its changes to roll its consumers: a writer whose output differs
+	// on every refresh (a template with a random salt, a generator that
+	// re-mints), or two controllers fighting over one object. Past the
+	// threshold configward stops rolling the object's consumers, takes no
+	// snapshot of it and starts no delivery for it, records a
+	// ConfigFlapping Event naming its writer, and resumes once the object
+	// has been stable for a window. Unset: more than 3 changes in 10m.
+	// Where policies disagree, the fewest changes and the longest window
+	// win.
+	// +optional
+	Flapping *FlappingSettings `json:"flapping,omitempty"`
+}
+
+// FlappingSettings is the threshold past which an object's content
+// changes stop rolling its consumers.
+type FlappingSettings struct {
+	// Changes is how many content changes within Window are still rolled;
+	// one more makes the object flapping.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Changes int32 `json:"changes,omitempty"`
+	// Window is the span changes are counted over, and how long the object
+	// must stay unchanged before its consumers roll again (a Go duration,
+	// 10s to 24h).
+	// +optional
+	// +kubebuilder:default="10m"
+	Window metav1.Duration `json:"window,omitempty"`
 }
 
 // RevisionSettings configures config revisions. Where several policies

@@ -1,0 +1,253 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/configward/configward/internal/churn"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/refs"
+)
+
+// The records of recent content changes live in one ConfigMap in
+// configward's namespace, written by the leader only (a Role grants it
+// that ConfigMap alone).
+//
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+var configFlapping = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "configward_config_flapping",
+	Help: "1 for each ConfigMap or Secret whose content changes past its flapping threshold: its changes roll no consumer, take no snapshot and start no delivery until it has been stable for the threshold's window.",
+}, []string{"kind", "namespace", "name"})
+
+func init() { metrics.Registry.MustRegister(configFlapping) }
+
+// ChurnOptions set up the counting of content changes.
+type ChurnOptions struct {
+	Tracker  *churn.Tracker
+	Settings SettingsFunc
+	// Record names the ConfigMap the leader keeps the records in, so that a
+	// restart or failover does not reset the count.
+	Record types.NamespacedName
+	// Pass is how often the leader settles, announces and stores (default
+	// 2 s).
+	Pass time.Duration
+}
+
+// SetupChurn counts the content changes of every ConfigMap and Secret on
+// every replica (the standby's count is warm when it takes over), and runs
+// the leader's keeper, which announces each object that starts flapping
+// (a ConfigFlapping Event naming its writer), each that settles
+// (ConfigStable), and stores the records.
+func SetupChurn(mgr ctrl.Manager, opts ChurnOptions) error {
+	if opts.Pass == 0 {
+		opts.Pass = 2 * time.Second
+	}
+	ctx := context.Background()
+	for kind, obj := range map[refs.Kind]client.Object{refs.ConfigMap: &corev1.ConfigMap{}, refs.Secret: &corev1.Secret{}} {
+		informer, err := mgr.GetCache().GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("watching %ss for their change rate: %w", kind, err)
+		}
+		_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(old, new any) {
+				o, okOld := old.(client.Object)
+				n, okNew := new.(client.Object)
+				if !okOld || !okNew || !dataChanged(o, n) || client.ObjectKeyFromObject(n) == opts.Record {
+					return
+				}
+				s, err := opts.Settings.of(ctx, n.GetNamespace())
+				if err != nil {
+					ctrl.Log.Error(err, "reading the flapping threshold; counting the change with the default", "namespace", n.GetNamespace())
+					s.Flapping = churn.Default
+				}
+				opts.Tracker.Observe(churnKey(kind, n), churn.Change{At: time.Now(), Version: n.GetResourceVersion()}, inventory.Writer(n), s.Flapping)
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("watching %ss for their change rate: %w", kind, err)
+		}
+	}
+	return mgr.Add(&churnKeeper{opts: opts, cache: mgr.GetCache(), live: mgr.GetAPIReader(), client: mgr.GetClient(),
+		events: mgr.GetEventRecorder("configward-churn")})
+}
+
+func churnKey(kind refs.Kind, obj client.Object) churn.Key {
+	return churn.Key{Kind: string(kind), Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+// churnKeeper is the leader's part of churn: Events, the gauge, the stored
+// records.
+type churnKeeper struct {
+	opts   ChurnOptions
+	cache  client.Reader
+	live   client.Reader
+	client client.Client
+	events recorder.EventRecorder
+}
+
+func (k *churnKeeper) NeedLeaderElection() bool { return true }
+
+func (k *churnKeeper) Start(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx).WithName("churn")
+	var stored corev1.ConfigMap
+	err := k.live.Get(ctx, k.opts.Record, &stored)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		// Counting goes on from what this replica saw; the next store
+		// writes over what could not be read.
+		log.Error(err, "reading the stored change records; counting from this process's own", "configmap", k.opts.Record)
+	default:
+		if err := k.opts.Tracker.Load(stored.Data); err != nil {
+			log.Error(err, "reading the stored change records", "configmap", k.opts.Record)
+		}
+	}
+	tick := time.NewTicker(k.opts.Pass)
+	defer tick.Stop()
+	for {
+		k.pass(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		case <-k.opts.Tracker.Started():
+		}
+	}
+}
+
+// pass announces what started or stopped flapping and stores the records.
+func (k *churnKeeper) pass(ctx context.Context) {
+	log := ctrl.LoggerFrom(ctx).WithName("churn")
+	now := time.Now()
+	thresholds := map[churn.Key]churn.Threshold{}
+	for _, key := range k.opts.Tracker.Keys() {
+		s, err := k.opts.Settings.of(ctx, key.Namespace)
+		if err != nil {
+			continue // the next pass
+		}
+		th := s.Flapping
+		thresholds[key] = th
+		rec, _ := k.opts.Tracker.Get(key)
+		switch {
+		case rec.Flapping(th, now) && !rec.Announced:
+			obj := k.object(ctx, key)
+			if obj == nil {
+				continue
+			}
+			configFlapping.WithLabelValues(key.Kind, key.Namespace, key.Name).Set(1)
+			k.events.Eventf(obj, nil, corev1.EventTypeWarning, "ConfigFlapping", "Rollout",
+				"%s changed content %d times in %s (its threshold: %s), last written by %q: configward stops rolling its consumers for it, "+
+					"takes no snapshot of it and starts no delivery for it until it has been unchanged for %s. "+
+					"Make its writer's output stable (a template with a random salt, a generator re-minting, two writers fighting), or mark it configward.dev/reload: hot or ignore if its consumers need no restart",
+				key.Object(), rec.InWindow(th, now), th.Window, th, writerName(rec.Writer), th.Window)
+			log.Info("config flapping; its consumers are not rolled", "kind", key.Kind, "namespace", key.Namespace, "name", key.Name,
+				"changes", rec.InWindow(th, now), "window", th.Window, "writer", rec.Writer)
+			k.opts.Tracker.Update(key, func(r *churn.Record) bool { r.Announced = true; return true })
+		case !rec.Since.IsZero() && !rec.Flapping(th, now):
+			settled := false
+			k.opts.Tracker.Update(key, func(r *churn.Record) bool { settled = r.Settle(th, now); return settled })
+			if !settled {
+				continue
+			}
+			configFlapping.DeleteLabelValues(key.Kind, key.Namespace, key.Name)
+			if obj := k.object(ctx, key); obj != nil && rec.Announced {
+				k.events.Eventf(obj, nil, corev1.EventTypeNormal, "ConfigStable", "Rollout",
+					"%s has been unchanged for %s: changes of it roll its consumers again, and those held while it was flapping roll now, paced",
+					key.Object(), th.Window)
+			}
+		}
+	}
+	k.opts.Tracker.Forget(now, func(key churn.Key) churn.Threshold {
+		if th, ok := thresholds[key]; ok {
+			return th
+		}
+		return churn.Threshold{Window: churn.MaxWindow} // unknown: keep it
+	})
+	k.store(ctx)
+}
+
+func writerName(w string) string {
+	if w == "" {
+		return "an unknown field manager"
+	}
+	return w
+}
+
+// object reads the cached ConfigMap or Secret an Event is recorded on; nil
+// when it is gone.
+func (k *churnKeeper) object(ctx context.Context, key churn.Key) client.Object {
+	var obj client.Object = &corev1.ConfigMap{}
+	if key.Kind == string(refs.Secret) {
+		obj = &corev1.Secret{}
+	}
+	if err := k.cache.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: key.Name}, obj); err != nil {
+		return nil
+	}
+	return obj
+}
+
+// store writes the records when they changed since the last store.
+func (k *churnKeeper) store(ctx context.Context) {
+	data, ok := k.opts.Tracker.Encode()
+	if !ok {
+		return
+	}
+	err := k.write(ctx, data)
+	if err != nil {
+		k.opts.Tracker.Unstored()
+		ctrl.LoggerFrom(ctx).WithName("churn").Error(err, "storing the change records; they stay in memory and are stored at the next pass", "configmap", k.opts.Record)
+	}
+}
+
+func (k *churnKeeper) write(ctx context.Context, data map[string]string) error {
+	var cm corev1.ConfigMap
+	err := k.live.Get(ctx, k.opts.Record, &cm)
+	if apierrors.IsNotFound(err) {
+		cm.Namespace, cm.Name = k.opts.Record.Namespace, k.opts.Record.Name
+		cm.Labels = map[string]string{"app.kubernetes.io/managed-by": "configward"}
+		cm.Data = data
+		return k.client.Create(ctx, &cm)
+	}
+	if err != nil {
+		return err
+	}
+	cm.Data = data
+	return k.client.Update(ctx, &cm)
+}
+
+// flappingObject says whether one ConfigMap or Secret is flapping now,
+// with its record. A nil tracker knows of none.
+func flappingObject(t *churn.Tracker, th churn.Threshold, namespace string, kind refs.Kind, name string) (churn.Record, bool) {
+	if t == nil {
+		return churn.Record{}, false
+	}
+	return t.Flapping(churn.Key{Kind: string(kind), Namespace: namespace, Name: name}, th, time.Now())
+}
+
+// flappingInput returns the first ConfigMap or Secret spec consumes that is
+// flapping now: the workload's rollouts are held while it is (its other
+// config's changes wait with it, and roll together once it has settled).
+func flappingInput(t *churn.Tracker, th churn.Threshold, namespace string, spec *corev1.PodSpec) (churn.Key, churn.Record, bool) {
+	if t == nil || spec == nil {
+		return churn.Key{}, churn.Record{}, false
+	}
+	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
+		if rec, ok := flappingObject(t, th, namespace, c.Kind, c.Name); ok {
+			return churn.Key{Kind: string(c.Kind), Namespace: namespace, Name: c.Name}, rec, true
+		}
+	}
+	return churn.Key{}, churn.Record{}, false
+}
