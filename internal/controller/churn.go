@@ -46,8 +46,8 @@ type ChurnOptions struct {
 	Pass time.Duration
 }
 
-// SetupChurn counts the content changes of every ConfigMap and Secret on
-// every replica (the standby's count is warm when it takes over), and runs
+// SetupChurn counts the content changes of every rollout-mode ConfigMap
+// and Secret on every replica (the standby's count is warm when it takes over), and runs
 // the leader's keeper, which announces each object that starts flapping
 // (a ConfigFlapping Event naming its writer), each that settles
 // (ConfigStable), and stores the records.
@@ -66,6 +66,12 @@ func SetupChurn(mgr ctrl.Manager, opts ChurnOptions) error {
 				o, okOld := old.(client.Object)
 				n, okNew := new.(client.Object)
 				if !okOld || !okNew || !dataChanged(o, n) || client.ObjectKeyFromObject(n) == opts.Record {
+					return
+				}
+				if mode, _ := inventory.ModeOf(n.GetAnnotations()); mode != inventory.Rollout {
+					// Its changes roll nothing (hot: the app reloads it;
+					// ignore: nobody needs to react), so there is nothing
+					// to hold.
 					return
 				}
 				s, err := opts.Settings.of(ctx, n.GetNamespace())

@@ -73,6 +73,18 @@ var _ = Describe("flapping config", func() {
 		Eventually(storedRecord(ns, "cfg"), 10*time.Second).Should(HaveField("Since", BeZero()))
 	})
 
+	It("does not count a hot ConfigMap's changes: they roll nothing to hold", func() {
+		ns := namespace(nil)
+		cm := configMap(ns, "live", "salt: 0")
+		cm.Annotations = map[string]string{v1alpha1.ReloadAnnotation: "hot"}
+		create(cm)
+		for i := 1; i <= 5; i++ {
+			writeAs(cm, fmt.Sprintf("salt: %d", i), "secret-templater")
+		}
+		Consistently(events(ns, "live", "ConfigFlapping"), 4*time.Second).Should(BeEmpty())
+		Expect(storedRecord(ns, "live")().Changes).To(BeEmpty())
+	})
+
 	It("takes no snapshot and starts no delivery for config that flaps, and delivers the content it settles on", func() {
 		const label = "controllers.configward.dev/flapping-delivery"
 		window := 15 * time.Second
