@@ -26,17 +26,8 @@ import (
 
 var _ = Describe("flapping config", func() {
 	It("stops rolling the consumers of a ConfigMap past its threshold, names the writer, keeps the count across a restart, and rolls once when it has settled", func() {
-		const label = "controllers.configward.dev/flapping"
 		window := 20 * time.Second
-		policy := &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{Name: "flapping"}, Spec: v1alpha1.ConfigPolicySpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{label: "on"}},
-			Rollouts:          v1alpha1.RolloutSettings{Flapping: &v1alpha1.FlappingSettings{Changes: 2, Window: metav1.Duration{Duration: window}}},
-		}}
-		create(policy)
-		DeferCleanup(func() { Expect(env.Client.Delete(ctx, policy)).To(Succeed()) })
-		Eventually(ready(policy), 10*time.Second).Should(Equal(metav1.ConditionTrue))
-
-		ns := namespace(map[string]string{label: "on"})
+		ns := flappingNamespace("flapping", 2, window, nil)
 		cm := configMap(ns, "cfg", "salt: 0")
 		create(cm)
 		d := deployment(ns, "web", "cfg")
@@ -86,19 +77,11 @@ var _ = Describe("flapping config", func() {
 	})
 
 	It("takes no snapshot and starts no delivery for config that flaps, and delivers the content it settles on", func() {
-		const label = "controllers.configward.dev/flapping-delivery"
 		window := 15 * time.Second
-		policy := &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{Name: "flapping-delivery"}, Spec: v1alpha1.ConfigPolicySpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{label: "on"}},
-			Rollouts:          v1alpha1.RolloutSettings{Flapping: &v1alpha1.FlappingSettings{Changes: 1, Window: metav1.Duration{Duration: window}}},
-			Revisions:         v1alpha1.RevisionSettings{Enabled: true},
-			Delivery:          &v1alpha1.DeliverySettings{Waves: []v1alpha1.Wave{{Name: "canary", Percent: new(int32(50))}, {Name: "rest"}}},
-		}}
-		create(policy)
-		DeferCleanup(func() { Expect(env.Client.Delete(ctx, policy)).To(Succeed()) })
-		Eventually(ready(policy), 10*time.Second).Should(Equal(metav1.ConditionTrue))
-
-		ns := namespace(map[string]string{label: "on"})
+		ns := flappingNamespace("flapping-delivery", 1, window, func(s *v1alpha1.ConfigPolicySpec) {
+			s.Revisions = v1alpha1.RevisionSettings{Enabled: true}
+			s.Delivery = &v1alpha1.DeliverySettings{Waves: []v1alpha1.Wave{{Name: "canary", Percent: new(int32(50))}, {Name: "rest"}}}
+		})
 		cm := configMap(ns, "cfg", "salt: 0")
 		create(cm)
 		for _, name := range []string{"a", "b"} {
@@ -136,6 +119,23 @@ func configMapNames(ns string) func() []string {
 		}
 		return out
 	}
+}
+
+// flappingNamespace creates a namespace and a ConfigPolicy named name that
+// selects it alone, with the flapping threshold given and what more sets.
+func flappingNamespace(name string, changes int32, window time.Duration, more func(*v1alpha1.ConfigPolicySpec)) string {
+	label := "controllers.configward.dev/" + name
+	policy := &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.ConfigPolicySpec{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{label: "on"}},
+		Rollouts:          v1alpha1.RolloutSettings{Flapping: &v1alpha1.FlappingSettings{Changes: changes, Window: metav1.Duration{Duration: window}}},
+	}}
+	if more != nil {
+		more(&policy.Spec)
+	}
+	create(policy)
+	DeferCleanup(func() { Expect(env.Client.Delete(ctx, policy)).To(Succeed()) })
+	Eventually(ready(policy), 10*time.Second).Should(Equal(metav1.ConditionTrue))
+	return namespace(map[string]string{label: "on"})
 }
 
 // configCurrentReason is the hold reason of the config-current result of
@@ -191,16 +191,8 @@ var _ = Describe("Secrets External Secrets Operator writes", func() {
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(eso.Stop)
 
-		const label = "controllers.configward.dev/eso"
 		window := 15 * time.Second
-		policy := &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{Name: "eso-flapping"}, Spec: v1alpha1.ConfigPolicySpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{label: "on"}},
-			Rollouts:          v1alpha1.RolloutSettings{Flapping: &v1alpha1.FlappingSettings{Changes: 2, Window: metav1.Duration{Duration: window}}},
-		}}
-		create(policy)
-		DeferCleanup(func() { Expect(env.Client.Delete(ctx, policy)).To(Succeed()) })
-		Eventually(ready(policy), 10*time.Second).Should(Equal(metav1.ConditionTrue))
-		ns := namespace(map[string]string{label: "on"})
+		ns := flappingNamespace("eso-flapping", 2, window, nil)
 
 		applyYAML(fmt.Sprintf(`apiVersion: external-secrets.io/v1
 kind: SecretStore
