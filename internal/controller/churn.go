@@ -86,8 +86,14 @@ func SetupChurn(mgr ctrl.Manager, opts ChurnOptions) error {
 			return fmt.Errorf("watching %ss for their change rate: %w", kind, err)
 		}
 	}
-	return mgr.Add(&churnKeeper{opts: opts, cache: mgr.GetCache(), live: mgr.GetAPIReader(), client: mgr.GetClient(),
-		events: mgr.GetEventRecorder("configward-churn")})
+	k := &churnKeeper{opts: opts, cache: mgr.GetCache(), live: mgr.GetAPIReader(), client: mgr.GetClient(),
+		events: mgr.GetEventRecorder("configward-churn")}
+	// Loaded before the manager starts, so that no rollout controller of
+	// a restarted process acts before it knows what is flapping; the
+	// leader loads again when it starts leading, for what the previous
+	// leader stored since.
+	k.load(ctx)
+	return mgr.Add(k)
 }
 
 func churnKey(kind refs.Kind, obj client.Object) churn.Key {
@@ -106,8 +112,9 @@ type churnKeeper struct {
 
 func (k *churnKeeper) NeedLeaderElection() bool { return true }
 
-func (k *churnKeeper) Start(ctx context.Context) error {
-	log := ctrl.LoggerFrom(ctx).WithName("churn")
+// load merges the stored records into the tracker.
+func (k *churnKeeper) load(ctx context.Context) {
+	log := ctrl.Log.WithName("churn")
 	var stored corev1.ConfigMap
 	err := k.live.Get(ctx, k.opts.Record, &stored)
 	switch {
@@ -121,6 +128,10 @@ func (k *churnKeeper) Start(ctx context.Context) error {
 			log.Error(err, "reading the stored change records", "configmap", k.opts.Record)
 		}
 	}
+}
+
+func (k *churnKeeper) Start(ctx context.Context) error {
+	k.load(ctx)
 	tick := time.NewTicker(k.opts.Pass)
 	defer tick.Stop()
 	for {

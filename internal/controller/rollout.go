@@ -358,7 +358,7 @@ func (r *rollout) heldByChurn(ctx context.Context, req reconcile.Request, w work
 		rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.Flapping.Reason).Inc()
 		ctrl.LoggerFrom(ctx).Info("config changed; not rolled while config it consumes is flapping", "kind", r.typ.Kind.Kind, "flapping", key.Object())
 		r.events.Eventf(w.Obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
-			"%s changed, but %s changes content %s (last written by %q; see its ConfigFlapping Event): running pods keep the config they run until it has been unchanged for %s",
+			"%s changed, but %s is flapping (%s; last written by %q; see its ConfigFlapping Event): running pods keep the config they run until it has been unchanged for %s",
 			what, key.Object(), settings.Flapping, rec.Writer, settings.Flapping.Window)
 	}
 	return reconcile.Result{RequeueAfter: time.Until(rec.Until(settings.Flapping)) + time.Second}, true, nil

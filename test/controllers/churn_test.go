@@ -26,7 +26,7 @@ import (
 
 var _ = Describe("flapping config", func() {
 	It("stops rolling the consumers of a ConfigMap past its threshold, names the writer, keeps the count across a restart, and rolls once when it has settled", func() {
-		window := 20 * time.Second
+		window := 30 * time.Second
 		ns := flappingNamespace("flapping", 2, window, nil)
 		cm := configMap(ns, "cfg", "salt: 0")
 		create(cm)
@@ -44,9 +44,9 @@ var _ = Describe("flapping config", func() {
 		By("the third makes it flapping: no rollout, an Event naming the writer, the workload's hold")
 		writeAs(cm, "salt: 3", "secret-templater")
 		Eventually(events(ns, "cfg", "ConfigFlapping"), 10*time.Second).Should(ConsistOf(
-			HavePrefix(`ConfigMap/cfg changed content 3 times in 20s (its threshold: more than 2 content changes in 20s), last written by "secret-templater": configward stops rolling its consumers`)))
+			HavePrefix(`ConfigMap/cfg changed content 3 times in 30s (its threshold: more than 2 content changes in 30s), last written by "secret-templater": configward stops rolling its consumers`)))
 		Eventually(events(ns, "web", "ConfigChangedNotRolled"), 10*time.Second).Should(ConsistOf(
-			`ConfigMap/cfg changed, but ConfigMap/cfg changes content more than 2 content changes in 20s (last written by "secret-templater"; see its ConfigFlapping Event): running pods keep the config they run until it has been unchanged for 20s`))
+			`ConfigMap/cfg changed, but ConfigMap/cfg is flapping (more than 2 content changes in 30s; last written by "secret-templater"; see its ConfigFlapping Event): running pods keep the config they run until it has been unchanged for 30s`))
 		Consistently(templateHash(d), 3*time.Second).Should(Equal(rolled))
 		Eventually(results(d), 10*time.Second).Should(ContainElement("config-current fail not-rolled"))
 		Eventually(configCurrentReason(d), 10*time.Second).Should(Equal("flapping"))
