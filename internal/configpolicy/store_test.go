@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/churn"
 	"github.com/configward/configward/internal/rules"
 )
 
@@ -394,5 +396,40 @@ func TestFingerprintFollowsTheSelectingPolicies(t *testing.T) {
 	}
 	if got := s.Current().Fingerprint(b); got == beforeB {
 		t.Error("changing namespace b's policy left its fingerprint as it was")
+	}
+}
+
+// A flapping threshold out of bounds is refused at admission; several
+// policies combine into the one that catches flapping first.
+func TestFlappingSettings(t *testing.T) {
+	ctx := context.Background()
+	flapping := func(changes int32, window string) v1alpha1.ConfigPolicySpec {
+		d, err := time.ParseDuration(window)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v1alpha1.ConfigPolicySpec{Rollouts: v1alpha1.RolloutSettings{Flapping: &v1alpha1.FlappingSettings{Changes: changes, Window: metav1.Duration{Duration: d}}}}
+	}
+	for _, bad := range []v1alpha1.ConfigPolicySpec{flapping(101, "10m"), flapping(3, "1s"), flapping(3, "25h")} {
+		if _, errs := Validate(ctx, cp("p", 1, bad)); len(errs) != 1 || errs[0].Field != "spec.rollouts.flapping" {
+			t.Errorf("%+v: %v", bad.Rollouts.Flapping, errs)
+		}
+	}
+	s, err := New(ctx, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Current().Flapping(nil); got != churn.Default {
+		t.Fatalf("without policies: %+v, want the default", got)
+	}
+	for i, spec := range []v1alpha1.ConfigPolicySpec{flapping(5, "1m"), flapping(0, "30m"), {}} {
+		if err := s.Load(ctx, cp(fmt.Sprint("p", i), 1, spec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// changes 0 reads as the default 3; the fewest changes and the longest
+	// window win; a policy without flapping settings adds nothing.
+	if got, want := s.Current().Flapping(nil), (churn.Threshold{Changes: 3, Window: 30 * time.Minute}); got != want {
+		t.Fatalf("merged = %+v, want %+v", got, want)
 	}
 }

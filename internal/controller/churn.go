@@ -21,8 +21,8 @@ import (
 )
 
 // The records of recent content changes live in one ConfigMap in
-// configward's namespace, written by the leader only (a Role grants it
-// that ConfigMap alone).
+// configward's namespace, written by the leader only (the chart's Role
+// ...-config-changes, in that namespace alone, grants the writes).
 //
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
