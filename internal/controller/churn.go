@@ -159,7 +159,10 @@ func (k *churnKeeper) pass(ctx context.Context) {
 		thresholds[key] = th
 		rec, _ := k.opts.Tracker.Get(key)
 		switch {
-		case rec.Flapping(th, now) && !rec.Announced:
+		case rec.Flapping(th, now) && rec.Announced:
+			// Announced by an earlier leader: this one's gauge says so too.
+			configFlapping.WithLabelValues(key.Kind, key.Namespace, key.Name).Set(1)
+		case rec.Flapping(th, now):
 			obj := k.object(ctx, key)
 			if obj == nil {
 				continue
