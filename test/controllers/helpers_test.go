@@ -46,11 +46,7 @@ func create(objs ...client.Object) {
 }
 
 // setValue changes the ConfigMap's one value.
-func setValue(cm *corev1.ConfigMap, value string) {
-	Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
-	cm.Data["app.yaml"] = value
-	Expect(env.Client.Update(ctx, cm)).To(Succeed())
-}
+func setValue(cm *corev1.ConfigMap, value string) { writeAs(cm, value, "controllers-suite") }
 
 // templateHash is the config hash on a Deployment's pod template, as stored.
 func templateHash(d *appsv1.Deployment) func() string {

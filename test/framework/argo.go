@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 )
 
 // ArgoRolloutCRDs is the directory holding Argo Rollouts' real Rollout CRD,
@@ -16,12 +15,10 @@ func ArgoRolloutCRDs() (string, error) {
 	if dir := os.Getenv("CONFIGWARD_ARGO_CRDS"); dir != "" {
 		return dir, checkCRD(dir)
 	}
-	dirs, _ := filepath.Glob(filepath.Join(RepoRoot(), "bin", "crds", "argo-rollouts-*"))
-	if len(dirs) == 0 {
+	dir := newest(filepath.Join(RepoRoot(), "bin", "crds", "argo-rollouts-*"))
+	if dir == "" {
 		return "", errors.New("the Rollout CRD of Argo Rollouts is not in bin/crds: run `make argo-crds` (part of `make test`) or set CONFIGWARD_ARGO_CRDS")
 	}
-	sort.Strings(dirs)
-	dir := dirs[len(dirs)-1]
 	return dir, checkCRD(dir)
 }
 

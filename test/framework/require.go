@@ -64,7 +64,15 @@ func RequireHelm(t testing.TB) {
 	missing(t, "no helm is built: run `make helm` once, then this suite")
 }
 
-func missing(t testing.TB, why string) {
+// skipper is what missing needs of a test: testing.TB, or Ginkgo's
+// GinkgoT() for a requirement only some specs of a suite have.
+type skipper interface {
+	Helper()
+	Fatal(...any)
+	Skip(...any)
+}
+
+func missing(t skipper, why string) {
 	t.Helper()
 	if os.Getenv(RequireEnv) != "" {
 		t.Fatal(why + fmt.Sprintf(" (%s is set: `make test` builds everything first, so this is a broken build)", RequireEnv))
