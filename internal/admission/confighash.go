@@ -27,6 +27,7 @@ import (
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/revision"
+	"github.com/configward/configward/internal/secretversions"
 	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
 )
@@ -121,7 +122,7 @@ func (h *ConfigHash) Review(ctx context.Context, r *webhookserver.Review[*worklo
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
 			"configward could not read the config deliveries %s %s/%s takes part in (%v); no config hash stamped", kind, r.Namespace, r.Name(), err))
 	}
-	hash, counted, err := h.Inventory.TemplateHash(ctx, key, r.Namespace, spec, includeSecrets, pins)
+	hash, counted, err := h.Inventory.TemplateHash(ctx, key, r.Namespace, spec, includeSecrets, pins, secretversions.RolledOf(w.Obj.GetAnnotations()))
 	if err != nil {
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
 			"configward could not compute the config hash of %s %s/%s (%v); it will not roll when its config changes until it is applied again",

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/configward/configward/internal/scheme"
+	"github.com/configward/configward/internal/secretversions"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -245,7 +246,9 @@ func (d declaredKinds) Decode(data []byte, defaults *schema.GroupVersionKind, in
 	if json.Unmarshal(data, &u.Object) != nil {
 		return obj, gvk, err
 	}
-	if t, ok := d.kinds.Type(u.GroupVersionKind().GroupKind()); !ok || !t.Custom() {
+	// SecretProviderClasses too: a CSI volume naming one the manifests
+	// hold is not unknown.
+	if t, ok := d.kinds.Type(u.GroupVersionKind().GroupKind()); (!ok || !t.Custom()) && u.GroupVersionKind().GroupKind() != secretversions.ClassKind.GroupKind() {
 		return obj, gvk, err
 	}
 	declared := u.GroupVersionKind()

@@ -27,6 +27,7 @@ import (
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
+	"github.com/configward/configward/internal/secretversions"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -333,7 +334,7 @@ func (d *deliveries) consumers(ctx context.Context, ns string, src revision.Sour
 		// turning delivery on delivers nothing by itself.
 		if hash, stamped := w.ConfigHash(); stamped {
 			spec, _ := w.PodSpec()
-			want, _, err := d.inv.TemplateHash(ctx, key, ns, spec, s.Secrets, nil)
+			want, _, err := d.inv.TemplateHash(ctx, key, ns, spec, s.Secrets, nil, secretversions.RolledOf(w.Obj.GetAnnotations()))
 			if err != nil {
 				return nil, false, err
 			}

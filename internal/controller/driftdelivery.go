@@ -13,6 +13,7 @@ import (
 	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/report"
+	"github.com/configward/configward/internal/secretversions"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -50,5 +51,5 @@ func (d *driftJudge) wantedHash(ctx context.Context, key []byte, ns string, s Se
 	if err != nil {
 		return "", 0, err
 	}
-	return d.inv.TemplateHash(ctx, key, ns, spec, s.Secrets, pins)
+	return d.inv.TemplateHash(ctx, key, ns, spec, s.Secrets, pins, secretversions.RolledOf(w.Obj.GetAnnotations()))
 }

@@ -134,7 +134,13 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			default:
 			}
 		})
-		err := ctrl.NewControllerManagedBy(mgr).
+		b := ctrl.NewControllerManagedBy(mgr)
+		if inv.CSIClasses() {
+			// The versions the Secrets Store CSI driver reports per pod: a
+			// rotation rolls the pods' workload once.
+			b = b.Watches(podStatus(), handler.EnqueueRequestsFromMapFunc(r.podStatusChanged))
+		}
+		err := b.
 			Named(controllerName(t)).
 			// The workload's own create and template changes: catches hashes
 			// that went stale while configward was down or the webhook was
@@ -225,13 +231,21 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	changed := r.causes.Take(r.key(req.NamespacedName))
 	// The first look decides whether to wait for a turn at all; the hash
 	// is taken again after the wait.
-	w, _, err := r.staleHash(ctx, req, len(changed) > 0)
+	w, first, err := r.staleHash(ctx, req, len(changed) > 0)
 	if w.Obj == nil || err != nil {
 		r.waited.Delete(req.NamespacedName)
 		if err != nil {
 			r.putBack(req.NamespacedName, changed)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if len(first.versions.rotated) > 0 {
+		// The driver reported new versions: that is the cause, logged like
+		// a changed object so the drift controller names it too.
+		for _, c := range first.versions.rotated {
+			r.causes.Add(r.key(req.NamespacedName), string(refs.SecretProviderClass)+"/"+c, time.Now())
+		}
+		changed = r.causes.Take(r.key(req.NamespacedName))
 	}
 	if len(changed) > 0 {
 		r.waited.Delete(req.NamespacedName)
@@ -292,6 +306,11 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	}
 
 	before := w.Obj.DeepCopyObject().(client.Object)
+	if t.versions.write {
+		// A rotation's record goes with the hash it makes: the webhook
+		// computes the same hash from it on this write.
+		setVersions(w, t.versions.record)
+	}
 	w.SetTemplateAnnotation(v1alpha1.ConfigHashAnnotation, hash)
 	if t.revisions && t.snapshots != "" {
 		w.SetTemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation, t.snapshots)
@@ -367,6 +386,9 @@ func (r *rollout) heldByChurn(ctx context.Context, req reconcile.Request, w work
 // target is what a workload's template should carry now.
 type target struct {
 	hash string
+	// versions is what the look at CSI-mounted secrets found; its record
+	// is written with the hash when it rotated.
+	versions versionsLook
 	// revisions says the namespace has revisions; snaps are the snapshots
 	// the revision names, snapshots their annotation.
 	revisions bool
@@ -402,7 +424,11 @@ func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed 
 		}
 		return none, target{}, nil
 	}
-	if !stamped && !changed {
+	// Declared kinds whose template is no pod spec were refused at
+	// admission; the spec read is then empty and counts nothing.
+	spec, _ := w.PodSpec()
+	csi := len(refs.CSIClasses(spec)) > 0 || w.Obj.GetAnnotations()[v1alpha1.SecretVersionsAnnotation] != ""
+	if !stamped && !changed && !csi {
 		return none, target{}, nil
 	}
 	settings, err := r.settings.of(ctx, req.Namespace)
@@ -415,19 +441,34 @@ func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed 
 		}
 		return none, target{}, nil
 	}
-	// Declared kinds whose template is no pod spec were refused at
-	// admission; the spec read is then empty and counts nothing.
-	spec, _ := w.PodSpec()
+	var versions versionsLook
+	if csi {
+		if versions, err = r.secretVersions(ctx, w, spec, settings.Secrets); err != nil {
+			return none, target{}, err
+		}
+		if versions.write && len(versions.rotated) == 0 {
+			// A baseline, or versions seen changing with none new: recorded
+			// on the workload's metadata, which rolls nothing.
+			if err := r.recordVersions(ctx, w, versions); err != nil {
+				return none, target{}, err
+			}
+			versions.write = false
+		}
+		if !stamped && !changed && len(versions.rotated) == 0 {
+			return none, target{}, nil
+		}
+	}
 	key := r.keys.Current().Bytes()
 	pins, err := r.pins(ctx, key, req.Namespace, settings, w, spec)
 	if err != nil {
 		return none, target{}, err
 	}
-	hash, counted, err := r.inv.TemplateHash(ctx, key, req.Namespace, spec, settings.Secrets, pins)
+	// Without CSI volumes or a record, nothing rotated: rolled is empty.
+	hash, counted, err := r.inv.TemplateHash(ctx, key, req.Namespace, spec, settings.Secrets, pins, versions.rolled)
 	if err != nil || counted == 0 || hash == current {
 		return none, target{}, err
 	}
-	t := target{hash: hash, revisions: settings.Revisions}
+	t := target{hash: hash, revisions: settings.Revisions, versions: versions}
 	if settings.Revisions {
 		if marker := w.Obj.GetAnnotations()[v1alpha1.RolledBackFromAnnotation]; marker == hash {
 			// Rolled back (kubectl rollout undo) from the config it still

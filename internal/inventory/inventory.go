@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +17,7 @@ import (
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/ruleinput"
+	"github.com/configward/configward/internal/secretversions"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -71,6 +73,10 @@ type Inventory struct {
 	// snapshots indexes the config snapshots the informers deliver (see
 	// SnapshotWritten); nil for an inventory over a reader without them.
 	snapshots *snapshotIndex
+	// classes says the Secrets Store CSI driver's SecretProviderClasses are
+	// served and watched (their metadata only); without, nothing is known
+	// of them.
+	classes bool
 }
 
 // Over is the inventory of a reader that is a cache configured with
@@ -134,6 +140,15 @@ func (inv *Inventory) Get(ctx context.Context, kind refs.Kind, namespace, name s
 		}
 		o.Exists, o.KeyDigests, o.Immutable, o.Type = true, kd, isTrue(s.Immutable), s.Type
 		o.Labels, o.Annotations = s.Labels, s.Annotations
+	case refs.SecretProviderClass:
+		if !inv.classes {
+			return o, nil
+		}
+		c := classMetadata()
+		if err := inv.reader.Get(ctx, key, c); err != nil {
+			return o, ignoreNotFound(err)
+		}
+		o.Exists, o.Labels, o.Annotations = true, c.Labels, c.Annotations
 	default:
 		return o, fmt.Errorf("inventory: unknown kind %q", kind)
 	}
@@ -153,8 +168,28 @@ func (inv *Inventory) Get(ctx context.Context, kind refs.Kind, namespace, name s
 // instead of the object's own (a consumer a delivery has not reached keeps
 // the revision it runs): the entry keeps the object's name, so the hash is
 // the one the template carried when the object had that content.
-func (inv *Inventory) TemplateHash(ctx context.Context, key []byte, namespace string, spec *corev1.PodSpec, includeSecrets bool, pins revision.Snapshots) (hash string, counted int, err error) {
+//
+// rotated maps the SecretProviderClasses the spec mounts through the
+// Secrets Store CSI driver to the digest of the versions their last
+// rotation rolled to (secretversions.Record.Rolled, from the workload's
+// record): each rollout-mode one takes part with it, as a Secret would,
+// and one never rotated takes no part, so recording a baseline never
+// changes the hash.
+func (inv *Inventory) TemplateHash(ctx context.Context, key []byte, namespace string, spec *corev1.PodSpec, includeSecrets bool, pins revision.Snapshots, rotated map[string]string) (hash string, counted int, err error) {
 	var entries []digest.Entry
+	if includeSecrets {
+		for _, name := range refs.CSIClasses(spec) {
+			if rotated[name] == "" {
+				continue
+			}
+			if o, err := inv.Get(ctx, refs.SecretProviderClass, namespace, name); err != nil {
+				return "", 0, err
+			} else if o.Exists && o.Mode != Rollout {
+				continue
+			}
+			entries = append(entries, digest.Entry{Kind: string(refs.SecretProviderClass), Name: name, Content: rotated[name]})
+		}
+	}
 	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
 		if c.Kind == refs.Secret && !includeSecrets {
 			continue
@@ -197,6 +232,18 @@ func (inv *Inventory) pinned(ctx context.Context, kind refs.Kind, namespace, nam
 	}
 	o.KeyDigests = s.KeyDigests
 	return o, nil
+}
+
+// CSIClasses says whether SecretProviderClasses are served and watched.
+func (inv *Inventory) CSIClasses() bool { return inv.classes }
+
+// classMetadata is an empty SecretProviderClass, of which the cache keeps
+// the metadata only: existence and the reload annotation are all
+// configward reads of it.
+func classMetadata() *metav1.PartialObjectMetadata {
+	c := &metav1.PartialObjectMetadata{}
+	c.SetGroupVersionKind(secretversions.ClassKind)
+	return c
 }
 
 // ConsumersIndex is the cache index from a workload to the ConfigMaps and
@@ -281,6 +328,9 @@ func (inv *Inventory) Targets(ctx context.Context, namespace string) ruleinput.T
 		o, err := inv.Get(ctx, k, namespace, name)
 		if err != nil {
 			return ruleinput.Target{}, err
+		}
+		if k == refs.SecretProviderClass && !inv.classes {
+			return ruleinput.Target{Reload: string(Rollout)}, nil // not served: unknown, never missing
 		}
 		return ruleinput.Target{Known: true, Exists: o.Exists, Keys: ruleinput.SortedKeys(o.KeyDigests), Reload: string(o.Mode), Immutable: o.Immutable}, nil
 	}

@@ -36,6 +36,7 @@ func Start(ctx context.Context, c cache.Cache, reg *workload.Registry, consumerK
 			return nil, err
 		}
 	}
+	inv.classes = watchClasses(ctx, c)
 	for _, k := range consumerKinds {
 		t, ok := reg.Type(k.GroupKind())
 		if !ok {
@@ -74,9 +75,31 @@ func startKind(ctx context.Context, c cache.Cache, reg *workload.Registry, t *wo
 	return nil
 }
 
+// watchClasses registers the SecretProviderClass informer where the
+// Secrets Store CSI driver's CRDs are served. Where they are not, configward
+// starts without it and says so: CSI volumes are then judged as mounting a
+// class nothing is known of (never missing), and their rotations are not
+// followed until a restart after the driver is installed.
+func watchClasses(ctx context.Context, c cache.Cache) bool {
+	_, err := c.GetInformer(ctx, classMetadata())
+	if err != nil {
+		csiAvailable.Set(0)
+		ctrl.Log.WithName("inventory").Info("the Secrets Store CSI driver's SecretProviderClass is not served: CSI-mounted secrets are not checked "+
+			"and their rotations roll nothing until configward is restarted after the driver is installed", "reason", err.Error())
+		return false
+	}
+	csiAvailable.Set(1)
+	return true
+}
+
+var csiAvailable = prometheus.NewGauge(prometheus.GaugeOpts{
+	Name: "configward_csi_secrets_available",
+	Help: "1 when the Secrets Store CSI driver's SecretProviderClass was served at start and configward follows CSI-mounted secrets, 0 when it was not (configward then ignores them until restarted).",
+})
+
 var kindAvailable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "configward_workload_kind_available",
 	Help: "1 when a declared custom workload kind is served by the API server and watched, 0 when its CRD was not served at start (configward then ignores it until restarted).",
 }, []string{"kind"})
 
-func init() { metrics.Registry.MustRegister(kindAvailable) }
+func init() { metrics.Registry.MustRegister(kindAvailable, csiAvailable) }

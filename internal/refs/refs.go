@@ -22,6 +22,16 @@ type Kind string
 const (
 	ConfigMap Kind = "ConfigMap"
 	Secret    Kind = "Secret"
+	// SecretProviderClass is the Secrets Store CSI driver's class of
+	// external secrets a csi volume mounts (see CSIFromPodSpec).
+	SecretProviderClass Kind = "SecretProviderClass"
+)
+
+// CSIDriver is the Secrets Store CSI driver's name in csi volumes, and
+// CSIClassAttribute the volume attribute naming the SecretProviderClass.
+const (
+	CSIDriver         = "secrets-store.csi.k8s.io"
+	CSIClassAttribute = "secretProviderClass"
 )
 
 // Via is the pod spec field through which the object reaches the pod.
@@ -32,6 +42,7 @@ const (
 	Projected Via = "Projected" // volumes[].projected.sources[]
 	Env       Via = "Env"       // env[].valueFrom.*KeyRef
 	EnvFrom   Via = "EnvFrom"   // envFrom[].*Ref
+	CSI       Via = "CSI"       // volumes[].csi of the Secrets Store CSI driver
 )
 
 // ContainerType tells init, regular and ephemeral containers apart, because
@@ -97,6 +108,40 @@ func FromPodSpec(spec *corev1.PodSpec) []Ref {
 		out = append(out, c.envRefs()...)
 	}
 	return out
+}
+
+// CSIFromPodSpec returns the SecretProviderClasses the pod spec mounts
+// through the Secrets Store CSI driver, one Ref per mount as for volumes.
+// They are apart from FromPodSpec's because nothing of them is in the
+// cluster's ConfigMaps and Secrets: their content is outside, and only the
+// versions the driver reports per pod tell a rotation (internal/secretversions).
+// A csi volume of the driver without a class names nothing; the driver
+// refuses to mount it.
+func CSIFromPodSpec(spec *corev1.PodSpec) []Ref {
+	if spec == nil {
+		return nil
+	}
+	cs := containersOf(spec)
+	var out []Ref
+	for i, v := range spec.Volumes {
+		if v.CSI == nil || v.CSI.Driver != CSIDriver || v.CSI.VolumeAttributes[CSIClassAttribute] == "" {
+			continue
+		}
+		src := Ref{Kind: SecretProviderClass, Name: v.CSI.VolumeAttributes[CSIClassAttribute], Via: CSI, Volume: v.Name,
+			Path: fmt.Sprintf("spec.volumes[%d].csi", i)}
+		out = append(out, mounted(src, cs)...)
+	}
+	return out
+}
+
+// CSIClasses lists the SecretProviderClasses a pod spec mounts, sorted and
+// unique.
+func CSIClasses(spec *corev1.PodSpec) []string {
+	var out []string
+	for _, r := range CSIFromPodSpec(spec) {
+		out = append(out, r.Name)
+	}
+	return sortedUnique(out)
 }
 
 // container flattens the three container types, which share these fields

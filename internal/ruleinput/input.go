@@ -136,7 +136,7 @@ func (in Input) Value(wantsObjects bool) (ast.Value, error) {
 		switch r.Via {
 		case refs.Env, refs.EnvFrom:
 			envRefs = append(envRefs, t)
-		case refs.Volume, refs.Projected:
+		case refs.Volume, refs.Projected, refs.CSI:
 			volumeRefs = append(volumeRefs, t)
 		}
 		seenSource[r.Path] = true
@@ -191,7 +191,7 @@ var keyTerms = interned(
 // valueTerms holds one term per string value that most references share
 // (kinds, ways, container types, reload modes, the empty string), like
 // keyTerms.
-var valueTerms = interned("", "ConfigMap", "Secret", "Volume", "Projected", "Env", "EnvFrom",
+var valueTerms = interned("", "ConfigMap", "Secret", "SecretProviderClass", "Volume", "Projected", "CSI", "Env", "EnvFrom",
 	"Regular", "Init", "Ephemeral", "rollout", "hot", "ignore")
 
 func interned(values ...string) map[string]*ast.Term {

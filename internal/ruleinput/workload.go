@@ -9,7 +9,8 @@ import (
 	"github.com/configward/configward/internal/workload"
 )
 
-// TargetLookup answers what is known of a referenced ConfigMap or Secret in
+// TargetLookup answers what is known of a referenced ConfigMap, Secret or
+// SecretProviderClass in
 // the workload's namespace: the inventory at admission and in the
 // controller, the given manifests in `configward check`.
 type TargetLookup func(kind refs.Kind, name string) (Target, error)
@@ -28,7 +29,7 @@ func WorkloadInput(req Request, w workload.Object, spec *corev1.PodSpec, lookup 
 	}
 	targets := map[id]Target{}
 	var references []Reference
-	for _, r := range refs.FromPodSpec(spec) {
+	for _, r := range append(refs.FromPodSpec(spec), refs.CSIFromPodSpec(spec)...) {
 		t, seen := targets[id{r.Kind, r.Name}]
 		if !seen {
 			var err error

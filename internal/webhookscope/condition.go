@@ -19,6 +19,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
+	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -98,7 +99,8 @@ const configwardKeyPrefix = "configward.dev/"
 // object to take its template from, and any pod spec that references a ConfigMap or
 // Secret by any of the ways internal/refs reads (env valueFrom, envFrom,
 // volumes, projected volumes; in containers, init and ephemeral
-// containers).
+// containers), or mounts a SecretProviderClass through the Secrets Store
+// CSI driver.
 func WithConfig(reg *workload.Registry) string {
 	// Kinds that keep their pod template at the same path share a clause.
 	var all, templateRefs []string
@@ -156,7 +158,8 @@ func references(s string) string {
 		"c.?env.orValue([]).exists(e, has(e.valueFrom) && (has(e.valueFrom.configMapKeyRef) || has(e.valueFrom.secretKeyRef)))"
 	parts := []string{
 		s + ".?volumes.orValue([]).exists(v, has(v.configMap) || has(v.secret) || " +
-			"v.?projected.?sources.orValue([]).exists(p, has(p.configMap) || has(p.secret)))",
+			"v.?projected.?sources.orValue([]).exists(p, has(p.configMap) || has(p.secret)) || " +
+			"v.?csi.?driver.orValue('') == '" + refs.CSIDriver + "')",
 	}
 	for _, list := range []string{"containers", "initContainers", "ephemeralContainers"} {
 		parts = append(parts, fmt.Sprintf("%s.?%s.orValue([]).exists(c, %s)", s, list, container))

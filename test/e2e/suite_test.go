@@ -47,6 +47,8 @@ var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	argoCRDs, err := framework.ArgoRolloutCRDs()
 	Expect(err).NotTo(HaveOccurred())
+	csiCRDs, err := framework.CSIDriverCRDs()
+	Expect(err).NotTo(HaveOccurred())
 	env, err = framework.Start(framework.Options{
 		Register: func(p *manager.WebhookProcess) error {
 			registerHarnessWebhook(p)
@@ -61,7 +63,9 @@ var _ = BeforeSuite(func() {
 		// both processes (argo_rollout_test.go), and OpenReports' Report CRD,
 		// whose Reports the controller writes where it is served (the chart
 		// installs this copy on request).
-		ExtraCRDPaths: []string{argoCRDs},
+		// The Secrets Store CSI driver's CRDs: CSI-mounted secrets
+		// (csi_secrets_test.go).
+		ExtraCRDPaths: []string{argoCRDs, csiCRDs},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(env.StartCluster(kwokNodes)).To(Succeed())

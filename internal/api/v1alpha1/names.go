@@ -51,6 +51,14 @@ const (
 	// revision with snapshots): configward leaves the restored revision in
 	// place until that config changes again or a new revision is written.
 	RolledBackFromAnnotation = "configward.dev/rolled-back-from"
+	// SecretVersionsAnnotation on a workload (not its template) records,
+	// per SecretProviderClass it mounts through the Secrets Store CSI
+	// driver, keyed digests of the secret versions its pods have reported,
+	// and of the versions its last rotation rolled to (see
+	// internal/secretversions). configward's controller writes it; the
+	// config hash reads the rolled part, so recording versions first seen
+	// (a baseline) never changes the pod template.
+	SecretVersionsAnnotation = "configward.dev/secret-versions"
 )
 
 // WaveLabel is the label the documentation's delivery examples select a
