@@ -40,6 +40,11 @@
 //	    lp(Kind) || lp(Name) || "\x01" || lp(Content)   if present
 //	    lp(Kind) || lp(Name) || "\x00"                  if Missing))
 //
+// A SecretProviderClass mounted through the Secrets Store CSI driver enters
+// as an entry of Kind "SecretProviderClass" once it has rotated, with the
+// digest of the versions it rotated to as Content (internal/secretversions):
+// a workload that never saw a rotation keeps the hash it had before.
+//
 // The hash is written on pod templates and Pods that anyone who may read a
 // Deployment sees. Keyed, it is no oracle: without the key nobody can test
 // guesses of a Secret's value against it, and bound to the namespace and the

@@ -49,7 +49,7 @@ func BenchmarkConfigHashAdmission(b *testing.B) {
 	// be hashed (as missing) and stamped, and the benchmark would measure
 	// NotFound lookups instead of the real path.
 	keys := hashkey.Fixed([]byte("bench-installation-key-000000000"))
-	_, counted, err := inv.TemplateHash(ctx, keys.Current().Bytes(), admissionNamespace, &dep.Spec.Template.Spec, true, nil)
+	_, counted, err := inv.TemplateHash(ctx, keys.Current().Bytes(), admissionNamespace, &dep.Spec.Template.Spec, true, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
