@@ -26,6 +26,7 @@ import (
 	"github.com/configward/configward/internal/effects"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/secretversions"
 	"github.com/configward/configward/internal/webhookserver"
@@ -117,12 +118,13 @@ func (h *ConfigHash) Review(ctx context.Context, r *webhookserver.Review[*worklo
 		return admission.Allowed("rollouts disabled by ConfigPolicy")
 	}
 	key := h.Keys.Current().Bytes()
+	versions := keptVersions(r, w, spec)
 	pins, err := h.pins(ctx, key, r, w, spec, active, ns)
 	if err != nil {
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
 			"configward could not read the config deliveries %s %s/%s takes part in (%v); no config hash stamped", kind, r.Namespace, r.Name(), err))
 	}
-	hash, counted, err := h.Inventory.TemplateHash(ctx, key, r.Namespace, spec, includeSecrets, pins, secretversions.RolledOf(w.Obj.GetAnnotations()))
+	hash, counted, err := h.Inventory.TemplateHash(ctx, key, r.Namespace, spec, includeSecrets, pins, secretversions.RolledIn(versions))
 	if err != nil {
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
 			"configward could not compute the config hash of %s %s/%s (%v); it will not roll when its config changes until it is applied again",
@@ -183,7 +185,7 @@ func (h *ConfigHash) Review(ctx context.Context, r *webhookserver.Review[*worklo
 			"A rollback does not bring back old ConfigMap or Secret content; change the config itself to go back.",
 			kind, r.Namespace, r.Name()))
 	}
-	ops := stampOps(w, want)
+	ops := stampOps(w, want, versions)
 	if len(ops) == 0 {
 		return admission.Allowed("").WithWarnings(warnings...)
 	}
@@ -258,9 +260,27 @@ func (h *ConfigHash) restorable(ctx context.Context, namespace string, w workloa
 	return true, nil
 }
 
+// keptVersions is the record of CSI secret versions the workload keeps
+// (v1alpha1.SecretVersionsAnnotation): the one written, or, for an update
+// that replaces the whole object without it (kubectl replace) while the
+// spec still mounts a SecretProviderClass, the stored one. Dropped, it
+// would take rotated classes out of the hash and roll the workload.
+func keptVersions(r *webhookserver.Review[*workload.Type], w workload.Object, spec *corev1.PodSpec) string {
+	written, has := w.Obj.GetAnnotations()[v1alpha1.SecretVersionsAnnotation]
+	if has || r.Operation != admissionv1.Update || w.Type.OwnTemplate || len(refs.CSIClasses(spec)) == 0 {
+		return written
+	}
+	old, err := r.OldObject()
+	if err != nil {
+		return written
+	}
+	return old.GetAnnotations()[v1alpha1.SecretVersionsAnnotation]
+}
+
 // stampOps is the JSON patch that leaves want on w: the hash and snapshots
-// on its pod template, the rolled-back-from marker on the workload.
-func stampOps(w workload.Object, want revision.Stamp) []jsonpatch.Operation {
+// on its pod template, the rolled-back-from marker and the record of CSI
+// secret versions (versions, never removed here) on the workload.
+func stampOps(w workload.Object, want revision.Stamp, versions string) []jsonpatch.Operation {
 	ops := annotationOps(w.TemplateAnnotations(), map[string]string{
 		v1alpha1.ConfigHashAnnotation: want.Hash, v1alpha1.ConfigSnapshotsAnnotation: want.Snapshots,
 	}, w.Type.AnnotationPatchPath(), func(adds map[string]string) jsonpatch.Operation {
@@ -276,7 +296,11 @@ func stampOps(w workload.Object, want revision.Stamp) []jsonpatch.Operation {
 	if w.Type.OwnTemplate {
 		return ops // a Pod is its own template: no marker
 	}
-	return append(ops, annotationOps(w.Obj.GetAnnotations(), map[string]string{v1alpha1.RolledBackFromAnnotation: want.Marker},
+	metadata := map[string]string{v1alpha1.RolledBackFromAnnotation: want.Marker}
+	if versions != "" {
+		metadata[v1alpha1.SecretVersionsAnnotation] = versions
+	}
+	return append(ops, annotationOps(w.Obj.GetAnnotations(), metadata,
 		"/metadata/annotations", func(adds map[string]string) jsonpatch.Operation {
 			return jsonpatch.Operation{Operation: "add", Path: "/metadata/annotations", Value: adds}
 		})...)

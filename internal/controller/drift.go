@@ -295,22 +295,31 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 // podsByWorkload counts the running pods of ns by top-level workload and
 // config hash.
 func (d *driftJudge) podsByWorkload(ctx context.Context, ns string) (map[types.UID]map[string]int, error) {
+	pods, rss, jobs, err := podsAndOwners(ctx, d.client, ns)
+	if err != nil {
+		return nil, err
+	}
+	return drift.PodsOfCluster(pods, rss, jobs), nil
+}
+
+// podsAndOwners lists the pods of ns with the ReplicaSets and Jobs that
+// lead from them to their top-level workloads. They are the cache's
+// objects themselves, never to be changed: copying every pod and workload
+// of a namespace on each judgement was most of its cost.
+func podsAndOwners(ctx context.Context, c client.Reader, ns string) ([]corev1.Pod, []appsv1.ReplicaSet, []batchv1.Job, error) {
 	var pods corev1.PodList
-	// The cache's objects themselves, never changed here: copying every
-	// pod and workload of a namespace on each judgement was most of its
-	// cost.
-	if err := d.client.List(ctx, &pods, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
+	if err := c.List(ctx, &pods, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, nil, fmt.Errorf("listing pods: %w", err)
 	}
 	var rss appsv1.ReplicaSetList
-	if err := d.client.List(ctx, &rss, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing replicasets: %w", err)
+	if err := c.List(ctx, &rss, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, nil, fmt.Errorf("listing replicasets: %w", err)
 	}
 	var jobs batchv1.JobList
-	if err := d.client.List(ctx, &jobs, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing jobs: %w", err)
+	if err := c.List(ctx, &jobs, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, nil, fmt.Errorf("listing jobs: %w", err)
 	}
-	return drift.PodsOfCluster(pods.Items, rss.Items, jobs.Items), nil
+	return pods.Items, rss.Items, jobs.Items, nil
 }
 
 // publishGauges sets the namespace's series, and removes them when it has

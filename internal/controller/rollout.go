@@ -138,7 +138,8 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 		if inv.CSIClasses() {
 			// The versions the Secrets Store CSI driver reports per pod: a
 			// rotation rolls the pods' workload once.
-			b = b.Watches(podStatus(), handler.EnqueueRequestsFromMapFunc(r.podStatusChanged))
+			b = b.Watches(podStatus(), handler.EnqueueRequestsFromMapFunc(r.podStatusChanged)).
+				Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podGone), builder.WithPredicates(onlyDeletes))
 		}
 		err := b.
 			Named(controllerName(t)).

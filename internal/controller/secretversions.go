@@ -13,14 +13,24 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/secretversions"
 	"github.com/configward/configward/internal/workload"
 )
+
+// onlyDeletes lets deletions through, nothing else.
+var onlyDeletes = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
 
 // podStatuses is an empty SecretProviderClassPodStatus list or object, read
 // unstructured: configward takes no dependency on the driver's module for
@@ -52,23 +62,27 @@ type versionsLook struct {
 // secretVersions looks at the versions the pods of w report for the
 // rollout-mode SecretProviderClasses its spec mounts (see
 // internal/secretversions for the decision). Without the driver's kinds,
-// or where Secrets take no part in rollouts, it finds nothing to record.
+// or where Secrets take no part in rollouts, it leaves the record as it is.
 func (r *rollout) secretVersions(ctx context.Context, w workload.Object, spec *corev1.PodSpec, secrets bool) (versionsLook, error) {
 	stored := w.Obj.GetAnnotations()[v1alpha1.SecretVersionsAnnotation]
 	rec, err := secretversions.Decode(stored)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Info("unreadable record of secret versions; starting a new baseline", "error", err.Error())
 	}
+	if !r.inv.CSIClasses() || !secrets {
+		// Nothing to look at: the record stays as it is, since dropping it
+		// would take rotated classes out of the hash and roll the workload
+		// (a restart while the driver's CRDs are briefly not served).
+		return versionsLook{record: stored, rolled: rec.Rolled()}, nil
+	}
 	var classes []string
-	if r.inv.CSIClasses() && secrets {
-		for _, name := range refs.CSIClasses(spec) {
-			o, err := r.inv.Get(ctx, refs.SecretProviderClass, w.Obj.GetNamespace(), name)
-			if err != nil {
-				return versionsLook{}, err
-			}
-			if !o.Exists || o.Mode == inventory.Rollout {
-				classes = append(classes, name)
-			}
+	for _, name := range refs.CSIClasses(spec) {
+		o, err := r.inv.Get(ctx, refs.SecretProviderClass, w.Obj.GetNamespace(), name)
+		if err != nil {
+			return versionsLook{}, err
+		}
+		if !o.Exists || o.Mode == inventory.Rollout {
+			classes = append(classes, name)
 		}
 	}
 	var observed secretversions.Observed
@@ -96,38 +110,15 @@ func (r *rollout) secretVersions(ctx context.Context, w workload.Object, spec *c
 // podsOf names the pods w runs now: those it controls, or those a
 // ReplicaSet or Job it controls does. Finished pods mount nothing.
 func (r *rollout) podsOf(ctx context.Context, w client.Object) (map[string]bool, error) {
-	ns := client.InNamespace(w.GetNamespace())
-	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, ns, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
+	pods, rss, jobs, err := podsAndOwners(ctx, r.client, w.GetNamespace())
+	if err != nil {
+		return nil, err
 	}
-	mine := map[types.UID]bool{w.GetUID(): true}
-	// Pods of a ReplicaSet (a Deployment's, an Argo Rollout's) or of a Job
-	// (a CronJob's) are the workload's through it.
-	var rss appsv1.ReplicaSetList
-	if err := r.client.List(ctx, &rss, ns, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing replicasets: %w", err)
-	}
-	var jobs batchv1.JobList
-	if err := r.client.List(ctx, &jobs, ns, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing jobs: %w", err)
-	}
-	var between []metav1.Object
-	for i := range rss.Items {
-		between = append(between, &rss.Items[i])
-	}
-	for i := range jobs.Items {
-		between = append(between, &jobs.Items[i])
-	}
-	for _, o := range between {
-		if c := metav1.GetControllerOf(o); c != nil && c.UID == w.GetUID() {
-			mine[o.GetUID()] = true
-		}
-	}
+	owners := drift.OwnersOf(rss, jobs)
 	out := map[string]bool{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if c := metav1.GetControllerOf(p); c != nil && mine[c.UID] && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+	for i := range pods {
+		p := &pods[i]
+		if c := metav1.GetControllerOf(p); c != nil && drift.Live(p) && owners.Top(c) == w.GetUID() {
 			out[p.Name] = true
 		}
 	}
@@ -157,8 +148,7 @@ func setVersions(w workload.Object, record string) {
 }
 
 // podStatusChanged maps a SecretProviderClassPodStatus to the workload of
-// the controller's kind whose pod it describes: the pod's controller, or
-// its controller's (a Deployment's ReplicaSet, a CronJob's Job).
+// the controller's kind whose pod it describes.
 func (r *rollout) podStatusChanged(ctx context.Context, obj client.Object) []reconcile.Request {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -170,12 +160,30 @@ func (r *rollout) podStatusChanged(ctx context.Context, obj client.Object) []rec
 	}
 	var pod corev1.Pod
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: s.Pod}, &pod); err != nil {
-		return nil // gone: its status goes with it
+		return nil // gone: podGone looked already
 	}
-	owner := metav1.GetControllerOf(&pod)
+	return r.workloadOf(ctx, &pod)
+}
+
+// podGone maps a deleted pod that mounted a SecretProviderClass to its
+// workload: the versions it reported no longer count as seen (see
+// secretversions.Next).
+func (r *rollout) podGone(ctx context.Context, obj client.Object) []reconcile.Request {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || len(refs.CSIClasses(&pod.Spec)) == 0 {
+		return nil
+	}
+	return r.workloadOf(ctx, pod)
+}
+
+// workloadOf is the workload of the controller's kind that runs pod: its
+// controller, or its controller's (a Deployment's ReplicaSet, a CronJob's
+// Job).
+func (r *rollout) workloadOf(ctx context.Context, pod *corev1.Pod) []reconcile.Request {
+	owner := metav1.GetControllerOf(pod)
 	for hop := 0; owner != nil && hop < 2; hop++ {
 		if owner.Kind == r.typ.Kind.Kind && ownerGroup(owner) == r.typ.Group {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: owner.Name}}}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: pod.Namespace, Name: owner.Name}}}
 		}
 		var next client.Object
 		switch owner.Kind {
@@ -186,7 +194,7 @@ func (r *rollout) podStatusChanged(ctx context.Context, obj client.Object) []rec
 		default:
 			return nil
 		}
-		if err := r.client.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: owner.Name}, next); err != nil {
+		if err := r.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: owner.Name}, next); err != nil {
 			return nil
 		}
 		owner = metav1.GetControllerOf(next)

@@ -174,10 +174,7 @@ func PodsByWorkload(pods []Pod, owners Owners) map[types.UID]map[string]int {
 		if p.Controller == nil {
 			continue
 		}
-		top := p.Controller.UID
-		if up := owners[top]; up != nil {
-			top = up.UID
-		}
+		top := owners.Top(p.Controller)
 		if out[top] == nil {
 			out[top] = map[string]int{}
 		}
@@ -219,6 +216,25 @@ func PodHoldOf(w workload.Object) Hold {
 // and hash, reaching workloads through rss and jobs. Pods that finished
 // run nothing; pods being deleted still run what they started with.
 func PodsOfCluster(pods []corev1.Pod, rss []appsv1.ReplicaSet, jobs []batchv1.Job) map[types.UID]map[string]int {
+	running := make([]Pod, 0, len(pods))
+	for i := range pods {
+		p := &pods[i]
+		if !Live(p) {
+			continue
+		}
+		running = append(running, Pod{Controller: metav1.GetControllerOf(p), Hash: p.Annotations[v1alpha1.ConfigHashAnnotation]})
+	}
+	return PodsByWorkload(running, OwnersOf(rss, jobs))
+}
+
+// Live says a pod has not finished: a Succeeded or Failed pod runs no
+// config and mounts nothing.
+func Live(p *corev1.Pod) bool {
+	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// OwnersOf maps each ReplicaSet and Job that has a controller to it.
+func OwnersOf(rss []appsv1.ReplicaSet, jobs []batchv1.Job) Owners {
 	owners := Owners{}
 	for i := range rss {
 		if ref := metav1.GetControllerOf(&rss[i]); ref != nil {
@@ -230,13 +246,14 @@ func PodsOfCluster(pods []corev1.Pod, rss []appsv1.ReplicaSet, jobs []batchv1.Jo
 			owners[jobs[i].UID] = ref
 		}
 	}
-	running := make([]Pod, 0, len(pods))
-	for i := range pods {
-		p := &pods[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		running = append(running, Pod{Controller: metav1.GetControllerOf(p), Hash: p.Annotations[v1alpha1.ConfigHashAnnotation]})
+	return owners
+}
+
+// Top is the UID of the top-level workload behind a pod's controller: the
+// controller, or its own controller when it has one.
+func (o Owners) Top(controller *metav1.OwnerReference) types.UID {
+	if up := o[controller.UID]; up != nil {
+		return up.UID
 	}
-	return PodsByWorkload(running, owners)
+	return controller.UID
 }

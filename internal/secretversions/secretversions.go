@@ -248,6 +248,11 @@ func Next(r Record, keyID string, classes []string, observed Observed) (Record, 
 // annotations. An unreadable record counts as none: the controller starts
 // a new baseline over it.
 func RolledOf(annotations map[string]string) map[string]string {
-	r, _ := Decode(annotations[v1alpha1.SecretVersionsAnnotation])
+	return RolledIn(annotations[v1alpha1.SecretVersionsAnnotation])
+}
+
+// RolledIn reads the rolled digests of an encoded record, as RolledOf.
+func RolledIn(record string) map[string]string {
+	r, _ := Decode(record)
 	return r.Rolled()
 }

@@ -160,6 +160,11 @@ var _ = Describe("secrets mounted through the Secrets Store CSI driver", func() 
 		res := env.Kubectl("", "annotate", "deployment/web", "-n", ns, "team=payments")
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
 		Expect(stateOf("Deployment", ns, "web")()).To(HaveField("Hash", second), "the webhook computes the controller's hash from the record")
+		record := secretVersionsRecord(ns, "web")()
+		res = env.Kubectl(csiDeployment(ns, "web", "web-config", 2, "db-creds", "tls-certs"), "replace", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(secretVersionsRecord(ns, "web")()).To(Equal(record), "a replace without the record keeps it")
+		Expect(stateOf("Deployment", ns, "web")()).To(HaveField("Hash", second), "and with it the hash")
 		rolloutStatus(ns, "deployment/web")
 
 		By("the new pods mount version 2: nothing more rolls")
@@ -172,6 +177,12 @@ var _ = Describe("secrets mounted through the Secrets Store CSI driver", func() 
 		Consistently(replicaSetStates(ns, "web"), settle).Should(HaveLen(2))
 		Expect(stateOf("Deployment", ns, "web")()).To(HaveField("Hash", second))
 		Expect(eventsFor(ns, "web", "ConfigChanged")).To(HaveLen(1))
+
+		By("configward status, from the Deployment's Report, names the rotation as the last change")
+		Eventually(func() string {
+			return env.KubectlPlugin("status", "-n", ns, "deploy/web", "-o", "json").Stdout
+		}, 30*time.Second).Should(And(ContainSubstring(`"state": "done"`),
+			ContainSubstring(`"changed": [`+"\n"+`        "SecretProviderClass/db-creds"`)))
 
 	})
 
