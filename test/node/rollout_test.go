@@ -41,9 +41,22 @@ var _ = Describe("a Deployment on the real node whose ConfigMap changes, with co
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: spec},
 		}}
-		// The webhook's cache may not hold the ConfigMap a moment after it
-		// was created: the Deployment is stamped once it does.
-		Eventually(func() error { return env.Client.Create(ctx, d.DeepCopy()) }, 10*time.Second).Should(Succeed())
+		// The policy's Ready condition says the controller compiled it; each
+		// webhook replica learns it from its own cache, and one that has not
+		// yet stamps the first revision without snapshots, to which kubectl
+		// rollout undo can bring nothing back (seen under CI load). So dry
+		// runs, answered by either replica, must carry snapshots repeatedly
+		// (the webhook's cache must also hold the ConfigMap) before the
+		// Deployment is written.
+		Eventually(func() string {
+			dry := d.DeepCopy()
+			if err := env.Client.Create(ctx, dry, client.DryRunAll); err != nil {
+				return err.Error()
+			}
+			return dry.Spec.Template.Annotations[v1alpha1.ConfigSnapshotsAnnotation]
+		}, 30*time.Second, 100*time.Millisecond).MustPassRepeatedly(10).ShouldNot(BeEmpty())
+		Expect(env.Client.Create(ctx, d)).To(Succeed())
+		Expect(d.Spec.Template.Annotations).To(HaveKey(v1alpha1.ConfigSnapshotsAnnotation), "the first revision names its snapshots")
 		Eventually(seenBy(ns, "web"), 2*time.Minute, 250*time.Millisecond).Should(Equal([]string{"info/info"}))
 
 		By("the ConfigMap changes: the Deployment rolls, its new pod sees the new bytes")
