@@ -98,6 +98,10 @@ func SetupDrift(mgr ctrl.Manager, inv *inventory.Inventory, opts DriftOptions) e
 	// at once (the work queue).
 	b := ctrl.NewControllerManagedBy(mgr).Named("drift").WithOptions(controller.Options{MaxConcurrentReconciles: driftWorkers})
 	watched := []client.Object{&corev1.Pod{}, &appsv1.ReplicaSet{}, &batchv1.Job{}, &v1alpha1.ConfigDelivery{}}
+	if inv.CSIClasses() {
+		// A rotation the driver reports is drift before any rollout.
+		watched = append(watched, podStatus())
+	}
 	for _, t := range d.types {
 		watched = append(watched, t.New())
 	}
@@ -228,7 +232,8 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 	if err != nil {
 		return nil, nil, err
 	}
-	key := d.opts.Keys.Current().Bytes()
+	csi := csiLook{client: d.client, inv: d.inv, key: d.opts.Keys.Current()}
+	key := csi.key.Bytes()
 	var out []drift.Status
 	var objs []workload.Object
 	seen := map[drift.Key]bool{}
@@ -256,7 +261,16 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 			// config, so it is never stale (its Report says why it cannot
 			// be judged).
 			spec, _ := w.PodSpec()
-			wanted, counted, err := d.wantedHash(ctx, key, ns, settings, w, spec)
+			var versions versionsLook
+			if mountsCSI(w, spec) {
+				// Judged on what the pods report now, not on the record
+				// alone: a rotation the rollout controller has not rolled
+				// (paced, or the workload opts out) is drift.
+				if versions, err = csi.versions(ctx, w, spec, settings.Secrets); err != nil {
+					return nil, nil, err
+				}
+			}
+			wanted, counted, err := d.wantedHash(ctx, key, ns, settings, w, spec, versions.rolled)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -282,8 +296,14 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 				PodHold:      drift.PodHoldOf(w),
 			}, drift.CountPods(wanted, byWorkload[obj.GetUID()]))
 			s.Changed, s.ChangedAt = d.opts.Causes.Last(dk)
-			if len(s.Changed) == 0 {
+			rotated := rotationCauses(versions.rotated)
+			if len(s.Changed) == 0 || !names(s.Changed, rotated) {
 				s.Changed, s.ChangedAt = report.LastChange(reports[report.Name(obj.GetUID())], wanted)
+			}
+			if !names(s.Changed, rotated) {
+				// A rotation no rollout logged (the workload opts out): it
+				// is the last change, first seen now.
+				s.Changed, s.ChangedAt = rotated, time.Now()
 			}
 			out = append(out, s)
 		}

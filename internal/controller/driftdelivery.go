@@ -13,7 +13,6 @@ import (
 	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/report"
-	"github.com/configward/configward/internal/secretversions"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -45,11 +44,13 @@ func (d *driftJudge) deliveryResults(ctx context.Context, ns string, statuses []
 }
 
 // wantedHash is the hash w's template should carry: a consumer a delivery
-// has not reached is judged against the revision the delivery keeps it on.
-func (d *driftJudge) wantedHash(ctx context.Context, key []byte, ns string, s Settings, w workload.Object, spec *corev1.PodSpec) (string, int, error) {
+// has not reached is judged against the revision the delivery keeps it on,
+// and one whose pods report rotated secret versions against the rotation
+// (rolled), which its record names only once the rollout is written.
+func (d *driftJudge) wantedHash(ctx context.Context, key []byte, ns string, s Settings, w workload.Object, spec *corev1.PodSpec, rolled map[string]string) (string, int, error) {
 	pins, err := pinsOf(ctx, d.opts.Deliveries, key, ns, s, w, spec)
 	if err != nil {
 		return "", 0, err
 	}
-	return d.inv.TemplateHash(ctx, key, ns, spec, s.Secrets, pins, secretversions.RolledOf(w.Obj.GetAnnotations()))
+	return d.inv.TemplateHash(ctx, key, ns, spec, s.Secrets, pins, rolled)
 }

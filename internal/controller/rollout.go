@@ -243,8 +243,8 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if len(first.versions.rotated) > 0 {
 		// The driver reported new versions: that is the cause, logged like
 		// a changed object so the drift controller names it too.
-		for _, c := range first.versions.rotated {
-			r.causes.Add(r.key(req.NamespacedName), string(refs.SecretProviderClass)+"/"+c, time.Now())
+		for _, c := range rotationCauses(first.versions.rotated) {
+			r.causes.Add(r.key(req.NamespacedName), c, time.Now())
 		}
 		changed = r.causes.Take(r.key(req.NamespacedName))
 	}
@@ -428,7 +428,7 @@ func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed 
 	// Declared kinds whose template is no pod spec were refused at
 	// admission; the spec read is then empty and counts nothing.
 	spec, _ := w.PodSpec()
-	csi := len(refs.CSIClasses(spec)) > 0 || w.Obj.GetAnnotations()[v1alpha1.SecretVersionsAnnotation] != ""
+	csi := mountsCSI(w, spec)
 	if !stamped && !changed && !csi {
 		return none, target{}, nil
 	}
@@ -444,7 +444,8 @@ func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed 
 	}
 	var versions versionsLook
 	if csi {
-		if versions, err = r.secretVersions(ctx, w, spec, settings.Secrets); err != nil {
+		look := csiLook{client: r.client, inv: r.inv, key: r.keys.Current()}
+		if versions, err = look.versions(ctx, w, spec, settings.Secrets); err != nil {
 			return none, target{}, err
 		}
 		if versions.write && len(versions.rotated) == 0 {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/drift"
+	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/secretversions"
@@ -59,25 +61,67 @@ type versionsLook struct {
 	rolled  map[string]string
 }
 
-// secretVersions looks at the versions the pods of w report for the
-// rollout-mode SecretProviderClasses its spec mounts (see
-// internal/secretversions for the decision). Without the driver's kinds,
-// or where Secrets take no part in rollouts, it leaves the record as it is.
-func (r *rollout) secretVersions(ctx context.Context, w workload.Object, spec *corev1.PodSpec, secrets bool) (versionsLook, error) {
+// mountsCSI says whether w has secret versions to look at: its spec mounts
+// a SecretProviderClass, or did when its record was written.
+func mountsCSI(w workload.Object, spec *corev1.PodSpec) bool {
+	return len(refs.CSIClasses(spec)) > 0 || w.Obj.GetAnnotations()[v1alpha1.SecretVersionsAnnotation] != ""
+}
+
+// rotationCauses names rotated classes as causes are named
+// ("SecretProviderClass/db-creds").
+func rotationCauses(classes []string) []string {
+	out := make([]string, 0, len(classes))
+	for _, c := range classes {
+		out = append(out, string(refs.SecretProviderClass)+"/"+c)
+	}
+	return out
+}
+
+// names says whether causes name every one of want.
+func names(causes, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(causes, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// csiLook looks at the versions the Secrets Store CSI driver reports for the
+// pods of one namespace. The pods and statuses are read once, on the first
+// workload that mounts a class: the drift controller looks at every
+// workload of a namespace in one judgement.
+type csiLook struct {
+	client client.Reader
+	inv    *inventory.Inventory
+	key    *hashkey.Key
+
+	read     bool
+	pods     []corev1.Pod
+	owners   drift.Owners
+	statuses []secretversions.PodStatus
+}
+
+// versions looks at the versions the pods of w report for the rollout-mode
+// SecretProviderClasses its spec mounts (see internal/secretversions for
+// the decision). Without the driver's kinds, or where Secrets take no part
+// in rollouts, it leaves the record as it is.
+func (l *csiLook) versions(ctx context.Context, w workload.Object, spec *corev1.PodSpec, secrets bool) (versionsLook, error) {
 	stored := w.Obj.GetAnnotations()[v1alpha1.SecretVersionsAnnotation]
 	rec, err := secretversions.Decode(stored)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Info("unreadable record of secret versions; starting a new baseline", "error", err.Error())
 	}
-	if !r.inv.CSIClasses() || !secrets {
+	if !l.inv.CSIClasses() || !secrets {
 		// Nothing to look at: the record stays as it is, since dropping it
 		// would take rotated classes out of the hash and roll the workload
 		// (a restart while the driver's CRDs are briefly not served).
 		return versionsLook{record: stored, rolled: rec.Rolled()}, nil
 	}
+	ns := w.Obj.GetNamespace()
 	var classes []string
 	for _, name := range refs.CSIClasses(spec) {
-		o, err := r.inv.Get(ctx, refs.SecretProviderClass, w.Obj.GetNamespace(), name)
+		o, err := l.inv.Get(ctx, refs.SecretProviderClass, ns, name)
 		if err != nil {
 			return versionsLook{}, err
 		}
@@ -86,43 +130,48 @@ func (r *rollout) secretVersions(ctx context.Context, w workload.Object, spec *c
 		}
 	}
 	var observed secretversions.Observed
-	key := r.keys.Current()
 	if len(classes) > 0 {
-		pods, err := r.podsOf(ctx, w.Obj)
-		if err != nil {
+		if err := l.readNamespace(ctx, ns); err != nil {
 			return versionsLook{}, err
 		}
-		list := podStatuses()
-		if err := r.client.List(ctx, list, client.InNamespace(w.Obj.GetNamespace())); err != nil {
-			return versionsLook{}, fmt.Errorf("listing SecretProviderClassPodStatuses: %w", err)
-		}
-		statuses := make([]secretversions.PodStatus, 0, len(list.Items))
-		for _, u := range list.Items {
-			statuses = append(statuses, secretversions.PodStatusOf(u.Object))
-		}
-		observed = secretversions.Observe(key.Bytes(), w.Obj.GetNamespace(), classes, pods, statuses)
+		observed = secretversions.Observe(l.key.Bytes(), ns, classes, l.podsOf(w.Obj), l.statuses)
 	}
-	next, rotated := secretversions.Next(rec, key.ID, classes, observed)
+	next, rotated := secretversions.Next(rec, l.key.ID, classes, observed)
 	enc := next.Encode()
 	return versionsLook{record: enc, write: enc != stored, rotated: rotated, rolled: next.Rolled()}, nil
 }
 
+func (l *csiLook) readNamespace(ctx context.Context, ns string) error {
+	if l.read {
+		return nil
+	}
+	pods, rss, jobs, err := podsAndOwners(ctx, l.client, ns)
+	if err != nil {
+		return err
+	}
+	list := podStatuses()
+	if err := l.client.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("listing SecretProviderClassPodStatuses: %w", err)
+	}
+	l.statuses = make([]secretversions.PodStatus, 0, len(list.Items))
+	for _, u := range list.Items {
+		l.statuses = append(l.statuses, secretversions.PodStatusOf(u.Object))
+	}
+	l.pods, l.owners, l.read = pods, drift.OwnersOf(rss, jobs), true
+	return nil
+}
+
 // podsOf names the pods w runs now: those it controls, or those a
 // ReplicaSet or Job it controls does. Finished pods mount nothing.
-func (r *rollout) podsOf(ctx context.Context, w client.Object) (map[string]bool, error) {
-	pods, rss, jobs, err := podsAndOwners(ctx, r.client, w.GetNamespace())
-	if err != nil {
-		return nil, err
-	}
-	owners := drift.OwnersOf(rss, jobs)
+func (l *csiLook) podsOf(w client.Object) map[string]bool {
 	out := map[string]bool{}
-	for i := range pods {
-		p := &pods[i]
-		if c := metav1.GetControllerOf(p); c != nil && drift.Live(p) && owners.Top(c) == w.GetUID() {
+	for i := range l.pods {
+		p := &l.pods[i]
+		if c := metav1.GetControllerOf(p); c != nil && drift.Live(p) && l.owners.Top(c) == w.GetUID() {
 			out[p.Name] = true
 		}
 	}
-	return out, nil
+	return out
 }
 
 // recordVersions writes a record that rolls nothing (a baseline, or the

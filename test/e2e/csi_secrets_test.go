@@ -186,6 +186,42 @@ var _ = Describe("secrets mounted through the Secrets Store CSI driver", func() 
 
 	})
 
+	It("shows a rotation that a Deployment opting out does not roll as drift, and rolls it once the opt-out is removed", func() {
+		ns := rolloutNamespace()
+		apply(secretProviderClass(ns, "db-creds", ""))
+		first := applyWhenSeen(ns, []string{configMap(ns, "web-config", map[string]string{"app.yaml": "level: info"}, nil)},
+			map[string][]string{"web-config": nil}, csiDeployment(ns, "web", "web-config", 1, "db-creds"))
+		rolloutStatus(ns, "deployment/web")
+		Eventually(runningPods(ns, "web"), rolloutTimeout).Should(Equal(1))
+		pod := livePods(ns, "web")[0]
+		reportVersions(pod, "db-creds", map[string]string{"secret/db-password": "1"})
+		Eventually(secretVersionsRecord(ns, "web"), 15*time.Second).Should(ContainSubstring(`"db-creds"`))
+		res := env.Kubectl("", "annotate", "deployment/web", "-n", ns, "configward.dev/rollout=disabled")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Consistently(status("-n", ns), 2*time.Second).Should(HaveField("ExitCode", 0), "opting out is no drift")
+
+		By("the driver rotates the secret: the Deployment is not rolled, and status says so, naming the class")
+		reportVersions(pod, "db-creds", map[string]string{"secret/db-password": "2"})
+		Eventually(status("-n", ns), 15*time.Second).Should(Equal(statusRun{ExitCode: 1, Table: "" +
+			"WORKLOAD        CURRENT  STALE  STATE       LAST CHANGE                   AGE\n" +
+			"Deployment/web  0/1      1      not-rolled  SecretProviderClass/db-creds  <age>\n" +
+			"\n" +
+			"Deployment/web: SecretProviderClass/db-creds changed, but the workload opts out of rollouts (configward.dev/rollout: disabled): running pods keep the old config until the annotation is removed and the workload is rolled\n"}))
+		Expect(replicaSetStates(ns, "web")()).To(HaveLen(1))
+		Expect(stateOf("Deployment", ns, "web")()).To(HaveField("Hash", first))
+
+		By("the opt-out is removed: the rotation rolls once")
+		res = env.Kubectl("", "annotate", "deployment/web", "-n", ns, "configward.dev/rollout-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(stateOf("Deployment", ns, "web"), 15*time.Second).ShouldNot(HaveField("Hash", first))
+		Eventually(func() []string { return eventsFor(ns, "web", "ConfigChanged") }, 15*time.Second).Should(
+			ConsistOf(ContainSubstring("SecretProviderClass/db-creds changed")))
+		rolloutStatus(ns, "deployment/web")
+		Eventually(status("-n", ns), rolloutTimeout).Should(Equal(statusRun{ExitCode: 0, Table: "" +
+			"WORKLOAD        CURRENT  STALE  STATE  LAST CHANGE                   AGE\n" +
+			"Deployment/web  1/1      0      done   SecretProviderClass/db-creds  <age>\n"}))
+	})
+
 	It("warns of a CSI volume naming a missing SecretProviderClass, and of a Secret the driver syncs read through env", func() {
 		ns := rolloutNamespace()
 		apply(configMap(ns, "web-config", map[string]string{"app.yaml": "level: info"}, nil))
