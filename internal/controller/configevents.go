@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -24,7 +25,8 @@ import (
 )
 
 // configChanged enqueues, after the batch window, the consumers of a
-// ConfigMap or Secret whose content or reload mode changed. Deletions are
+// ConfigMap or Secret whose content or reload mode changed, or of a
+// SecretProviderClass whose reload mode changed. Deletions are
 // ignored on purpose: rolling a workload onto config that no longer exists
 // would replace running pods with pods that cannot start. What changed is
 // logged apart from this, by logCauses.
@@ -61,7 +63,7 @@ func (r *rollout) configChanged(kind refs.Kind) handler.EventHandler {
 // in the rollout's Event even when the controllers' own watches start after
 // it, which would see the changed object only as part of their initial list.
 func logCauses(ctx context.Context, c cache.Cache, inv *inventory.Inventory, rolled []workload.Kind, causes *drift.Causes) error {
-	for kind, obj := range map[refs.Kind]client.Object{refs.ConfigMap: &corev1.ConfigMap{}, refs.Secret: &corev1.Secret{}} {
+	for kind, obj := range changeLogged(inv) {
 		informer, err := c.GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("watching %ss for the change log: %w", kind, err)
@@ -94,6 +96,17 @@ func logCauses(ctx context.Context, c cache.Cache, inv *inventory.Inventory, rol
 		}
 	}
 	return nil
+}
+
+// changeLogged are the kinds of config whose changes are logged: a
+// SecretProviderClass's too where the driver's CRDs are served (a change of
+// its reload mode; its rotations are logged by the rollout that rolls them).
+func changeLogged(inv *inventory.Inventory) map[refs.Kind]client.Object {
+	kinds := map[refs.Kind]client.Object{refs.ConfigMap: &corev1.ConfigMap{}, refs.Secret: &corev1.Secret{}}
+	if inv.CSIClasses() {
+		kinds[refs.SecretProviderClass] = inventory.ClassMetadata()
+	}
+	return kinds
 }
 
 // rolledConsumers names the workloads of kinds that consume obj and are
@@ -137,6 +150,10 @@ func dataChanged(old, new client.Object) bool {
 	case *corev1.Secret:
 		n, ok := new.(*corev1.Secret)
 		return !ok || !maps.EqualFunc(o.Data, n.Data, func(a, b []byte) bool { return string(a) == string(b) })
+	case *metav1.PartialObjectMetadata:
+		// A SecretProviderClass, of which configward reads no content: a
+		// change of its spec reaches pods as versions the driver reports.
+		return false
 	}
 	return true
 }

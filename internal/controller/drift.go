@@ -137,7 +137,7 @@ func SetupDrift(mgr ctrl.Manager, inv *inventory.Inventory, opts DriftOptions) e
 	for _, obj := range watched {
 		b = b.Watches(obj, namespaceOf(nil))
 	}
-	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}} {
+	for _, obj := range changeLogged(inv) {
 		b = b.Watches(obj, namespaceOf(configChanged))
 	}
 	return b.Complete(d)

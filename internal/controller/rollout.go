@@ -139,7 +139,8 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			// The versions the Secrets Store CSI driver reports per pod: a
 			// rotation rolls the pods' workload once.
 			b = b.Watches(podStatus(), handler.EnqueueRequestsFromMapFunc(r.podStatusChanged)).
-				Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podGone), builder.WithPredicates(onlyDeletes))
+				Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podGone), builder.WithPredicates(onlyDeletes)).
+				Watches(inventory.ClassMetadata(), r.configChanged(refs.SecretProviderClass))
 		}
 		err := b.
 			Named(controllerName(t)).

@@ -119,24 +119,29 @@ func (l *csiLook) versions(ctx context.Context, w workload.Object, spec *corev1.
 		return versionsLook{record: stored, rolled: rec.Rolled()}, nil
 	}
 	ns := w.Obj.GetNamespace()
-	var classes []string
-	for _, name := range refs.CSIClasses(spec) {
+	mounted := refs.CSIClasses(spec)
+	var followed []string
+	for _, name := range mounted {
 		o, err := l.inv.Get(ctx, refs.SecretProviderClass, ns, name)
 		if err != nil {
 			return versionsLook{}, err
 		}
 		if !o.Exists || o.Mode == inventory.Rollout {
-			classes = append(classes, name)
+			followed = append(followed, name)
 		}
 	}
 	var observed secretversions.Observed
-	if len(classes) > 0 {
+	if len(followed) > 0 {
 		if err := l.readNamespace(ctx, ns); err != nil {
 			return versionsLook{}, err
 		}
-		observed = secretversions.Observe(l.key.Bytes(), ns, classes, l.podsOf(w.Obj), l.statuses)
+		observed = secretversions.Observe(l.key.Bytes(), ns, followed, l.podsOf(w.Obj), l.statuses)
 	}
-	next, rotated := secretversions.Next(rec, l.key.ID, classes, observed)
+	// A hot class is not looked at, and its part of the record stays as it
+	// was: the config hash leaves it out while it is hot. Dropping it would
+	// be undone by the webhook, which keeps the record of a workload that
+	// mounts a class on every write.
+	next, rotated := secretversions.Next(rec, l.key.ID, mounted, observed)
 	enc := next.Encode()
 	return versionsLook{record: enc, write: enc != stored, rotated: rotated, rolled: next.Rolled()}, nil
 }

@@ -144,7 +144,7 @@ func (inv *Inventory) Get(ctx context.Context, kind refs.Kind, namespace, name s
 		if !inv.classes {
 			return o, nil
 		}
-		c := classMetadata()
+		c := ClassMetadata()
 		if err := inv.reader.Get(ctx, key, c); err != nil {
 			return o, ignoreNotFound(err)
 		}
@@ -237,20 +237,22 @@ func (inv *Inventory) pinned(ctx context.Context, kind refs.Kind, namespace, nam
 // CSIClasses says whether SecretProviderClasses are served and watched.
 func (inv *Inventory) CSIClasses() bool { return inv.classes }
 
-// classMetadata is an empty SecretProviderClass, of which the cache keeps
+// ClassMetadata is an empty SecretProviderClass, of which the cache keeps
 // the metadata only: existence and the reload annotation are all
 // configward reads of it.
-func classMetadata() *metav1.PartialObjectMetadata {
+func ClassMetadata() *metav1.PartialObjectMetadata {
 	c := &metav1.PartialObjectMetadata{}
 	c.SetGroupVersionKind(secretversions.ClassKind)
 	return c
 }
 
 // ConsumersIndex is the cache index from a workload to the ConfigMaps and
-// Secrets it consumes, as "ConfigMap/<name>" and "Secret/<name>".
+// Secrets it consumes and the SecretProviderClasses it mounts, as
+// "ConfigMap/<name>", "Secret/<name>" and "SecretProviderClass/<name>".
 const ConsumersIndex = "configward.dev/consumes"
 
-// IndexValue is the ConsumersIndex value of one ConfigMap or Secret.
+// IndexValue is the ConsumersIndex value of one ConfigMap, Secret or
+// SecretProviderClass.
 func IndexValue(kind refs.Kind, name string) string { return string(kind) + "/" + name }
 
 // IndexConsumers registers ConsumersIndex for every workload kind.
@@ -284,9 +286,13 @@ func consumedBy(reg *workload.Registry) client.IndexerFunc {
 		// name; admission refuses it, and the spec read is empty.
 		spec, _ := w.PodSpec()
 		cs := refs.Consumed(refs.FromPodSpec(spec))
-		out := make([]string, 0, len(cs))
+		classes := refs.CSIClasses(spec)
+		out := make([]string, 0, len(cs)+len(classes))
 		for _, c := range cs {
 			out = append(out, IndexValue(c.Kind, c.Name))
+		}
+		for _, c := range classes {
+			out = append(out, IndexValue(refs.SecretProviderClass, c))
 		}
 		return out
 	}

@@ -81,7 +81,7 @@ func startKind(ctx context.Context, c cache.Cache, reg *workload.Registry, t *wo
 // class nothing is known of (never missing), and their rotations are not
 // followed until a restart after the driver is installed.
 func watchClasses(ctx context.Context, c cache.Cache) bool {
-	_, err := c.GetInformer(ctx, classMetadata())
+	_, err := c.GetInformer(ctx, ClassMetadata())
 	if err != nil {
 		csiAvailable.Set(0)
 		ctrl.Log.WithName("inventory").Info("the Secrets Store CSI driver's SecretProviderClass is not served: CSI-mounted secrets are not checked "+

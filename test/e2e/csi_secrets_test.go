@@ -119,6 +119,15 @@ func secretVersionsRecord(ns, name string) func() string {
 	}
 }
 
+func resourceVersion(ns, name string) func() string {
+	return func() string {
+		var d metav1.PartialObjectMetadata
+		d.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+		Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d)).To(Succeed())
+		return d.ResourceVersion
+	}
+}
+
 var _ = Describe("secrets mounted through the Secrets Store CSI driver", func() {
 	It("records the first versions without a rollout, rolls a Deployment once per rotation however its pods report it, and never for a hot class", func() {
 		ns := rolloutNamespace()
@@ -184,6 +193,16 @@ var _ = Describe("secrets mounted through the Secrets Store CSI driver", func() 
 		}, 30*time.Second).Should(And(ContainSubstring(`"state": "done"`),
 			ContainSubstring(`"changed": [`+"\n"+`        "SecretProviderClass/db-creds"`)))
 
+		By("the class is turned hot: its part leaves the hash, which rolls once more, back to the hash without it")
+		res = env.Kubectl("", "annotate", "secretproviderclass/db-creds", "-n", ns, "configward.dev/reload=hot")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(stateOf("Deployment", ns, "web"), 15*time.Second).Should(HaveField("Hash", first))
+		Eventually(func() []string { return eventsFor(ns, "web", "ConfigChanged") }, 15*time.Second).Should(
+			ConsistOf(ContainSubstring("SecretProviderClass/db-creds changed"), ContainSubstring("SecretProviderClass/db-creds changed")))
+		rolloutStatus(ns, "deployment/web")
+		Expect(secretVersionsRecord(ns, "web")()).To(ContainSubstring(`"db-creds"`), "a hot class keeps its part of the record")
+		stored := resourceVersion(ns, "web")()
+		Consistently(resourceVersion(ns, "web"), settle).Should(Equal(stored), "nothing writes the Deployment over and over")
 	})
 
 	It("shows a rotation that a Deployment opting out does not roll as drift, and rolls it once the opt-out is removed", func() {
@@ -228,6 +247,12 @@ var _ = Describe("secrets mounted through the Secrets Store CSI driver", func() 
 		res := env.Kubectl(csiDeployment(ns, "web", "web-config", 1, "nowhere"), "apply", "-f", "-")
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
 		Expect(res.Stderr).To(ContainSubstring(`[missing-config-ref] Deployment %s/web references SecretProviderClass "nowhere" (spec.template.spec.volumes[1].csi), which does not exist`, ns))
+		web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
+		Eventually(reportOf(ns, web), 30*time.Second).Should(ContainElement("missing-config-ref warn Deployment/web"), "the Report says so too")
+
+		By("the class is created: the Report no longer warns")
+		apply(secretProviderClass(ns, "nowhere", ""))
+		Eventually(reportOf(ns, web), 30*time.Second).ShouldNot(ContainElement(HavePrefix("missing-config-ref")))
 
 		By("a class whose secretObjects the driver syncs into a Secret read through env")
 		apply(`apiVersion: secrets-store.csi.x-k8s.io/v1
