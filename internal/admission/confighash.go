@@ -102,6 +102,13 @@ func (h *ConfigHash) Review(ctx context.Context, r *webhookserver.Review[*worklo
 		// (a label, an image) does not restart it with the config of now.
 		return admission.Allowed("a Pod keeps the config hash it was created with")
 	}
+	if w.Type.ImmutableTemplate && r.Operation == admissionv1.Update {
+		// A Job's template cannot change, so neither can what it consumes:
+		// a new hash on any later update (a label, resuming it, the
+		// controller's record of secret versions) would have the API
+		// server refuse that update as a change of an immutable field.
+		return admission.Allowed("a " + kind + " keeps the config hash it was created with: its template is immutable")
+	}
 	if w.Controlled() {
 		// Its owner's template carries the hash it was made from. Changing
 		// an owned template would break the owner's bookkeeping: a

@@ -333,6 +333,9 @@ spec:
 		Eventually(func() []string { return eventsFor(ns, "once", "ConfigChangedNotRolled") }, 10*time.Second).
 			Should(ConsistOf(ContainSubstring("Secret/creds changed, but a Job's pod template cannot change")))
 		Expect(stateOf("Job", ns, "once")()).To(Equal(before["Job"]))
+		res := env.Kubectl("", "label", "job/once", "-n", ns, "team=payments")
+		Expect(res.ExitCode).To(Equal(0), "a later write of the Job keeps the hash it was created with (its template is immutable): %s", res.Stderr)
+		Expect(stateOf("Job", ns, "once")()).To(Equal(before["Job"]))
 
 		var cj batchv1.CronJob
 		Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "nightly"}, &cj)).To(Succeed())
