@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -160,7 +161,7 @@ spec:
 		}
 
 		By("the API server's connections to the webhook idle out, and the processes' live heaps are read")
-		time.Sleep(idleTimeout + time.Second)
+		waitQuiet(webhook)
 		By("new connections take the read buffers net/http pooled when those connections closed: their short requests must not leave the old ones' tails in them")
 		for _, c := range reusePooledReadBuffers(webhook.Addr, 8) {
 			defer c.Close()
@@ -237,6 +238,41 @@ func around(data []byte, at, n int) string {
 		}
 		return r
 	}, string(data[from:to]))
+}
+
+// waitQuiet returns once the API server has sent p no review for longer
+// than its idle timeout, so that its connections to p have idled out, as on
+// a quiet cluster. The cluster's controllers go on calling for a while
+// after the spec's own writes (ReplicaSets, pods), longer on a loaded
+// machine; a connection that is still in use keeps the bytes of the last
+// records it carried in Go's TLS buffer, canaries and all, and closing it
+// when idle is what bounds that (webhookserver.Options.IdleTimeout).
+func waitQuiet(p *framework.Process) {
+	before := reviewsAnswered(p)
+	Eventually(func() float64 {
+		time.Sleep(idleTimeout + time.Second)
+		now := reviewsAnswered(p)
+		answered := now - before
+		before = now
+		if answered > 0 {
+			fmt.Fprintf(GinkgoWriter, "%s answered %v reviews in the last %v; waiting for quiet\n", p.Name, answered, idleTimeout+time.Second)
+		}
+		return answered
+	}, 2*time.Minute).Should(BeZero(), "the API server never stopped calling %s", p.Name)
+}
+
+// reviewsAnswered sums configward_webhook_reviews_total over its webhooks.
+func reviewsAnswered(p *framework.Process) float64 {
+	var sum float64
+	for line := range strings.SplitSeq(string(get(p.MetricsURL)), "\n") {
+		if !strings.HasPrefix(line, "configward_webhook_reviews_total{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		Expect(err).NotTo(HaveOccurred(), line)
+		sum += v
+	}
+	return sum
 }
 
 func get(url string) []byte {
