@@ -46,6 +46,9 @@ var _ = Describe("the leading controller killed during a config delivery", func(
 		// A spec before this one may have restarted etcd or the API server:
 		// a webhook replica's watches then take a while to come back.
 		Eventually(func() []string { return unknownTo(deployment(ns.Name, "probe")) }, 60*time.Second, 100*time.Millisecond).Should(BeEmpty())
+		// The ConfigPolicy above too: after such a restart a replica's
+		// ConfigPolicy watch may come back later than its ConfigMap one.
+		Eventually(func() []string { return withoutRevisions(deployment(ns.Name, "probe")) }, 60*time.Second, 100*time.Millisecond).Should(BeEmpty())
 		for i := range workloads {
 			Expect(env.Client.Create(ctx, deployment(ns.Name, fmt.Sprintf("web-%03d", i)))).To(Succeed())
 		}

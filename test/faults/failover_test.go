@@ -130,6 +130,28 @@ func deployment(ns, name string) *appsv1.Deployment {
 // server asks them, judge the creation of d with a missing-config-ref
 // warning: their cache does not hold the config d reads yet.
 func unknownTo(d *appsv1.Deployment) []string {
+	return replicasWhere("/validate-workloads", d, func(r *admissionv1.AdmissionResponse) bool {
+		return slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.HasPrefix(w, "[missing-config-ref]") })
+	})
+}
+
+// withoutRevisions lists the webhook replicas that stamp the creation of d
+// with no config snapshots: they have not seen yet the ConfigPolicy that
+// turns revisions on in d's namespace. A controller's re-stamp answered by
+// such a replica loses the delivered revision's snapshots while keeping
+// the hash, and the controller, seeing the hash current, never writes it
+// again.
+func withoutRevisions(d *appsv1.Deployment) []string {
+	return replicasWhere("/mutate-config-hash", d, func(r *admissionv1.AdmissionResponse) bool {
+		// A patch path escapes the annotation's slash ("~1"): look for its name.
+		return !bytes.Contains(r.Patch, []byte(strings.TrimPrefix(v1alpha1.ConfigSnapshotsAnnotation, "configward.dev/")))
+	})
+}
+
+// replicasWhere lists the webhook replicas whose answer at path to the
+// creation of d, asked directly as the API server asks them, fails or
+// satisfies bad.
+func replicasWhere(path string, d *appsv1.Deployment, bad func(*admissionv1.AdmissionResponse) bool) []string {
 	obj := d.DeepCopy()
 	obj.APIVersion, obj.Kind = "apps/v1", "Deployment"
 	raw, err := json.Marshal(obj)
@@ -146,14 +168,12 @@ func unknownTo(d *appsv1.Deployment) []string {
 	var out []string
 	for _, p := range webhooks {
 		var answer admissionv1.AdmissionReview
-		resp, err := hc.Post("https://"+p.Addr+"/validate-workloads", "application/json", bytes.NewReader(body))
+		resp, err := hc.Post("https://"+p.Addr+path, "application/json", bytes.NewReader(body))
 		if err == nil {
 			err = json.NewDecoder(resp.Body).Decode(&answer)
 			resp.Body.Close()
 		}
-		if err != nil || answer.Response == nil || slices.ContainsFunc(answer.Response.Warnings, func(w string) bool {
-			return strings.HasPrefix(w, "[missing-config-ref]")
-		}) {
+		if err != nil || answer.Response == nil || bad(answer.Response) {
 			out = append(out, p.Addr)
 		}
 	}
