@@ -108,24 +108,20 @@ func livePods(ns, app string) []*corev1.Pod {
 	return out
 }
 
+// deploymentMetadata reads the metadata of Deployment ns/name.
+func deploymentMetadata(ns, name string) metav1.PartialObjectMetadata {
+	var d metav1.PartialObjectMetadata
+	d.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d)).To(Succeed())
+	return d
+}
+
 func secretVersionsRecord(ns, name string) func() string {
-	return func() string {
-		var d metav1.PartialObjectMetadata
-		d.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
-		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
-			return err.Error()
-		}
-		return d.Annotations[v1alpha1.SecretVersionsAnnotation]
-	}
+	return func() string { return deploymentMetadata(ns, name).Annotations[v1alpha1.SecretVersionsAnnotation] }
 }
 
 func resourceVersion(ns, name string) func() string {
-	return func() string {
-		var d metav1.PartialObjectMetadata
-		d.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
-		Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d)).To(Succeed())
-		return d.ResourceVersion
-	}
+	return func() string { return deploymentMetadata(ns, name).ResourceVersion }
 }
 
 var _ = Describe("secrets mounted through the Secrets Store CSI driver", func() {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -249,7 +248,7 @@ func around(data []byte, at, n int) string {
 // when idle is what bounds that (webhookserver.Options.IdleTimeout).
 func waitQuiet(p *framework.Process) {
 	before := reviewsAnswered(p)
-	Eventually(func() float64 {
+	Eventually(func() int {
 		time.Sleep(idleTimeout + time.Second)
 		now := reviewsAnswered(p)
 		answered := now - before
@@ -261,18 +260,11 @@ func waitQuiet(p *framework.Process) {
 	}, 2*time.Minute).Should(BeZero(), "the API server never stopped calling %s", p.Name)
 }
 
-// reviewsAnswered sums configward_webhook_reviews_total over its webhooks.
-func reviewsAnswered(p *framework.Process) float64 {
-	var sum float64
-	for line := range strings.SplitSeq(string(get(p.MetricsURL)), "\n") {
-		if !strings.HasPrefix(line, "configward_webhook_reviews_total{") {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		Expect(err).NotTo(HaveOccurred(), line)
-		sum += v
-	}
-	return sum
+// reviewsAnswered is how many reviews p has answered, over its webhooks.
+func reviewsAnswered(p *framework.Process) int {
+	n, err := framework.MetricSum(p.MetricsURL, "configward_webhook_reviews_total")
+	Expect(err).NotTo(HaveOccurred())
+	return n
 }
 
 func get(url string) []byte {
