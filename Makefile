@@ -186,7 +186,8 @@ $(ESO_CRDS)/.complete:
 # Go's default minute per input left it minimizing, not fuzzing.
 FUZZ_TARGETS := internal/admission:FuzzWebhookBodies internal/valueschema:FuzzSchemaFormats \
                 internal/refs:FuzzPodSpecReferences internal/check:FuzzLoadManifests \
-                internal/inventory:FuzzPackedDigests internal/changecontrol:FuzzChanges
+                internal/inventory:FuzzPackedDigests internal/changecontrol:FuzzChanges \
+                internal/webhookscope:FuzzReferenceParity
 FUZZTIME     ?= 10m
 FUZZMINIMIZE ?= 2s
 FUZZ_REPORT  := $(BIN)/fuzz-report.txt

@@ -6,12 +6,21 @@
 // Field paths are rooted at a Pod ("spec.volumes[1].configMap"). For a pod
 // template, replace the leading "spec" with the template's spec path (see
 // workload.Type.PodSpecPath), e.g. "spec.template.spec.volumes[1].configMap".
+//
+// Entries is the one map of where config enters a pod, and the one place to
+// change when a pod spec gains a way to take config: FromPodSpec and
+// CSIFromPodSpec read a spec by it, revision.PodPatch rewrites the names it
+// locates when a pod is created, and internal/webhookscope writes from it the
+// CEL that decides which workload writes the API server sends to configward.
+// A fuzz test in internal/webhookscope (FuzzReferenceParity) holds the three
+// to one another.
 package refs
 
 import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -70,6 +79,11 @@ type Ref struct {
 	Via  Via      `json:"via"`
 	// Path is the field path of the reference itself, for messages.
 	Path string `json:"path"`
+	// NamePath is the field path of the reference's name
+	// ("spec.volumes[1].secret.secretName"), where a rewrite points it
+	// elsewhere (revision.PodPatch). It stays out of the rule input, which
+	// has Path for messages.
+	NamePath string `json:"-"`
 
 	Container     string        `json:"container"`
 	ContainerType ContainerType `json:"containerType"`
@@ -90,6 +104,223 @@ type Ref struct {
 	MaxMode int32 `json:"maxMode"`
 }
 
+// Entry is one field through which a pod spec names a ConfigMap, a Secret
+// or a SecretProviderClass: a row of Entries.
+type Entry struct {
+	Via  Via
+	Kind Kind
+	// List is the list whose items hold the reference, as a field path
+	// with "[]" after each list on the way: from the pod spec ("volumes",
+	// "volumes[].projected.sources") or, for an entry with Containers,
+	// from each of their containers ("env").
+	List string
+	// Containers are the container lists the entry is read in; none for
+	// the pod's own volumes.
+	Containers []ContainerList
+	// Field is the field path, in one item of List, of the object that
+	// names the reference ("configMap", "valueFrom.secretKeyRef"): a
+	// Ref's Path ends there.
+	Field string
+	// NameField is the field path, in Field, of the name ("name",
+	// "secretName"): a Ref's NamePath ends there.
+	NameField string
+	// Driver, when set, is the one csi driver (the "driver" field of
+	// Field) whose volumes the entry reads: another driver's attributes
+	// mean nothing to configward.
+	Driver string
+	// NameRequired says an empty name names nothing: the Secrets Store CSI
+	// driver refuses a volume without a class. An empty ConfigMap or
+	// Secret name is still a reference: the pod waits for it, and the
+	// rules say so.
+	NameRequired bool
+	// RewrittenAtCreate says revision.PodPatch points the reference at its
+	// snapshot when a pod is created (only in containers a pod can have
+	// then, see ContainerList). A SecretProviderClass has no snapshots.
+	RewrittenAtCreate bool
+
+	// read takes the entry's reference out of one item of List (a
+	// *corev1.Volume, *corev1.VolumeProjection, *corev1.EnvFromSource or
+	// *corev1.EnvVar); false when the item holds none.
+	read func(item any) (use, bool)
+}
+
+// Entries is the one map of where config enters a pod (see the package
+// comment for who follows it). FromPodSpec walks the spec's lists (a
+// volume's own source before its projected ones, each container's envFrom
+// before its env) and asks the entries of each list, in this order, which
+// one an item holds. Where an item holds several (the API server refuses
+// such a spec, but a mutating webhook sees it first), the first is read and
+// only it is rewritten; a csi volume is read apart (CSIFromPodSpec).
+var Entries = []Entry{
+	{Via: Volume, Kind: ConfigMap, List: "volumes", Field: "configMap", NameField: "name", RewrittenAtCreate: true, read: volumeConfigMap},
+	{Via: Volume, Kind: Secret, List: "volumes", Field: "secret", NameField: "secretName", RewrittenAtCreate: true, read: volumeSecret},
+	{Via: Projected, Kind: ConfigMap, List: "volumes[].projected.sources", Field: "configMap", NameField: "name", RewrittenAtCreate: true, read: projectedConfigMap},
+	{Via: Projected, Kind: Secret, List: "volumes[].projected.sources", Field: "secret", NameField: "name", RewrittenAtCreate: true, read: projectedSecret},
+	{Via: CSI, Kind: SecretProviderClass, List: "volumes", Field: "csi", NameField: "volumeAttributes." + CSIClassAttribute,
+		Driver: CSIDriver, NameRequired: true, read: csiClass},
+	{Via: EnvFrom, Kind: ConfigMap, List: "envFrom", Containers: ContainerLists, Field: "configMapRef", NameField: "name", RewrittenAtCreate: true, read: envFromConfigMap},
+	{Via: EnvFrom, Kind: Secret, List: "envFrom", Containers: ContainerLists, Field: "secretRef", NameField: "name", RewrittenAtCreate: true, read: envFromSecret},
+	{Via: Env, Kind: ConfigMap, List: "env", Containers: ContainerLists, Field: "valueFrom.configMapKeyRef", NameField: "name", RewrittenAtCreate: true, read: envConfigMapKey},
+	{Via: Env, Kind: Secret, List: "env", Containers: ContainerLists, Field: "valueFrom.secretKeyRef", NameField: "name", RewrittenAtCreate: true, read: envSecretKey},
+}
+
+// ContainerList is one of a pod spec's three lists of containers.
+type ContainerList struct {
+	Type  ContainerType
+	Field string
+	// PresentAtCreate says a pod can have containers in the list when it
+	// is created. Ephemeral containers are added to a running pod through
+	// its ephemeralcontainers subresource (the API server refuses a pod
+	// created with any), so nothing of theirs is rewritten at CREATE.
+	PresentAtCreate bool
+}
+
+// ContainerLists are the container lists in the order FromPodSpec reads
+// them.
+var ContainerLists = []ContainerList{
+	{Type: Init, Field: "initContainers", PresentAtCreate: true},
+	{Type: Regular, Field: "containers", PresentAtCreate: true},
+	{Type: Ephemeral, Field: "ephemeralContainers", PresentAtCreate: false},
+}
+
+// Lists are the lists on the way from the pod spec (or a container) to an
+// item of the entry's List, outermost first: [volumes projected.sources].
+func (e Entry) Lists() []string { return strings.Split(e.List, "[].") }
+
+// RewrittenAtCreate says revision.PodPatch points r at its snapshot when a
+// pod is created: its entry says so, and a container's own reference sits
+// in a container the pod can have then. A volume is the pod's, whichever
+// containers mount it.
+func (r Ref) RewrittenAtCreate() bool {
+	for _, e := range Entries {
+		if e.Via != r.Via || e.Kind != r.Kind {
+			continue
+		}
+		if !e.RewrittenAtCreate || len(e.Containers) == 0 {
+			return e.RewrittenAtCreate
+		}
+		return slices.ContainsFunc(e.Containers, func(l ContainerList) bool { return l.Type == r.ContainerType && l.PresentAtCreate })
+	}
+	return false
+}
+
+// use is what an entry reads from one list item.
+type use struct {
+	name     string
+	optional *bool
+	// key is the one key an env var reads.
+	key string
+	// items are the keys a volume source writes as files (none for every
+	// key), and mode the mode of the files that set none of their own.
+	items []corev1.KeyToPath
+	mode  int32
+	// driver is a csi volume's driver.
+	driver string
+}
+
+// first finds the first entry via the given Via that item holds.
+func first(via Via, item any) (Entry, use, bool) {
+	for _, e := range Entries {
+		if e.Via != via {
+			continue
+		}
+		if u, ok := e.read(item); ok && (e.Driver == "" || u.driver == e.Driver) && (!e.NameRequired || u.name != "") {
+			return e, u, true
+		}
+	}
+	return Entry{}, use{}, false
+}
+
+// ref is the reference u makes through e in the list item at root (the pod
+// spec's path or a container's) and the indexes of the entry's Lists.
+func (e Entry) ref(u use, root string, indexes ...int) Ref {
+	var b strings.Builder
+	b.WriteString(root)
+	for k, list := range e.Lists() {
+		fmt.Fprintf(&b, ".%s[%d]", list, indexes[k])
+	}
+	path := b.String() + "." + e.Field
+	return Ref{Kind: e.Kind, Name: u.name, Optional: isTrue(u.optional), Via: e.Via, Path: path, NamePath: path + "." + e.NameField}
+}
+
+// The readers of the entries, one per entry, each of its List's items.
+
+func volumeConfigMap(item any) (use, bool) {
+	s := item.(*corev1.Volume).ConfigMap
+	if s == nil {
+		return use{}, false
+	}
+	return use{name: s.Name, optional: s.Optional, items: s.Items, mode: modeOr(s.DefaultMode, corev1.ConfigMapVolumeSourceDefaultMode)}, true
+}
+
+func volumeSecret(item any) (use, bool) {
+	s := item.(*corev1.Volume).Secret
+	if s == nil {
+		return use{}, false
+	}
+	return use{name: s.SecretName, optional: s.Optional, items: s.Items, mode: modeOr(s.DefaultMode, corev1.SecretVolumeSourceDefaultMode)}, true
+}
+
+// projectedConfigMap and projectedSecret leave the mode to the volume,
+// whose defaultMode the projection's files take.
+func projectedConfigMap(item any) (use, bool) {
+	s := item.(*corev1.VolumeProjection).ConfigMap
+	if s == nil {
+		return use{}, false
+	}
+	return use{name: s.Name, optional: s.Optional, items: s.Items}, true
+}
+
+func projectedSecret(item any) (use, bool) {
+	s := item.(*corev1.VolumeProjection).Secret
+	if s == nil {
+		return use{}, false
+	}
+	return use{name: s.Name, optional: s.Optional, items: s.Items}, true
+}
+
+func csiClass(item any) (use, bool) {
+	s := item.(*corev1.Volume).CSI
+	if s == nil {
+		return use{}, false
+	}
+	return use{name: s.VolumeAttributes[CSIClassAttribute], driver: s.Driver}, true
+}
+
+func envFromConfigMap(item any) (use, bool) {
+	s := item.(*corev1.EnvFromSource).ConfigMapRef
+	if s == nil {
+		return use{}, false
+	}
+	return use{name: s.Name, optional: s.Optional}, true
+}
+
+func envFromSecret(item any) (use, bool) {
+	s := item.(*corev1.EnvFromSource).SecretRef
+	if s == nil {
+		return use{}, false
+	}
+	return use{name: s.Name, optional: s.Optional}, true
+}
+
+func envConfigMapKey(item any) (use, bool) {
+	from := item.(*corev1.EnvVar).ValueFrom
+	if from == nil || from.ConfigMapKeyRef == nil {
+		return use{}, false
+	}
+	s := from.ConfigMapKeyRef
+	return use{name: s.Name, optional: s.Optional, key: s.Key}, true
+}
+
+func envSecretKey(item any) (use, bool) {
+	from := item.(*corev1.EnvVar).ValueFrom
+	if from == nil || from.SecretKeyRef == nil {
+		return use{}, false
+	}
+	s := from.SecretKeyRef
+	return use{name: s.Name, optional: s.Optional, key: s.Key}, true
+}
+
 // FromPodSpec returns every ConfigMap and Secret reference in spec: volumes
 // first, then each container's envFrom and env, init containers before
 // regular before ephemeral, each in spec order.
@@ -99,8 +330,8 @@ func FromPodSpec(spec *corev1.PodSpec) []Ref {
 	}
 	cs := containersOf(spec)
 	var out []Ref
-	for i, v := range spec.Volumes {
-		for _, src := range volumeSources(v, fmt.Sprintf("spec.volumes[%d]", i)) {
+	for i := range spec.Volumes {
+		for _, src := range volumeSources(&spec.Volumes[i], i) {
 			out = append(out, mounted(src, cs)...)
 		}
 	}
@@ -123,13 +354,13 @@ func CSIFromPodSpec(spec *corev1.PodSpec) []Ref {
 	}
 	cs := containersOf(spec)
 	var out []Ref
-	for i, v := range spec.Volumes {
-		if v.CSI == nil || v.CSI.Driver != CSIDriver || v.CSI.VolumeAttributes[CSIClassAttribute] == "" {
-			continue
+	for i := range spec.Volumes {
+		v := &spec.Volumes[i]
+		if e, u, ok := first(CSI, v); ok {
+			src := e.ref(u, "spec", i)
+			src.Volume = v.Name
+			out = append(out, mounted(src, cs)...)
 		}
-		src := Ref{Kind: SecretProviderClass, Name: v.CSI.VolumeAttributes[CSIClassAttribute], Via: CSI, Volume: v.Name,
-			Path: fmt.Sprintf("spec.volumes[%d].csi", i)}
-		out = append(out, mounted(src, cs)...)
 	}
 	return out
 }
@@ -157,99 +388,79 @@ type container struct {
 
 func containersOf(spec *corev1.PodSpec) []container {
 	var cs []container
-	for i, c := range spec.InitContainers {
-		cs = append(cs, container{Init, c.Name, fmt.Sprintf("spec.initContainers[%d]", i), c.VolumeMounts, c.EnvFrom, c.Env})
+	for _, list := range ContainerLists {
+		for i, c := range list.containers(spec) {
+			c.typ, c.path = list.Type, fmt.Sprintf("spec.%s[%d]", list.Field, i)
+			cs = append(cs, c)
+		}
 	}
-	for i, c := range spec.Containers {
-		cs = append(cs, container{Regular, c.Name, fmt.Sprintf("spec.containers[%d]", i), c.VolumeMounts, c.EnvFrom, c.Env})
-	}
-	for i, c := range spec.EphemeralContainers {
-		cs = append(cs, container{Ephemeral, c.Name, fmt.Sprintf("spec.ephemeralContainers[%d]", i), c.VolumeMounts, c.EnvFrom, c.Env})
+	return cs
+}
+
+// containers reads the list's containers out of spec, without their type
+// and path.
+func (l ContainerList) containers(spec *corev1.PodSpec) []container {
+	var cs []container
+	switch l.Type {
+	case Init:
+		for _, c := range spec.InitContainers {
+			cs = append(cs, container{name: c.Name, mounts: c.VolumeMounts, envFrom: c.EnvFrom, env: c.Env})
+		}
+	case Regular:
+		for _, c := range spec.Containers {
+			cs = append(cs, container{name: c.Name, mounts: c.VolumeMounts, envFrom: c.EnvFrom, env: c.Env})
+		}
+	case Ephemeral:
+		for _, c := range spec.EphemeralContainers {
+			cs = append(cs, container{name: c.Name, mounts: c.VolumeMounts, envFrom: c.EnvFrom, env: c.Env})
+		}
 	}
 	return cs
 }
 
 func (c container) envRefs() []Ref {
 	var out []Ref
-	for j, ef := range c.envFrom {
-		r := Ref{Via: EnvFrom, Container: c.name, ContainerType: c.typ, EnvPrefix: ef.Prefix}
-		switch {
-		case ef.ConfigMapRef != nil:
-			r.Kind, r.Name, r.Optional = ConfigMap, ef.ConfigMapRef.Name, isTrue(ef.ConfigMapRef.Optional)
-			r.Path = fmt.Sprintf("%s.envFrom[%d].configMapRef", c.path, j)
-		case ef.SecretRef != nil:
-			r.Kind, r.Name, r.Optional = Secret, ef.SecretRef.Name, isTrue(ef.SecretRef.Optional)
-			r.Path = fmt.Sprintf("%s.envFrom[%d].secretRef", c.path, j)
-		default:
-			continue
+	for j := range c.envFrom {
+		from := &c.envFrom[j]
+		if e, u, ok := first(EnvFrom, from); ok {
+			r := e.ref(u, c.path, j)
+			r.Container, r.ContainerType, r.EnvPrefix = c.name, c.typ, from.Prefix
+			out = append(out, r)
 		}
-		out = append(out, r)
 	}
-	for j, e := range c.env {
-		if e.ValueFrom == nil {
-			continue
+	for j := range c.env {
+		if e, u, ok := first(Env, &c.env[j]); ok {
+			r := e.ref(u, c.path, j)
+			r.Container, r.ContainerType, r.Keys = c.name, c.typ, []string{u.key}
+			out = append(out, r)
 		}
-		r := Ref{Via: Env, Container: c.name, ContainerType: c.typ}
-		switch vf := e.ValueFrom; {
-		case vf.ConfigMapKeyRef != nil:
-			r.Kind, r.Name, r.Optional = ConfigMap, vf.ConfigMapKeyRef.Name, isTrue(vf.ConfigMapKeyRef.Optional)
-			r.Keys = []string{vf.ConfigMapKeyRef.Key}
-			r.Path = fmt.Sprintf("%s.env[%d].valueFrom.configMapKeyRef", c.path, j)
-		case vf.SecretKeyRef != nil:
-			r.Kind, r.Name, r.Optional = Secret, vf.SecretKeyRef.Name, isTrue(vf.SecretKeyRef.Optional)
-			r.Keys = []string{vf.SecretKeyRef.Key}
-			r.Path = fmt.Sprintf("%s.env[%d].valueFrom.secretKeyRef", c.path, j)
-		default:
-			continue
-		}
-		out = append(out, r)
 	}
 	return out
 }
 
 // volumeSources returns the ConfigMap and Secret sources of one volume,
-// without mount details. Other projected sources (downwardAPI,
-// serviceAccountToken, clusterTrustBundle, podCertificate) are not
-// ConfigMaps or Secrets.
-func volumeSources(v corev1.Volume, path string) []Ref {
-	base := Ref{Via: Volume, Volume: v.Name}
-	switch {
-	case v.ConfigMap != nil:
-		s := v.ConfigMap
-		base.Kind, base.Name, base.Optional = ConfigMap, s.Name, isTrue(s.Optional)
-		base.Keys, base.MaxMode = itemKeys(s.Items), maxMode(s.DefaultMode, corev1.ConfigMapVolumeSourceDefaultMode, s.Items)
-		base.Path = path + ".configMap"
-		return []Ref{base}
-	case v.Secret != nil:
-		s := v.Secret
-		base.Kind, base.Name, base.Optional = Secret, s.SecretName, isTrue(s.Optional)
-		base.Keys, base.MaxMode = itemKeys(s.Items), maxMode(s.DefaultMode, corev1.SecretVolumeSourceDefaultMode, s.Items)
-		base.Path = path + ".secret"
-		return []Ref{base}
-	case v.Projected != nil:
-		var out []Ref
-		base.Via = Projected
-		for k, src := range v.Projected.Sources {
-			r := base
-			switch {
-			case src.ConfigMap != nil:
-				s := src.ConfigMap
-				r.Kind, r.Name, r.Optional = ConfigMap, s.Name, isTrue(s.Optional)
-				r.Keys, r.MaxMode = itemKeys(s.Items), maxMode(v.Projected.DefaultMode, corev1.ProjectedVolumeSourceDefaultMode, s.Items)
-				r.Path = fmt.Sprintf("%s.projected.sources[%d].configMap", path, k)
-			case src.Secret != nil:
-				s := src.Secret
-				r.Kind, r.Name, r.Optional = Secret, s.Name, isTrue(s.Optional)
-				r.Keys, r.MaxMode = itemKeys(s.Items), maxMode(v.Projected.DefaultMode, corev1.ProjectedVolumeSourceDefaultMode, s.Items)
-				r.Path = fmt.Sprintf("%s.projected.sources[%d].secret", path, k)
-			default:
-				continue
-			}
+// without mount details: its own source, or else its projected ones. Other
+// projected sources (downwardAPI, serviceAccountToken, clusterTrustBundle,
+// podCertificate) are not ConfigMaps or Secrets.
+func volumeSources(v *corev1.Volume, i int) []Ref {
+	if e, u, ok := first(Volume, v); ok {
+		r := e.ref(u, "spec", i)
+		r.Volume, r.Keys, r.MaxMode = v.Name, itemKeys(u.items), maxMode(u.mode, u.items)
+		return []Ref{r}
+	}
+	if v.Projected == nil {
+		return nil
+	}
+	mode := modeOr(v.Projected.DefaultMode, corev1.ProjectedVolumeSourceDefaultMode)
+	var out []Ref
+	for k := range v.Projected.Sources {
+		if e, u, ok := first(Projected, &v.Projected.Sources[k]); ok {
+			r := e.ref(u, "spec", i, k)
+			r.Volume, r.Keys, r.MaxMode = v.Name, itemKeys(u.items), maxMode(mode, u.items)
 			out = append(out, r)
 		}
-		return out
 	}
-	return nil
+	return out
 }
 
 // mounted expands a volume source into one Ref per mount of its volume.
@@ -286,11 +497,17 @@ func itemKeys(items []corev1.KeyToPath) []string {
 	return sortedUnique(keys)
 }
 
-func maxMode(defaultMode *int32, fallback int32, items []corev1.KeyToPath) int32 {
-	def := fallback
+// modeOr is a volume's defaultMode, or the API's default when it sets none.
+func modeOr(defaultMode *int32, fallback int32) int32 {
 	if defaultMode != nil {
-		def = *defaultMode
+		return *defaultMode
 	}
+	return fallback
+}
+
+// maxMode is the bitwise OR of the modes of the files a volume source
+// writes, def being the mode of those that set none of their own.
+func maxMode(def int32, items []corev1.KeyToPath) int32 {
 	if len(items) == 0 {
 		return def
 	}

@@ -48,7 +48,7 @@ func TestFromPodSpec(t *testing.T) {
 				}},
 			},
 			want: []Ref{{
-				Kind: ConfigMap, Name: "flags", Via: Volume, Path: "spec.volumes[1].configMap",
+				Kind: ConfigMap, Name: "flags", Via: Volume, Path: "spec.volumes[1].configMap", NamePath: "spec.volumes[1].configMap.name",
 				Container: "api", ContainerType: Regular, Volume: "cfg",
 				MountFieldPath: "spec.containers[0].volumeMounts[1]", MountPath: "/etc/app", ReadOnly: true,
 				MaxMode: 0o644,
@@ -70,7 +70,7 @@ func TestFromPodSpec(t *testing.T) {
 			},
 			want: []Ref{{
 				Kind: ConfigMap, Name: "flags", Optional: true, Keys: []string{"a.yaml", "z.yaml"}, Via: Volume,
-				Path: "spec.volumes[0].configMap", Container: "api", ContainerType: Regular, Volume: "cfg",
+				Path: "spec.volumes[0].configMap", NamePath: "spec.volumes[0].configMap.name", Container: "api", ContainerType: Regular, Volume: "cfg",
 				MountFieldPath: "spec.containers[0].volumeMounts[0]", MountPath: "/etc/app/a.yaml", SubPath: "a",
 				MaxMode: 0o400,
 			}},
@@ -82,7 +82,7 @@ func TestFromPodSpec(t *testing.T) {
 					LocalObjectReference: cmRef("flags"), Items: []corev1.KeyToPath{},
 				}}}},
 			},
-			want: []Ref{{Kind: ConfigMap, Name: "flags", Via: Volume, Path: "spec.volumes[0].configMap", Volume: "cfg", MaxMode: 0o644}},
+			want: []Ref{{Kind: ConfigMap, Name: "flags", Via: Volume, Path: "spec.volumes[0].configMap", NamePath: "spec.volumes[0].configMap.name", Volume: "cfg", MaxMode: 0o644}},
 		},
 		{
 			name: "unmounted secret volume still consumed",
@@ -90,7 +90,7 @@ func TestFromPodSpec(t *testing.T) {
 				Volumes:    []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "tls", Optional: ptr(false)}}}},
 				Containers: []corev1.Container{{Name: "api"}},
 			},
-			want: []Ref{{Kind: Secret, Name: "tls", Via: Volume, Path: "spec.volumes[0].secret", Volume: "tls", MaxMode: 0o644}},
+			want: []Ref{{Kind: Secret, Name: "tls", Via: Volume, Path: "spec.volumes[0].secret", NamePath: "spec.volumes[0].secret.secretName", Volume: "tls", MaxMode: 0o644}},
 		},
 		{
 			name: "secret volume modes: OR of default and item modes",
@@ -112,10 +112,10 @@ func TestFromPodSpec(t *testing.T) {
 				},
 			},
 			want: []Ref{
-				{Kind: Secret, Name: "s1", Via: Volume, Path: "spec.volumes[0].secret", Volume: "a", MaxMode: 0o400},
-				{Kind: Secret, Name: "s2", Keys: []string{"k1", "k2"}, Via: Volume, Path: "spec.volumes[1].secret", Volume: "b", MaxMode: 0o644},
-				{Kind: Secret, Name: "s3", Keys: []string{"k1", "k2"}, Via: Volume, Path: "spec.volumes[2].secret", Volume: "c", MaxMode: 0o600},
-				{Kind: Secret, Name: "s4", Keys: []string{"k1"}, Via: Volume, Path: "spec.volumes[3].secret", Volume: "d", MaxMode: 0o400},
+				{Kind: Secret, Name: "s1", Via: Volume, Path: "spec.volumes[0].secret", NamePath: "spec.volumes[0].secret.secretName", Volume: "a", MaxMode: 0o400},
+				{Kind: Secret, Name: "s2", Keys: []string{"k1", "k2"}, Via: Volume, Path: "spec.volumes[1].secret", NamePath: "spec.volumes[1].secret.secretName", Volume: "b", MaxMode: 0o644},
+				{Kind: Secret, Name: "s3", Keys: []string{"k1", "k2"}, Via: Volume, Path: "spec.volumes[2].secret", NamePath: "spec.volumes[2].secret.secretName", Volume: "c", MaxMode: 0o600},
+				{Kind: Secret, Name: "s4", Keys: []string{"k1"}, Via: Volume, Path: "spec.volumes[3].secret", NamePath: "spec.volumes[3].secret.secretName", Volume: "d", MaxMode: 0o400},
 			},
 		},
 		{
@@ -138,17 +138,17 @@ func TestFromPodSpec(t *testing.T) {
 			},
 			want: []Ref{
 				{
-					Kind: ConfigMap, Name: "app", Keys: []string{"a", "b"}, Via: Projected, Path: "spec.volumes[0].projected.sources[1].configMap",
+					Kind: ConfigMap, Name: "app", Keys: []string{"a", "b"}, Via: Projected, Path: "spec.volumes[0].projected.sources[1].configMap", NamePath: "spec.volumes[0].projected.sources[1].configMap.name",
 					Container: "api", ContainerType: Regular, Volume: "all", MountFieldPath: "spec.containers[0].volumeMounts[0]",
 					MountPath: "/etc/all", SubPathExpr: "$(POD_NAME)", MaxMode: 0o440,
 				},
 				{
-					Kind: Secret, Name: "creds", Optional: true, Keys: []string{"pw"}, Via: Projected, Path: "spec.volumes[0].projected.sources[3].secret",
+					Kind: Secret, Name: "creds", Optional: true, Keys: []string{"pw"}, Via: Projected, Path: "spec.volumes[0].projected.sources[3].secret", NamePath: "spec.volumes[0].projected.sources[3].secret.name",
 					Container: "api", ContainerType: Regular, Volume: "all", MountFieldPath: "spec.containers[0].volumeMounts[0]",
 					MountPath: "/etc/all", SubPathExpr: "$(POD_NAME)", MaxMode: 0o404,
 				},
 				{
-					Kind: Secret, Name: "ca", Via: Projected, Path: "spec.volumes[0].projected.sources[4].secret",
+					Kind: Secret, Name: "ca", Via: Projected, Path: "spec.volumes[0].projected.sources[4].secret", NamePath: "spec.volumes[0].projected.sources[4].secret.name",
 					Container: "api", ContainerType: Regular, Volume: "all", MountFieldPath: "spec.containers[0].volumeMounts[0]",
 					MountPath: "/etc/all", SubPathExpr: "$(POD_NAME)", MaxMode: 0o440,
 				},
@@ -161,7 +161,7 @@ func TestFromPodSpec(t *testing.T) {
 					Sources: []corev1.VolumeProjection{{Secret: &corev1.SecretProjection{LocalObjectReference: cmRef("s")}}},
 				}}}},
 			},
-			want: []Ref{{Kind: Secret, Name: "s", Via: Projected, Path: "spec.volumes[0].projected.sources[0].secret", Volume: "p", MaxMode: 0o644}},
+			want: []Ref{{Kind: Secret, Name: "s", Via: Projected, Path: "spec.volumes[0].projected.sources[0].secret", NamePath: "spec.volumes[0].projected.sources[0].secret.name", Volume: "p", MaxMode: 0o644}},
 		},
 		{
 			name: "one volume mounted by init, regular and ephemeral containers, twice in one",
@@ -185,19 +185,19 @@ func TestFromPodSpec(t *testing.T) {
 			},
 			want: []Ref{
 				{
-					Kind: ConfigMap, Name: "c", Via: Volume, Path: "spec.volumes[0].configMap", Volume: "cfg", MaxMode: 0o644,
+					Kind: ConfigMap, Name: "c", Via: Volume, Path: "spec.volumes[0].configMap", NamePath: "spec.volumes[0].configMap.name", Volume: "cfg", MaxMode: 0o644,
 					Container: "setup", ContainerType: Init, MountFieldPath: "spec.initContainers[0].volumeMounts[0]", MountPath: "/cfg",
 				},
 				{
-					Kind: ConfigMap, Name: "c", Via: Volume, Path: "spec.volumes[0].configMap", Volume: "cfg", MaxMode: 0o644,
+					Kind: ConfigMap, Name: "c", Via: Volume, Path: "spec.volumes[0].configMap", NamePath: "spec.volumes[0].configMap.name", Volume: "cfg", MaxMode: 0o644,
 					Container: "api", ContainerType: Regular, MountFieldPath: "spec.containers[1].volumeMounts[0]", MountPath: "/etc/a.conf", SubPath: "a.conf",
 				},
 				{
-					Kind: ConfigMap, Name: "c", Via: Volume, Path: "spec.volumes[0].configMap", Volume: "cfg", MaxMode: 0o644,
+					Kind: ConfigMap, Name: "c", Via: Volume, Path: "spec.volumes[0].configMap", NamePath: "spec.volumes[0].configMap.name", Volume: "cfg", MaxMode: 0o644,
 					Container: "api", ContainerType: Regular, MountFieldPath: "spec.containers[1].volumeMounts[1]", MountPath: "/etc/cfg",
 				},
 				{
-					Kind: ConfigMap, Name: "c", Via: Volume, Path: "spec.volumes[0].configMap", Volume: "cfg", MaxMode: 0o644,
+					Kind: ConfigMap, Name: "c", Via: Volume, Path: "spec.volumes[0].configMap", NamePath: "spec.volumes[0].configMap.name", Volume: "cfg", MaxMode: 0o644,
 					Container: "debug", ContainerType: Ephemeral, MountFieldPath: "spec.ephemeralContainers[0].volumeMounts[0]", MountPath: "/dbg", ReadOnly: true,
 				},
 			},
@@ -219,10 +219,10 @@ func TestFromPodSpec(t *testing.T) {
 				}},
 			},
 			want: []Ref{
-				{Kind: ConfigMap, Name: "common", Via: EnvFrom, Path: "spec.containers[0].envFrom[0].configMapRef", Container: "api", ContainerType: Regular},
-				{Kind: Secret, Name: "db", Optional: true, Via: EnvFrom, Path: "spec.containers[0].envFrom[1].secretRef", Container: "api", ContainerType: Regular, EnvPrefix: "DB_"},
-				{Kind: ConfigMap, Name: "flags", Keys: []string{"level"}, Via: Env, Path: "spec.containers[0].env[1].valueFrom.configMapKeyRef", Container: "api", ContainerType: Regular},
-				{Kind: Secret, Name: "db", Optional: true, Keys: []string{"password"}, Via: Env, Path: "spec.containers[0].env[2].valueFrom.secretKeyRef", Container: "api", ContainerType: Regular},
+				{Kind: ConfigMap, Name: "common", Via: EnvFrom, Path: "spec.containers[0].envFrom[0].configMapRef", NamePath: "spec.containers[0].envFrom[0].configMapRef.name", Container: "api", ContainerType: Regular},
+				{Kind: Secret, Name: "db", Optional: true, Via: EnvFrom, Path: "spec.containers[0].envFrom[1].secretRef", NamePath: "spec.containers[0].envFrom[1].secretRef.name", Container: "api", ContainerType: Regular, EnvPrefix: "DB_"},
+				{Kind: ConfigMap, Name: "flags", Keys: []string{"level"}, Via: Env, Path: "spec.containers[0].env[1].valueFrom.configMapKeyRef", NamePath: "spec.containers[0].env[1].valueFrom.configMapKeyRef.name", Container: "api", ContainerType: Regular},
+				{Kind: Secret, Name: "db", Optional: true, Keys: []string{"password"}, Via: Env, Path: "spec.containers[0].env[2].valueFrom.secretKeyRef", NamePath: "spec.containers[0].env[2].valueFrom.secretKeyRef.name", Container: "api", ContainerType: Regular},
 			},
 		},
 		{
@@ -246,11 +246,11 @@ func TestFromPodSpec(t *testing.T) {
 				}}},
 			},
 			want: []Ref{
-				{Kind: ConfigMap, Name: "m", Via: EnvFrom, Path: "spec.initContainers[0].envFrom[0].configMapRef", Container: "migrate", ContainerType: Init},
-				{Kind: Secret, Name: "db", Via: EnvFrom, Path: "spec.initContainers[0].envFrom[1].secretRef", Container: "migrate", ContainerType: Init},
-				{Kind: ConfigMap, Name: "dbg", Optional: true, Via: EnvFrom, Path: "spec.ephemeralContainers[0].envFrom[0].configMapRef", Container: "debug", ContainerType: Ephemeral, EnvPrefix: "D_"},
-				{Kind: Secret, Name: "tok", Keys: []string{"t"}, Via: Env, Path: "spec.ephemeralContainers[0].env[0].valueFrom.secretKeyRef", Container: "debug", ContainerType: Ephemeral},
-				{Kind: ConfigMap, Name: "dbg", Keys: []string{"y"}, Via: Env, Path: "spec.ephemeralContainers[0].env[1].valueFrom.configMapKeyRef", Container: "debug", ContainerType: Ephemeral},
+				{Kind: ConfigMap, Name: "m", Via: EnvFrom, Path: "spec.initContainers[0].envFrom[0].configMapRef", NamePath: "spec.initContainers[0].envFrom[0].configMapRef.name", Container: "migrate", ContainerType: Init},
+				{Kind: Secret, Name: "db", Via: EnvFrom, Path: "spec.initContainers[0].envFrom[1].secretRef", NamePath: "spec.initContainers[0].envFrom[1].secretRef.name", Container: "migrate", ContainerType: Init},
+				{Kind: ConfigMap, Name: "dbg", Optional: true, Via: EnvFrom, Path: "spec.ephemeralContainers[0].envFrom[0].configMapRef", NamePath: "spec.ephemeralContainers[0].envFrom[0].configMapRef.name", Container: "debug", ContainerType: Ephemeral, EnvPrefix: "D_"},
+				{Kind: Secret, Name: "tok", Keys: []string{"t"}, Via: Env, Path: "spec.ephemeralContainers[0].env[0].valueFrom.secretKeyRef", NamePath: "spec.ephemeralContainers[0].env[0].valueFrom.secretKeyRef.name", Container: "debug", ContainerType: Ephemeral},
+				{Kind: ConfigMap, Name: "dbg", Keys: []string{"y"}, Via: Env, Path: "spec.ephemeralContainers[0].env[1].valueFrom.configMapKeyRef", NamePath: "spec.ephemeralContainers[0].env[1].valueFrom.configMapKeyRef.name", Container: "debug", ContainerType: Ephemeral},
 			},
 		},
 		{
@@ -265,10 +265,10 @@ func TestFromPodSpec(t *testing.T) {
 			},
 			want: []Ref{
 				{
-					Kind: Secret, Name: "s", Via: Volume, Path: "spec.volumes[0].secret", Volume: "v", MaxMode: 0o644,
+					Kind: Secret, Name: "s", Via: Volume, Path: "spec.volumes[0].secret", NamePath: "spec.volumes[0].secret.secretName", Volume: "v", MaxMode: 0o644,
 					Container: "api", ContainerType: Regular, MountFieldPath: "spec.containers[0].volumeMounts[0]", MountPath: "/s",
 				},
-				{Kind: ConfigMap, Name: "c", Keys: []string{"k"}, Via: Env, Path: "spec.containers[0].env[0].valueFrom.configMapKeyRef", Container: "api", ContainerType: Regular},
+				{Kind: ConfigMap, Name: "c", Keys: []string{"k"}, Via: Env, Path: "spec.containers[0].env[0].valueFrom.configMapKeyRef", NamePath: "spec.containers[0].env[0].valueFrom.configMapKeyRef.name", Container: "api", ContainerType: Regular},
 			},
 		},
 	}

@@ -1,7 +1,7 @@
 package revision
 
 import (
-	"fmt"
+	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -9,72 +9,41 @@ import (
 	"github.com/configward/configward/internal/refs"
 )
 
-// PodPatch is the JSON patch that points a pod's references (volumes,
-// projected sources, env valueFrom and envFrom of its init and regular
-// containers) from the originals to their snapshots in snaps. Pinned lists
-// the sources it rewrote; references to other objects stay as written.
+// PodPatch is the JSON patch that points a pod's references from the
+// originals to their snapshots in snaps. It follows refs.FromPodSpec and
+// rewrites what refs.Entries says can be rewritten when a pod is created:
+// every ConfigMap and Secret reference but those of ephemeral containers,
+// which a pod cannot have then. Pinned lists the sources it rewrote;
+// references to other objects stay as written.
 func PodPatch(spec *corev1.PodSpec, snaps Snapshots) (ops []jsonpatch.Operation, pinned map[Source]bool) {
 	pinned = map[Source]bool{}
-	replace := func(path string, kind refs.Kind, name string) {
-		src := Source{Kind: kind, Name: name}
-		if snap, ok := snaps[src]; ok {
-			ops = append(ops, jsonpatch.Operation{Operation: "replace", Path: path, Value: snap})
-			pinned[src] = true
+	// A volume source comes once per mount but has one name to rewrite.
+	rewritten := map[string]bool{}
+	for _, r := range refs.FromPodSpec(spec) {
+		src := Source{Kind: r.Kind, Name: r.Name}
+		snap, ok := snaps[src]
+		if !ok || !r.RewrittenAtCreate() || rewritten[r.NamePath] {
+			continue
 		}
-	}
-	for i := range spec.Volumes {
-		v := &spec.Volumes[i]
-		at := fmt.Sprintf("/spec/volumes/%d", i)
-		if cm := v.ConfigMap; cm != nil {
-			replace(at+"/configMap/name", refs.ConfigMap, cm.Name)
-		}
-		if s := v.Secret; s != nil {
-			replace(at+"/secret/secretName", refs.Secret, s.SecretName)
-		}
-		if p := v.Projected; p != nil {
-			for j := range p.Sources {
-				src := &p.Sources[j]
-				sat := fmt.Sprintf("%s/projected/sources/%d", at, j)
-				if cm := src.ConfigMap; cm != nil {
-					replace(sat+"/configMap/name", refs.ConfigMap, cm.Name)
-				}
-				if s := src.Secret; s != nil {
-					replace(sat+"/secret/name", refs.Secret, s.Name)
-				}
-			}
-		}
-	}
-	for _, list := range []struct {
-		field string
-		cs    []corev1.Container
-	}{{"initContainers", spec.InitContainers}, {"containers", spec.Containers}} {
-		field, cs := list.field, list.cs
-		for i := range cs {
-			c := &cs[i]
-			at := fmt.Sprintf("/spec/%s/%d", field, i)
-			for j := range c.Env {
-				from := c.Env[j].ValueFrom
-				if from == nil {
-					continue
-				}
-				eat := fmt.Sprintf("%s/env/%d/valueFrom", at, j)
-				if r := from.ConfigMapKeyRef; r != nil {
-					replace(eat+"/configMapKeyRef/name", refs.ConfigMap, r.Name)
-				}
-				if r := from.SecretKeyRef; r != nil {
-					replace(eat+"/secretKeyRef/name", refs.Secret, r.Name)
-				}
-			}
-			for j := range c.EnvFrom {
-				eat := fmt.Sprintf("%s/envFrom/%d", at, j)
-				if r := c.EnvFrom[j].ConfigMapRef; r != nil {
-					replace(eat+"/configMapRef/name", refs.ConfigMap, r.Name)
-				}
-				if r := c.EnvFrom[j].SecretRef; r != nil {
-					replace(eat+"/secretRef/name", refs.Secret, r.Name)
-				}
-			}
-		}
+		rewritten[r.NamePath] = true
+		ops = append(ops, jsonpatch.Operation{Operation: "replace", Path: pointer(r.NamePath), Value: snap})
+		pinned[src] = true
 	}
 	return ops, pinned
+}
+
+// pointer is the JSON pointer of a field path rooted at a Pod:
+// "spec.volumes[1].secret.secretName" is /spec/volumes/1/secret/secretName.
+// The pod spec's field names hold neither "~" nor "/", which a pointer
+// would have to escape.
+func pointer(fieldPath string) string {
+	var b strings.Builder
+	for _, part := range strings.Split(fieldPath, ".") {
+		name, index, isList := strings.Cut(part, "[")
+		b.WriteString("/" + name)
+		if isList {
+			b.WriteString("/" + strings.TrimSuffix(index, "]"))
+		}
+	}
+	return b.String()
 }

@@ -10,11 +10,14 @@
 //
 // The conditions are written in CEL from the workload kinds' own table
 // (internal/workload), so a declared custom kind is scoped by its declared
-// template path like the built-in ones.
+// template path like the built-in ones, and from the one map of where
+// config enters a pod (refs.Entries), so they send what internal/refs reads.
 package webhookscope
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -100,7 +103,7 @@ const configwardKeyPrefix = "configward.dev/"
 // Secret by any of the ways internal/refs reads (env valueFrom, envFrom,
 // volumes, projected volumes; in containers, init and ephemeral
 // containers), or mounts a SecretProviderClass through the Secrets Store
-// CSI driver.
+// CSI driver: the entries of refs.Entries.
 func WithConfig(reg *workload.Registry) string {
 	// Kinds that keep their pod template at the same path share a clause.
 	var all, templateRefs []string
@@ -151,20 +154,107 @@ func configwardMetadata(m string) string {
 		m, configwardKeyPrefix)
 }
 
-// references is true when the pod spec at the optional chain s references
-// a ConfigMap or Secret.
+// references is true when the pod spec at the optional chain s names a
+// ConfigMap, a Secret or a SecretProviderClass by any entry of
+// refs.Entries, the one map of where config enters a pod. The entries read
+// in one list share one walk of it, as a person would write it and as
+// cheaply for the API server.
 func references(s string) string {
-	container := "c.?envFrom.orValue([]).exists(e, has(e.configMapRef) || has(e.secretRef)) || " +
-		"c.?env.orValue([]).exists(e, has(e.valueFrom) && (has(e.valueFrom.configMapKeyRef) || has(e.valueFrom.secretKeyRef)))"
-	parts := []string{
-		s + ".?volumes.orValue([]).exists(v, has(v.configMap) || has(v.secret) || " +
-			"v.?projected.?sources.orValue([]).exists(p, has(p.configMap) || has(p.secret)) || " +
-			"v.?csi.?driver.orValue('') == '" + refs.CSIDriver + "')",
+	spec := &listNode{}
+	for _, e := range refs.Entries {
+		for _, lists := range listsOf(e) {
+			n := spec
+			for _, field := range lists {
+				n = n.child(field)
+			}
+			n.entries = append(n.entries, e)
+		}
 	}
-	for _, list := range []string{"containers", "initContainers", "ephemeralContainers"} {
-		parts = append(parts, fmt.Sprintf("%s.?%s.orValue([]).exists(c, %s)", s, list, container))
+	parts := make([]string, 0, len(spec.children))
+	for _, c := range spec.children {
+		parts = append(parts, c.exists(s, nil))
 	}
 	return strings.Join(parts, " || ")
+}
+
+// listsOf is every chain of lists, outermost first, in whose items an entry
+// is read: its own, or, for a container's, its own under each of the
+// container lists.
+func listsOf(e refs.Entry) [][]string {
+	if len(e.Containers) == 0 {
+		return [][]string{e.Lists()}
+	}
+	out := make([][]string, 0, len(e.Containers))
+	for _, l := range e.Containers {
+		out = append(out, append([]string{l.Field}, e.Lists()...))
+	}
+	return out
+}
+
+// listNode is one list of the pod spec ("volumes"), or of an item of an
+// enclosing list ("projected.sources"), with the entries read in its items
+// and the lists inside them.
+type listNode struct {
+	field    string
+	entries  []refs.Entry
+	children []*listNode
+}
+
+func (n *listNode) child(field string) *listNode {
+	for _, c := range n.children {
+		if c.field == field {
+			return c
+		}
+	}
+	c := &listNode{field: field}
+	n.children = append(n.children, c)
+	return c
+}
+
+// exists is true when an item of the list, in the object at the optional
+// chain parent, holds one of its entries. A list the API server hands over
+// as null (a nil slice without omitempty, such as a pod's containers or a
+// projected volume's sources) holds nothing, where exists on it would fail
+// the whole condition. outer are the enclosing lists' item variables.
+func (n *listNode) exists(parent string, outer []string) string {
+	item := itemVariable(n.field, outer)
+	var terms []string
+	for _, e := range n.entries {
+		terms = append(terms, holds(item, e))
+	}
+	for _, c := range n.children {
+		terms = append(terms, c.exists(item, slices.Concat(outer, []string{item})))
+	}
+	list := path(parent, strings.Split(n.field, ".")) + ".orValue([])"
+	return fmt.Sprintf("(%[1]s != null && %[1]s.exists(%[2]s, %[3]s))", list, item, strings.Join(terms, " || "))
+}
+
+// itemVariable names the items of a list by its last field's initial
+// ("v" for volumes), with the depth added where an enclosing list took it.
+func itemVariable(field string, outer []string) string {
+	name := strings.ToLower(field[strings.LastIndex(field, ".")+1:][:1])
+	if slices.Contains(outer, name) {
+		name += strconv.Itoa(len(outer))
+	}
+	return name
+}
+
+// holds is true when the list item x holds a reference of entry e, as
+// refs reads it: a Field that is set (a null one is not), of the entry's
+// driver if it names one, and with a name if it needs one.
+func holds(x string, e refs.Entry) string {
+	field := strings.Split(e.Field, ".")
+	var conditions []string
+	if e.Driver != "" {
+		conditions = append(conditions, path(x, slices.Concat(field, []string{"driver"}))+".orValue('') == "+quote(e.Driver))
+	}
+	if e.NameRequired {
+		conditions = append(conditions, path(x, slices.Concat(field, strings.Split(e.NameField, ".")))+".orValue('') != ''")
+	}
+	if len(conditions) == 0 {
+		return path(x, field) + ".orValue(null) != null"
+	}
+	return "(" + strings.Join(conditions, " && ") + ")"
 }
 
 // quote is a CEL string literal of s (group and kind names: letters,
