@@ -155,7 +155,7 @@ func (h *ValidateConfigChanges) Review(ctx context.Context, rv *webhookserver.Re
 	r.NamespaceTerminating = ns != nil && (ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating)
 	active := h.Policies.Current()
 	cc := active.ChangeControl(h.ChangeControl, ns)
-	settings := active.Settings(ns)
+	settings := active.Rules(ns)
 	if req.Operation == admissionv1.Delete && kind != "ConfigSchema" && settings.ActionFor(rules.Finding{Rule: rules.ConfigInUseDelete}) != rules.Off {
 		if r.Consumers, err = h.consumers(ctx, kind, req.Namespace, r.Name); err != nil {
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: looking up the consumers of %s %s/%s: %w", kind, req.Namespace, r.Name, err))

@@ -6,6 +6,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -23,12 +24,14 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/effects"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/secretversions"
+	"github.com/configward/configward/internal/stamp"
 	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
 )
@@ -89,182 +92,132 @@ func (h *ConfigHash) Review(ctx context.Context, r *webhookserver.Review[*worklo
 	if ref, ok := w.TemplateRef(); ok {
 		return templateRefAnswer(r, w, ref)
 	}
-	if w.RolloutsDisabled() {
-		return admission.Allowed("rollouts disabled by " + v1alpha1.RolloutAnnotation)
+	write := &stamp.Write{Update: r.Operation == admissionv1.Update}
+	var stored workload.Object
+	if write.Update {
+		if old, err := r.OldObject(); err == nil {
+			stored = r.Kind.Info.Wrap(old)
+			write.Stored = stored.Stamp()
+		}
 	}
+	// The object alone may say it keeps what it carries: no cache is read.
+	if hold, held := stamp.Held(w, write); held {
+		return admission.Allowed(heldAnswer(w, hold))
+	}
+	// Without the stored object, the write is judged as one of its own:
+	// the config of now.
+	write.Update = stored.Obj != nil
 	spec, err := w.PodSpec()
 	if err != nil {
 		return admission.Allowed("").WithWarnings(fmt.Sprintf("[config-hash] %s %s/%s: %v, so no config hash is stamped and it will not roll when its config changes. Fix the pod template.",
 			kind, r.Namespace, r.Name(), err))
 	}
-	if w.Type.OwnTemplate && r.Operation == admissionv1.Update {
-		// A Pod's hash records the config it started with; a later update
-		// (a label, an image) does not restart it with the config of now.
-		return admission.Allowed("a Pod keeps the config hash it was created with")
-	}
-	if w.Type.ImmutableTemplate && r.Operation == admissionv1.Update {
-		// A Job's template cannot change, so neither can what it consumes:
-		// a new hash on any later update (a label, resuming it, the
-		// controller's record of secret versions) would have the API
-		// server refuse that update as a change of an immutable field.
-		return admission.Allowed("a " + kind + " keeps the config hash it was created with: its template is immutable")
-	}
-	if w.Controlled() {
-		// Its owner's template carries the hash it was made from. Changing
-		// an owned template would break the owner's bookkeeping: a
-		// Deployment finds its ReplicaSets by comparing templates.
-		return admission.Allowed("controlled by " + controllerKind(w) + "; its owner carries the config hash")
-	}
-	ns, err := configpolicy.LookupNamespace(ctx, h.Namespaces, r.Namespace)
+	policy, err := h.Policies.For(ctx, h.Namespaces, r.Namespace)
 	if err != nil {
 		return admission.Allowed("").WithWarnings(fmt.Sprintf("configward could not read namespace %s (%v); no config hash stamped", r.Namespace, err))
 	}
-	active := h.Policies.Current()
-	enabled, includeSecrets := active.Rollouts(ns)
-	if !enabled {
-		return admission.Allowed("rollouts disabled by ConfigPolicy")
+	if !policy.Rollouts {
+		return admission.Allowed(heldAnswer(w, drift.PolicyDisabled))
 	}
-	key := h.Keys.Current().Bytes()
-	versions := keptVersions(r, w, spec)
-	pins, err := h.pins(ctx, key, r, w, spec, active, ns)
+	written := w.Stamp()
+	versions := keptVersions(w, stored, spec)
+	subject := stamp.Subject{Workload: w, Spec: spec, Policy: policy, Key: h.Keys.Current().Bytes(),
+		Versions: versions, Rolled: secretversions.RolledIn(versions)}
+	if stored.Obj != nil {
+		subject.Stored, subject.Written = &write.Stored, &written
+	}
+	facts, err := h.sources().Gather(ctx, subject)
 	if err != nil {
-		return admission.Allowed("").WithWarnings(fmt.Sprintf(
-			"configward could not read the config deliveries %s %s/%s takes part in (%v); no config hash stamped", kind, r.Namespace, r.Name(), err))
+		return admission.Allowed("").WithWarnings(unreadWarning(w, r, err))
 	}
-	hash, counted, err := h.Inventory.TemplateHash(ctx, key, r.Namespace, spec, includeSecrets, pins, secretversions.RolledIn(versions))
-	if err != nil {
-		return admission.Allowed("").WithWarnings(fmt.Sprintf(
-			"configward could not compute the config hash of %s %s/%s (%v); it will not roll when its config changes until it is applied again",
-			kind, r.Namespace, r.Name(), err))
-	}
-	want := revision.Stamp{}
-	if counted > 0 {
-		// With no rollout-mode config any more, a stale hash would only
-		// mislead: it goes.
-		want.Hash = hash
-	}
-	var warnings []string
-	if revisionsOn, secrets := active.Revisions(ns); revisionsOn && counted > 0 {
-		snaps, err := h.Inventory.Snapshots(ctx, key, r.Namespace, spec, secrets, pins)
-		if err != nil {
-			return admission.Allowed("").WithWarnings(fmt.Sprintf(
-				"configward could not name the config snapshots of %s %s/%s (%v); it will not roll when its config changes until it is applied again",
+	if stamp.NeedsRestorable(facts, write.Update, written, write.Stored) {
+		if write.Restorable, err = h.sources().Restorable(ctx, w, written.Hash, written.Snapshots); err != nil {
+			return admission.Allowed("").WithWarnings(fmt.Sprintf("configward could not read the history of %s %s/%s (%v); no config hash stamped",
 				kind, r.Namespace, r.Name(), err))
 		}
-		if w.Type.OwnTemplate {
-			// A bare Pod is its own template: no controller retries its
-			// creation, so it names only snapshots written already, and
-			// reads the others as they are (the controller writes their
-			// snapshots for the next pod).
-			var unwritten []string
-			for _, src := range snaps.Sorted() {
-				if ok, err := h.Inventory.SnapshotWritten(ctx, r.Namespace, src, snaps[src]); err != nil || !ok {
-					unwritten = append(unwritten, src.String())
-					delete(snaps, src)
-				}
-			}
-			if len(unwritten) > 0 {
-				warnings = append(warnings, fmt.Sprintf("[config-revision] Pod %s/%s reads %s as they are now: no snapshot of that content is written yet, so a container restart may read later content. "+
-					"configward writes the snapshot; Pods created from now on are pinned.", r.Namespace, r.Name(), strings.Join(unwritten, ", ")))
-			}
-		}
-		want.Snapshots = snaps.Encode()
-		if r.Operation == admissionv1.Update {
-			if want, err = h.revisionStep(ctx, r, w, want); err != nil {
-				return admission.Allowed("").WithWarnings(fmt.Sprintf("configward could not read the history of %s %s/%s (%v); no config hash stamped",
-					kind, r.Namespace, r.Name(), err))
-			}
-		}
-		if want.RolledBack {
-			warnings = append(warnings, fmt.Sprintf("[config-revision] %s %s/%s: rolled back to the revision with config hash %s, whose pods read snapshots %s. "+
-				"configward keeps it there until its config changes again or a new revision is deployed.",
-				kind, r.Namespace, r.Name(), want.Hash, want.Snapshots))
-		}
 	}
-	written, _ := w.ConfigHash()
-	if !want.RolledBack && want.Hash != "" && written != want.Hash && r.Operation == admissionv1.Update && writerChangedHash(r, written) {
+	if stored.Obj != nil {
+		write.TemplateChanged = !w.SameTemplate(stored, workload.StampAnnotations...)
+	}
+	d := stamp.Decide(stamp.Input{Workload: w, Facts: facts, Write: write})
+	var warnings []string
+	if len(d.Unpinned) > 0 {
+		warnings = append(warnings, fmt.Sprintf("[config-revision] Pod %s/%s reads %s as they are now: no snapshot of that content is written yet, so a container restart may read later content. "+
+			"configward writes the snapshot; Pods created from now on are pinned.", r.Namespace, r.Name(), sourceList(d.Unpinned)))
+	}
+	if d.RolledBack {
+		warnings = append(warnings, fmt.Sprintf("[config-revision] %s %s/%s: rolled back to the revision with config hash %s, whose pods read snapshots %s. "+
+			"configward keeps it there until its config changes again or a new revision is deployed.",
+			kind, r.Namespace, r.Name(), d.Want.Hash, d.Want.Snapshots))
+	}
+	if !d.RolledBack && d.Want.Hash != "" && written.Hash != d.Want.Hash && write.Update && written.Hash != "" && written.Hash != write.Stored.Hash {
 		// The hash describes the config as it is now; a writer that sets
 		// another one (kubectl rollout undo copies an old revision's
 		// template) gets the current one, and is told why: without
 		// revisions, or to a revision without snapshots, a rollback does
-		// not bring its config back.
+		// not bring its config back. (configward's own controller also
+		// sets another hash, when this replica's cache is behind its; it
+		// notices that its stamp did not stick and tries again.)
 		warnings = append(warnings, fmt.Sprintf("[config-hash] %s %s/%s: the config hash was reset to the current config's. "+
 			"A rollback does not bring back old ConfigMap or Secret content; change the config itself to go back.",
 			kind, r.Namespace, r.Name()))
 	}
-	ops := stampOps(w, want, versions)
+	ops := stampOps(w, d.Want)
 	if len(ops) == 0 {
 		return admission.Allowed("").WithWarnings(warnings...)
 	}
-	return h.patched(r, w, want, ops).WithWarnings(warnings...)
+	return h.patched(r, w, d, ops).WithWarnings(warnings...)
 }
 
-// pins are the revisions of delivered config the workload keeps while a
-// delivery has not reached it (see delivery.Pin): an image bump of a
-// consumer whose wave has not come must not take the new config with it.
-func (h *ConfigHash) pins(ctx context.Context, key []byte, r *webhookserver.Review[*workload.Type], w workload.Object, spec *corev1.PodSpec, active *configpolicy.Active, ns *corev1.Namespace) (revision.Snapshots, error) {
-	_, settings := active.Delivery(ns)
-	_, secrets := active.Revisions(ns)
-	scope := delivery.Scope{On: settings != nil, Secrets: secrets}
-	if !scope.On {
-		return nil, nil
-	}
-	var stored, written revision.Snapshots
-	if r.Operation == admissionv1.Update {
-		if old, err := r.OldObject(); err == nil {
-			v, _ := r.Kind.Info.Wrap(old).TemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation)
-			stored, _ = revision.Decode(v)
-		}
-		v, _ := w.TemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation)
-		written, _ = revision.Decode(v)
-	}
-	return h.Deliveries.Pins(ctx, key, r.Namespace, scope, delivery.TargetKind(w.Type), r.Name(), spec, stored, written)
+func (h *ConfigHash) sources() stamp.Sources {
+	return stamp.Sources{Inventory: h.Inventory, Deliveries: h.Deliveries}
 }
 
-// revisionStep decides what an update of a workload whose namespace has
-// revisions carries (see revision.Next): the config of now, or, for a
-// rollback to a revision whose snapshots exist, that revision's.
-func (h *ConfigHash) revisionStep(ctx context.Context, r *webhookserver.Review[*workload.Type], w workload.Object, now revision.Stamp) (revision.Stamp, error) {
-	old, err := r.OldObject()
-	if err != nil {
-		return now, nil // judged as a write of its own: the config of now
+// heldAnswer is the allowed answer's reason for a workload the stamp holds.
+func heldAnswer(w workload.Object, hold drift.Hold) string {
+	switch hold {
+	case drift.OptedOut:
+		return "rollouts disabled by " + v1alpha1.RolloutAnnotation
+	case drift.PolicyDisabled:
+		return "rollouts disabled by ConfigPolicy"
+	case stamp.PodStarted:
+		// A Pod's hash records the config it started with; a later update
+		// (a label, an image) does not restart it with the config of now.
+		return "a Pod keeps the config hash it was created with"
+	case drift.JobImmutable:
+		return "a " + w.Type.Kind.Kind + " keeps the config hash it was created with: its template is immutable"
+	case stamp.Controlled:
+		// Its owner's template carries the hash it was made from.
+		return "controlled by " + controllerKind(w) + "; its owner carries the config hash"
 	}
-	stored := r.Kind.Info.Wrap(old)
-	in := revision.Write{Now: now.Hash, NowSnapshots: now.Snapshots,
-		Marker:          w.Obj.GetAnnotations()[v1alpha1.RolledBackFromAnnotation],
-		TemplateChanged: !w.SameTemplate(stored, v1alpha1.ConfigHashAnnotation, v1alpha1.ConfigSnapshotsAnnotation)}
-	in.Written, _ = w.ConfigHash()
-	in.WrittenSnapshots, _ = w.TemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation)
-	in.Stored, _ = stored.ConfigHash()
-	if in.Written != "" && in.Written != in.Stored && in.Written != in.Now && in.WrittenSnapshots != "" {
-		if in.Restorable, err = h.restorable(ctx, r.Namespace, w, in.Written, in.WrittenSnapshots); err != nil {
-			return now, err
-		}
-	}
-	return revision.Next(in), nil
+	return hold.Why
 }
 
-// restorable reports whether hash with snapshots is a revision in w's
-// history (a ReplicaSet or ControllerRevision of it carries both) whose
-// snapshots all exist, from the cache.
-func (h *ConfigHash) restorable(ctx context.Context, namespace string, w workload.Object, hash, snapshots string) (bool, error) {
-	history, err := h.Inventory.History(ctx, namespace, w.Obj.GetUID())
-	if err != nil {
-		return false, err
-	}
-	if !slices.Contains(history, inventory.Revision{Hash: hash, Snapshots: snapshots}) {
-		return false, nil
-	}
-	snaps, err := revision.Decode(snapshots)
-	if err != nil {
-		return false, nil
-	}
-	for src, snap := range snaps {
-		if ok, err := h.Inventory.SnapshotWritten(ctx, namespace, src, snap); !ok || err != nil {
-			return false, err
+// unreadWarning is the warning of a write whose stamp's facts could not be
+// read: it is let through without a stamp.
+func unreadWarning(w workload.Object, r *webhookserver.Review[*workload.Type], err error) string {
+	kind := w.Type.Kind.Kind
+	var unread *stamp.Unread
+	if errors.As(err, &unread) {
+		switch unread.Fact {
+		case stamp.DeliveriesFact:
+			return fmt.Sprintf("configward could not read the config deliveries %s %s/%s takes part in (%v); no config hash stamped", kind, r.Namespace, r.Name(), unread.Err)
+		case stamp.SnapshotsFact:
+			return fmt.Sprintf("configward could not name the config snapshots of %s %s/%s (%v); it will not roll when its config changes until it is applied again",
+				kind, r.Namespace, r.Name(), unread.Err)
 		}
+		err = unread.Err
 	}
-	return true, nil
+	return fmt.Sprintf("configward could not compute the config hash of %s %s/%s (%v); it will not roll when its config changes until it is applied again",
+		kind, r.Namespace, r.Name(), err)
+}
+
+func sourceList(srcs []revision.Source) string {
+	names := make([]string, len(srcs))
+	for i, s := range srcs {
+		names[i] = s.String()
+	}
+	return strings.Join(names, ", ")
 }
 
 // keptVersions is the record of CSI secret versions the workload keeps
@@ -272,25 +225,18 @@ func (h *ConfigHash) restorable(ctx context.Context, namespace string, w workloa
 // that replaces the whole object without it (kubectl replace) while the
 // spec still mounts a SecretProviderClass, the stored one. Dropped, it
 // would take rotated classes out of the hash and roll the workload.
-func keptVersions(r *webhookserver.Review[*workload.Type], w workload.Object, spec *corev1.PodSpec) string {
+func keptVersions(w, stored workload.Object, spec *corev1.PodSpec) string {
 	written, has := w.Obj.GetAnnotations()[v1alpha1.SecretVersionsAnnotation]
-	if has || r.Operation != admissionv1.Update || w.Type.OwnTemplate || len(refs.CSIClasses(spec)) == 0 {
+	if has || stored.Obj == nil || w.Type.OwnTemplate || len(refs.CSIClasses(spec)) == 0 {
 		return written
 	}
-	old, err := r.OldObject()
-	if err != nil {
-		return written
-	}
-	return old.GetAnnotations()[v1alpha1.SecretVersionsAnnotation]
+	return stored.Stamp().SecretVersions
 }
 
-// stampOps is the JSON patch that leaves want on w: the hash and snapshots
-// on its pod template, the rolled-back-from marker and the record of CSI
-// secret versions (versions, never removed here) on the workload.
-func stampOps(w workload.Object, want revision.Stamp, versions string) []jsonpatch.Operation {
-	ops := annotationOps(w.TemplateAnnotations(), map[string]string{
-		v1alpha1.ConfigHashAnnotation: want.Hash, v1alpha1.ConfigSnapshotsAnnotation: want.Snapshots,
-	}, w.Type.AnnotationPatchPath(), func(adds map[string]string) jsonpatch.Operation {
+// stampOps is the JSON patch that leaves want on w: its template part on
+// the pod template, its metadata part on the workload.
+func stampOps(w workload.Object, want workload.Stamp) []jsonpatch.Operation {
+	ops := annotationOps(w.TemplateAnnotations(), want.TemplatePart(), w.Type.AnnotationPatchPath(), func(adds map[string]string) jsonpatch.Operation {
 		// A JSON patch cannot add a key to a map that is not there: without
 		// annotations it adds the map, and without template metadata
 		// (possible in a custom kind's template, never in a typed one) the
@@ -300,12 +246,9 @@ func stampOps(w workload.Object, want revision.Stamp, versions string) []jsonpat
 		}
 		return jsonpatch.Operation{Operation: "add", Path: "/" + strings.Join(w.Type.PodTemplatePath(), "/"), Value: map[string]any{"annotations": adds}}
 	})
-	if w.Type.OwnTemplate {
-		return ops // a Pod is its own template: no marker
-	}
-	metadata := map[string]string{v1alpha1.RolledBackFromAnnotation: want.Marker}
-	if versions != "" {
-		metadata[v1alpha1.SecretVersionsAnnotation] = versions
+	metadata := want.MetadataPart(w.Type)
+	if metadata == nil {
+		return ops // a Pod is its own template
 	}
 	return append(ops, annotationOps(w.Obj.GetAnnotations(), metadata,
 		"/metadata/annotations", func(adds map[string]string) jsonpatch.Operation {
@@ -360,49 +303,18 @@ func templateRefAnswer(r *webhookserver.Review[*workload.Type], w workload.Objec
 		kind, r.Namespace, r.Name(), target, ref.Path, why, kind, kind))
 }
 
-// writerChangedHash reports whether an update sets a config hash other than
-// the stored one: a rollback, a copied manifest, or configward's own
-// controller when this replica's cache is behind its (the controller
-// notices that its hash did not stick and tries again).
-func writerChangedHash(r *webhookserver.Review[*workload.Type], written string) bool {
-	old, err := r.OldObject()
-	if err != nil {
-		return false
-	}
-	previous, _ := r.Kind.Info.Wrap(old).ConfigHash()
-	return written != "" && written != previous
-}
-
-// patched answers with ops, which leave want on w.
-func (h *ConfigHash) patched(r *webhookserver.Review[*workload.Type], w workload.Object, want revision.Stamp, ops []jsonpatch.Operation) admission.Response {
+// patched answers with ops, which leave d's stamp on w.
+func (h *ConfigHash) patched(r *webhookserver.Review[*workload.Type], w workload.Object, d stamp.Decision, ops []jsonpatch.Operation) admission.Response {
 	// The metrics wait, where callers are not authenticated, for the
 	// object as this patch leaves it.
 	stamped := w.Type.Wrap(w.Obj.DeepCopyObject().(client.Object))
-	for k, v := range map[string]string{v1alpha1.ConfigHashAnnotation: want.Hash, v1alpha1.ConfigSnapshotsAnnotation: want.Snapshots} {
-		if v == "" {
-			stamped.RemoveTemplateAnnotation(k)
-		} else {
-			stamped.SetTemplateAnnotation(k, v)
-		}
-	}
-	if !w.Type.OwnTemplate {
-		a := stamped.Obj.GetAnnotations()
-		if want.Marker == "" {
-			delete(a, v1alpha1.RolledBackFromAnnotation)
-		} else {
-			if a == nil {
-				a = map[string]string{}
-			}
-			a[v1alpha1.RolledBackFromAnnotation] = want.Marker
-		}
-		stamped.Obj.SetAnnotations(a)
-	}
-	written, _ := w.ConfigHash()
+	stamped.SetStamp(d.Want)
+	written := w.Stamp().Hash
 	h.Effects.Record(r.Request, stamped.Obj, func(client.Object) {
-		if want.Hash != written {
+		if d.Want.Hash != written {
 			hashesStamped.WithLabelValues(w.Type.Kind.Kind).Inc()
 		}
-		if want.RolledBack {
+		if d.RolledBack {
 			rollbacks.WithLabelValues(w.Type.Kind.Kind).Inc()
 		}
 	})

@@ -78,7 +78,7 @@ func (h *ValidateConfigMaps) Review(ctx context.Context, r *webhookserver.Review
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: %w", err))
 	}
-	out := rules.Apply(h.Policies.Current().Settings(ns), findings, cm.Annotations, rules.Options{Unchanged: valuesUnchanged(r, cm)})
+	out := rules.Apply(h.Policies.Current().Rules(ns), findings, cm.Annotations, rules.Options{Unchanged: valuesUnchanged(r, cm)})
 	resp := respond(out, r.Request, cm, h.Recorder, true)
 	if resp.Allowed {
 		h.recordLeaving(&resp, r.Request, cm, notes)

@@ -125,7 +125,7 @@ func index(objs []Object) objectSet {
 }
 
 func checkObject(ctx context.Context, policies *configpolicy.Active, set objectSet, o Object, opts Options) ([]Result, error) {
-	settings := policies.Settings(set.namespaces[o.Obj.GetNamespace()])
+	settings := policies.Rules(set.namespaces[o.Obj.GetNamespace()])
 	switch obj := o.Obj.(type) {
 	case *corev1.ConfigMap:
 		return checkConfigMap(set, o, obj, opts, settings), nil

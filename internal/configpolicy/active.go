@@ -51,11 +51,11 @@ func (a *Active) Fingerprint(ns *corev1.Namespace) string {
 	return b.String()
 }
 
-// Settings merges the rule settings of the policies selecting ns: the
+// Rules merges the rule settings of the policies selecting ns: the
 // strictest action wins, a rule is exemptible only if every selecting
 // policy allows it, and custom rules apply only where a policy declaring
 // them selects.
-func (a *Active) Settings(ns *corev1.Namespace) rules.Settings {
+func (a *Active) Rules(ns *corev1.Namespace) rules.Settings {
 	sel := a.selecting(ns)
 	if len(a.policies) == 0 {
 		return rules.Settings{}
@@ -124,11 +124,11 @@ func (a *Active) ChangeControl(base func(*corev1.Namespace) changecontrol.Settin
 	return base(ns).WithPipeline(a.Pipeline(ns))
 }
 
-// Revisions returns the revision settings in ns: revisions are on where
+// revisions returns the revision settings in ns: revisions are on where
 // any selecting policy turns them on, and Secrets are copied where any
 // selecting policy that turns revisions on says so. Rollouts are then on
 // too: a policy cannot turn on revisions and turn off rollouts.
-func (a *Active) Revisions(ns *corev1.Namespace) (enabled, secrets bool) {
+func (a *Active) revisions(ns *corev1.Namespace) (enabled, secrets bool) {
 	for _, p := range a.selecting(ns) {
 		if p.spec.Revisions.Enabled {
 			enabled = true
@@ -138,10 +138,10 @@ func (a *Active) Revisions(ns *corev1.Namespace) (enabled, secrets bool) {
 	return enabled, secrets
 }
 
-// Rollouts returns the rollout settings in ns: rollouts stay on unless
+// rollouts returns the rollout settings in ns: rollouts stay on unless
 // every selecting policy turns them off, and Secrets stay in the hash
 // unless every selecting policy leaves them out.
-func (a *Active) Rollouts(ns *corev1.Namespace) (enabled, includeSecrets bool) {
+func (a *Active) rollouts(ns *corev1.Namespace) (enabled, includeSecrets bool) {
 	sel := a.selecting(ns)
 	if len(sel) == 0 {
 		return true, true
@@ -154,10 +154,10 @@ func (a *Active) Rollouts(ns *corev1.Namespace) (enabled, includeSecrets bool) {
 	return enabled, includeSecrets
 }
 
-// Flapping returns the churn threshold in ns: the default where no
+// flapping returns the churn threshold in ns: the default where no
 // selecting policy sets one, otherwise the strictest of those set (see
 // churn.Stricter).
-func (a *Active) Flapping(ns *corev1.Namespace) churn.Threshold {
+func (a *Active) flapping(ns *corev1.Namespace) churn.Threshold {
 	var out *churn.Threshold
 	for _, p := range a.selecting(ns) {
 		if p.spec.Rollouts.Flapping == nil {

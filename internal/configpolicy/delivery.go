@@ -8,7 +8,7 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 )
 
-// Delivery returns the delivery settings in force in ns and the policy
+// delivery returns the delivery settings in force in ns and the policy
 // they come from: those of the first policy by name that selects ns and
 // has any. Settings of several policies are not merged: waves of two
 // policies do not combine into one order, so one policy decides, and the
@@ -16,10 +16,10 @@ import (
 //
 // Delivery needs revisions wherever it applies, and a policy with delivery
 // settings must turn revisions on itself (validateDelivery), so revisions
-// are on wherever its settings are in force (Revisions: any policy turns
+// are on wherever its settings are in force (revisions: any policy turns
 // them on); rollouts are on too, as a policy cannot turn revisions on and
 // rollouts off.
-func (a *Active) Delivery(ns *corev1.Namespace) (policy string, s *v1alpha1.DeliverySettings) {
+func (a *Active) delivery(ns *corev1.Namespace) (policy string, s *v1alpha1.DeliverySettings) {
 	for _, p := range a.selecting(ns) {
 		if p.spec.Delivery != nil && (policy == "" || p.Name < policy) {
 			policy, s = p.Name, p.spec.Delivery

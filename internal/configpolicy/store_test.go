@@ -105,7 +105,7 @@ func TestSettingsMerge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.Current().Settings(ns(nil)); got.Scoped || got.ActionFor(rules.Finding{Rule: rules.SecretInEnv}) != rules.Warn {
+	if got := s.Current().Rules(ns(nil)); got.Scoped || got.ActionFor(rules.Finding{Rule: rules.SecretInEnv}) != rules.Warn {
 		t.Fatalf("without policies the defaults apply: %+v", got)
 	}
 	team := &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}
@@ -129,7 +129,7 @@ func TestSettingsMerge(t *testing.T) {
 	}))
 	a := s.Current()
 
-	both, lenientOnly := a.Settings(ns(map[string]string{"team": "a"})), a.Settings(ns(nil))
+	both, lenientOnly := a.Rules(ns(map[string]string{"team": "a"})), a.Rules(ns(nil))
 	for _, tc := range []struct {
 		name string
 		s    rules.Settings
@@ -153,10 +153,10 @@ func TestSettingsMerge(t *testing.T) {
 	if ids := a.Pipeline(ns(map[string]string{"team": "a"})); len(ids.ServiceAccounts) != 1 || len(ids.Groups) != 1 {
 		t.Errorf("identities are combined: %+v", ids)
 	}
-	if on, secrets := a.Rollouts(ns(map[string]string{"team": "a"})); !on || !secrets {
-		t.Errorf("rollouts stay on (and Secrets in) unless every policy says otherwise: %v %v", on, secrets)
+	if p := a.For(ns(map[string]string{"team": "a"})); !p.Rollouts || !p.Secrets {
+		t.Errorf("rollouts stay on (and Secrets in) unless every policy says otherwise: %+v", p)
 	}
-	if on, _ := a.Rollouts(ns(nil)); on {
+	if a.For(ns(nil)).Rollouts {
 		t.Error("rollouts are off where the only selecting policy turns them off")
 	}
 }
@@ -178,11 +178,11 @@ func TestLastKnownGood(t *testing.T) {
 	if s.Current() != before {
 		t.Fatal("a failed load replaced the set in force")
 	}
-	if got := s.Current().Settings(nil).ActionFor(rules.Finding{Rule: rules.SecretInEnv}); got != rules.Deny {
+	if got := s.Current().Rules(nil).ActionFor(rules.Finding{Rule: rules.SecretInEnv}); got != rules.Deny {
 		t.Errorf("the last good generation is not in force: %s", got)
 	}
 	s.Forget("p")
-	if got := s.Current().Settings(nil).ActionFor(rules.Finding{Rule: rules.SecretInEnv}); got != rules.Warn {
+	if got := s.Current().Rules(nil).ActionFor(rules.Finding{Rule: rules.SecretInEnv}); got != rules.Warn {
 		t.Errorf("a deleted policy is still in force: %s", got)
 	}
 }
@@ -326,7 +326,7 @@ func TestCustomRuleFailureTakesTheDeclaredAction(t *testing.T) {
 	if len(fs) != 1 || fs[0] != want {
 		t.Fatalf("findings = %q\nwant %q", fs, want)
 	}
-	if got := a.Settings(ns(nil)).ActionFor(fs[0]); got != rules.Deny {
+	if got := a.Rules(ns(nil)).ActionFor(fs[0]); got != rules.Deny {
 		t.Errorf("action = %s, want the declared Deny", got)
 	}
 }
@@ -362,8 +362,8 @@ func TestRevisionSettings(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if on, secrets := s.Current().Revisions(nil); !on || !secrets {
-		t.Fatalf("Revisions = %v, %v", on, secrets)
+	if p := s.Current().For(nil); !p.Revisions || !p.RevisionSecrets {
+		t.Fatalf("revisions: %+v", p)
 	}
 }
 
@@ -419,7 +419,7 @@ func TestFlappingSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.Current().Flapping(nil); got != churn.Default {
+	if got := s.Current().For(nil).Flapping; got != churn.Default {
 		t.Fatalf("without policies: %+v, want the default", got)
 	}
 	for i, spec := range []v1alpha1.ConfigPolicySpec{flapping(5, "1m"), flapping(0, "30m"), {}} {
@@ -429,7 +429,7 @@ func TestFlappingSettings(t *testing.T) {
 	}
 	// changes 0 reads as the default 3; the fewest changes and the longest
 	// window win; a policy without flapping settings adds nothing.
-	if got, want := s.Current().Flapping(nil), (churn.Threshold{Changes: 3, Window: 30 * time.Minute}); got != want {
+	if got, want := s.Current().For(nil).Flapping, (churn.Threshold{Changes: 3, Window: 30 * time.Minute}); got != want {
 		t.Fatalf("merged = %+v, want %+v", got, want)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/secretversions"
+	"github.com/configward/configward/internal/stamp"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -37,7 +38,10 @@ import (
 // the wave's health, soaks it, waits for approval, halts on failure (and
 // rolls the failed wave back where the policy says so), and acts on the
 // requests people write into spec.request. The record is all it keeps: a
-// restarted or new leader carries a delivery on from it.
+// restarted or new leader carries a delivery on from it. What each look
+// decides is delivery.Next's, a pure function, so every transition can be
+// tested without a cluster; this controller gathers what Next needs,
+// writes the step it returns, and records the step's Events and metrics.
 //
 // +kubebuilder:rbac:groups=configward.dev,resources=configdeliveries,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=configward.dev,resources=configdeliveries/status,verbs=get;update
@@ -172,7 +176,7 @@ func (d *deliveries) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if len(recs) > 0 {
 		latest = recs[0]
 	}
-	o, delivered, err := d.opts.Pinner.Delivered(ctx, ns, delivery.Scope{On: settings.Delivery != nil, Secrets: settings.RevisionSecrets}, src)
+	o, delivered, err := d.opts.Pinner.Delivered(ctx, ns, settings, src)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -182,7 +186,7 @@ func (d *deliveries) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			if settings.Delivery != nil {
 				why = "the config is gone or no longer rollout-mode: nothing is delivered"
 			}
-			return reconcile.Result{}, d.finish(ctx, latest, v1alpha1.DeliveryCancelled, "NotDelivered", why, "")
+			return reconcile.Result{}, d.apply(ctx, latest, delivery.Finish(latest, v1alpha1.DeliveryCancelled, delivery.ReasonNotDelivered, why, "", time.Now()))
 		}
 		return reconcile.Result{}, nil
 	}
@@ -252,8 +256,8 @@ func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src 
 func (d *deliveries) supersede(ctx context.Context, rec *v1alpha1.ConfigDelivery, older []*v1alpha1.ConfigDelivery) error {
 	for _, old := range older {
 		if old.Name != rec.Name && delivery.Open(old.Status.State) && old.Status.State != "" {
-			if err := d.finish(ctx, old, v1alpha1.DeliverySuperseded, "NewerContent",
-				"a newer content of the config is delivered by "+rec.Name+"; workloads this delivery moved keep its revision until that one reaches them", ""); err != nil {
+			why := "a newer content of the config is delivered by " + rec.Name + "; workloads this delivery moved keep its revision until that one reaches them"
+			if err := d.apply(ctx, old, delivery.Finish(old, v1alpha1.DeliverySuperseded, delivery.ReasonNewerContent, why, "", time.Now())); err != nil {
 				return err
 			}
 		}
@@ -274,26 +278,10 @@ func (d *deliveries) place(ctx context.Context, rec *v1alpha1.ConfigDelivery, re
 	return d.placeConsumers(ctx, rec, current, consumers)
 }
 
+// placeConsumers writes the placement of consumers into rec's waves: the
+// delivery starts.
 func (d *deliveries) placeConsumers(ctx context.Context, rec *v1alpha1.ConfigDelivery, current string, consumers []delivery.Consumer) (reconcile.Result, error) {
-	rec.Status = v1alpha1.ConfigDeliveryStatus{
-		State: v1alpha1.DeliveryProgressing, Reason: "Started",
-		To: current, From: delivery.MostCommon(consumers),
-		Waves:     delivery.Place(rec.Spec.Settings.Waves, consumers),
-		StartedAt: now(),
-	}
-	msg := fmt.Sprintf("delivering %s %s to %d workloads in %d waves", rec.Spec.Config.Kind, current, len(consumers), len(rec.Status.Waves))
-	if rec.Status.From == "" {
-		msg += "; no consumer's revision names a snapshot of the old content (revisions were turned on after they were last stamped), so pods created for consumers not reached yet read the new content"
-	}
-	rec.Status.Message = msg
-	d.history(rec, "", "Started", "", msg)
-	if err := d.client.Status().Update(ctx, rec); err != nil {
-		return reconcile.Result{}, err
-	}
-	if obj := d.configObject(ctx, rec); obj != nil {
-		d.events.Eventf(obj, rec, corev1.EventTypeNormal, "DeliveryStarted", "Deliver", "%s (ConfigDelivery %s)", msg, rec.Name)
-	}
-	return reconcile.Result{RequeueAfter: time.Millisecond}, nil
+	return d.take(ctx, rec, delivery.Begin(rec, current, consumers, time.Now()))
 }
 
 // consumers lists the top-level workloads that consume src, with the
@@ -319,9 +307,8 @@ func (d *deliveries) consumers(ctx context.Context, ns string, src revision.Sour
 		if _, ref := w.TemplateRef(); ref {
 			continue
 		}
-		v, _ := w.TemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation)
-		stored, _ := revision.Decode(v)
-		c := delivery.Consumer{Kind: delivery.TargetKind(w.Type), Name: o.GetName(), Labels: o.GetLabels(), From: stored[src]}
+		carried := w.Stamp()
+		c := delivery.Consumer{Kind: w.Type.RecordKind(), Name: o.GetName(), Labels: o.GetLabels(), From: stamp.Snapshots(carried)[src]}
 		out = append(out, c)
 		if behind || w.RolloutsDisabled() {
 			continue
@@ -330,15 +317,17 @@ func (d *deliveries) consumers(ctx context.Context, ns string, src revision.Sour
 			behind = c.From != current
 			continue
 		}
-		// Stamped before revisions: behind when its hash is stale, so
-		// turning delivery on delivers nothing by itself.
-		if hash, stamped := w.ConfigHash(); stamped {
+		// Stamped before revisions: behind when its hash is stale without
+		// the delivery's pins, so turning delivery on delivers nothing by
+		// itself.
+		if carried.Hash != "" {
 			spec, _ := w.PodSpec()
-			want, _, err := d.inv.TemplateHash(ctx, key, ns, spec, s.Secrets, nil, secretversions.RolledOf(w.Obj.GetAnnotations()))
+			facts, err := stamp.Sources{Inventory: d.inv}.Gather(ctx, stamp.Subject{Workload: w, Spec: spec, Policy: s, Key: key, Unpinned: true,
+				Versions: carried.SecretVersions, Rolled: secretversions.RolledIn(carried.SecretVersions), Stored: &carried})
 			if err != nil {
 				return nil, false, err
 			}
-			behind = want != hash
+			behind = stamp.Decide(stamp.Input{Workload: w, Facts: facts, Look: stamp.Look{Changed: true}}).Want.Hash != carried.Hash
 		}
 	}
 	return out, behind, nil
@@ -375,32 +364,6 @@ func (d *deliveries) prune(ctx context.Context, recs []*v1alpha1.ConfigDelivery)
 		if err := d.client.Delete(ctx, r); client.IgnoreNotFound(err) != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// finish moves a record to a final state (or Halted) with why.
-func (d *deliveries) finish(ctx context.Context, rec *v1alpha1.ConfigDelivery, state v1alpha1.DeliveryState, reason, message, by string) error {
-	rec.Status.State, rec.Status.Reason, rec.Status.Message = state, reason, message
-	if state != v1alpha1.DeliveryHalted {
-		rec.Status.FinishedAt = now()
-	}
-	d.history(rec, rec.Status.CurrentWave, string(state), by, message)
-	if err := d.client.Status().Update(ctx, rec); err != nil {
-		return err
-	}
-	deliveriesFinished.WithLabelValues(string(state)).Inc()
-	obj := d.configObject(ctx, rec)
-	if obj == nil {
-		return nil
-	}
-	switch state {
-	case v1alpha1.DeliveryHalted:
-		d.events.Eventf(obj, rec, corev1.EventTypeWarning, "DeliveryHalted", "Deliver", "ConfigDelivery %s: %s", rec.Name, message)
-	case v1alpha1.DeliverySucceeded:
-		d.events.Eventf(obj, rec, corev1.EventTypeNormal, "DeliverySucceeded", "Deliver", "ConfigDelivery %s: %s", rec.Name, message)
-	default: // Superseded, Cancelled
-		d.events.Eventf(obj, rec, corev1.EventTypeNormal, "DeliveryEnded", "Deliver", "ConfigDelivery %s %s: %s", rec.Name, strings.ToLower(string(state)), message)
 	}
 	return nil
 }

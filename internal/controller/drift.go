@@ -32,6 +32,7 @@ import (
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/report"
+	"github.com/configward/configward/internal/stamp"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -270,24 +271,19 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 					return nil, nil, err
 				}
 			}
-			wanted, counted, err := d.wantedHash(ctx, key, ns, settings, w, spec, versions.rolled)
+			carried := w.Stamp()
+			facts, err := stamp.Sources{Inventory: d.inv, Deliveries: d.opts.Deliveries}.Gather(ctx, stamp.Subject{Workload: w, Spec: spec,
+				Policy: settings, Key: key, Versions: carried.SecretVersions, Rolled: versions.rolled, Stored: &carried})
 			if err != nil {
 				return nil, nil, err
 			}
-			if counted == 0 {
-				// It consumes no config configward counts any more: nothing
-				// to be stale against.
-				wanted = template
-			}
-			templateHold := drift.TemplateHoldOf(w, settings.Rollouts)
-			if _, _, flapping := flappingInput(d.opts.Churn, settings.Flapping, ns, spec); flapping && templateHold.Reason == "" {
-				templateHold = drift.Flapping
-			}
-			if settings.Revisions && wanted != template && obj.GetAnnotations()[v1alpha1.RolledBackFromAnnotation] == wanted {
-				// Its pods are counted against the revision it was rolled
-				// back to, which configward keeps.
-				templateHold, wanted = drift.RolledBackHold, template
-			}
+			_, _, flapping := flappingInput(d.opts.Churn, settings.Flapping, ns, spec)
+			decided := stamp.Decide(stamp.Input{Workload: w, Facts: facts, Look: stamp.Look{Changed: true, Flapping: flapping}})
+			// A consumer a delivery has not reached is judged against the
+			// revision the delivery keeps it on, one whose pods report
+			// rotated secret versions against the rotation, and a
+			// rolled-back one against the revision configward keeps.
+			wanted, templateHold := decided.Want.Hash, decided.Hold
 			s := drift.Judge(drift.Workload{
 				APIVersion: k.GroupVersionKind().GroupVersion().String(), Kind: k.Kind,
 				Namespace: ns, Name: obj.GetName(), UID: obj.GetUID(),

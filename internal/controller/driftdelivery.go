@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,7 +29,7 @@ func (d *driftJudge) deliveryResults(ctx context.Context, ns string, statuses []
 	out := map[int][]openreports.ReportResult{}
 	for i, s := range statuses {
 		gv, _ := schema.ParseGroupVersion(s.APIVersion)
-		for _, p := range positions[delivery.TargetKindOf(gv.Group, s.Kind)+"/"+s.Name] {
+		for _, p := range positions[workload.RecordKindOf(gv.Group, s.Kind)+"/"+s.Name] {
 			// A workload the delivery holds while it goes well gets its
 			// result when its wave starts: a result for every held
 			// workload at placement would rewrite a thousand Reports at
@@ -41,16 +40,4 @@ func (d *driftJudge) deliveryResults(ctx context.Context, ns string, statuses []
 		}
 	}
 	return out, nil
-}
-
-// wantedHash is the hash w's template should carry: a consumer a delivery
-// has not reached is judged against the revision the delivery keeps it on,
-// and one whose pods report rotated secret versions against the rotation
-// (rolled), which its record names only once the rollout is written.
-func (d *driftJudge) wantedHash(ctx context.Context, key []byte, ns string, s Settings, w workload.Object, spec *corev1.PodSpec, rolled map[string]string) (string, int, error) {
-	pins, err := pinsOf(ctx, d.opts.Deliveries, key, ns, s, w, spec)
-	if err != nil {
-		return "", 0, err
-	}
-	return d.inv.TemplateHash(ctx, key, ns, spec, s.Secrets, pins, rolled)
 }

@@ -82,7 +82,7 @@ func (e *findingsEvaluator) namespace(ctx context.Context, ns string, workloads 
 		return nil, err
 	}
 	active := e.policies.Current()
-	settings := active.Settings(nsObj)
+	settings := active.Rules(nsObj)
 	// Keyed by what the policies give this namespace, not by the set in
 	// force: a policy change elsewhere must not make a namespace of
 	// thousands of workloads evaluate every rule again.

@@ -31,12 +31,13 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/churn"
+	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
-	"github.com/configward/configward/internal/revision"
+	"github.com/configward/configward/internal/stamp"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -188,9 +189,12 @@ type rollout struct {
 	causes   *drift.Causes
 	pinner   *delivery.Pinner
 	churn    *churn.Tracker
-	// held holds, per workload held by flapping config, the start of the
-	// episode its Event was recorded for.
-	held sync.Map
+	// heldSince holds, per workload held by flapping config, the start of
+	// the episode its Event was recorded for.
+	heldSince sync.Map
+	// unstuck holds the workloads whose last stamp written did not stick
+	// whole: their next look compares the whole stamp, not only the hash.
+	unstuck sync.Map
 }
 
 // key names a workload of the controller's kind in the change log.
@@ -231,10 +235,10 @@ func (r *rollout) everyWorkload(ctx context.Context, _ client.Object) []reconcil
 
 func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	changed := r.causes.Take(r.key(req.NamespacedName))
-	// The first look decides whether to wait for a turn at all; the hash
-	// is taken again after the wait.
-	w, first, err := r.staleHash(ctx, req, len(changed) > 0)
-	if w.Obj == nil || err != nil {
+	// The first look decides whether to wait for a turn at all; the stamp
+	// is decided again after the wait.
+	first, err := r.look(ctx, req, len(changed) > 0)
+	if first.w.Obj == nil || err != nil {
 		r.waited.Delete(req.NamespacedName)
 		if err != nil {
 			r.putBack(req.NamespacedName, changed)
@@ -252,28 +256,19 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if len(changed) > 0 {
 		r.waited.Delete(req.NamespacedName)
 	} else if r.firstLookWithoutCause(req.NamespacedName) {
-		// The hash is stale and no change was logged for it: the change
-		// that made it stale may be in the cache already while the handler
-		// that logs it has not run (this reconcile came from another
-		// event). Wait the batch window for it, as a logged change would
-		// have, so the Event names what changed.
+		// The template is stale and no change was logged for it: the
+		// change that made it stale may be in the cache already while the
+		// handler that logs it has not run (this reconcile came from
+		// another event). Wait the batch window for it, as a logged change
+		// would have, so the Event names what changed.
 		return reconcile.Result{RequeueAfter: max(r.window, time.Millisecond)}, nil
 	}
 	what := "its config"
 	if len(changed) > 0 {
 		what = strings.Join(changed, ", ")
 	}
-	if res, held, err := r.heldByChurn(ctx, req, w, what, changed); held || err != nil {
+	if res, held, err := r.held(ctx, req, first, what, changed); held || err != nil {
 		return res, err
-	}
-	if r.typ.ImmutableTemplate {
-		// A Job's pod template is immutable; the next Job picks the change up.
-		if len(changed) > 0 {
-			rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.JobImmutable.Reason).Inc()
-			r.events.Eventf(w.Obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
-				"%s changed, but %s: running pods keep the old config and a new Job is needed to use the new one", what, drift.JobImmutable.Why)
-		}
-		return reconcile.Result{}, nil
 	}
 
 	// Wait for this rollout's turn, then decide again on what the cache
@@ -282,21 +277,21 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		r.putBack(req.NamespacedName, changed)
 		return reconcile.Result{}, err
 	}
-	w, t, err := r.staleHash(ctx, req, len(changed) > 0)
-	if w.Obj == nil || err != nil {
+	l, err := r.look(ctx, req, len(changed) > 0)
+	if l.w.Obj == nil || err != nil {
 		if err != nil {
 			r.putBack(req.NamespacedName, changed)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if res, held, err := r.heldByChurn(ctx, req, w, what, changed); held || err != nil {
+	if res, held, err := r.held(ctx, req, l, what, changed); held || err != nil {
 		return res, err // it started flapping during the wait
 	}
-	hash := t.hash
-	if t.revisions {
+	w, want := l.w, l.d.Want
+	if l.policy.Revisions {
 		// A revision is rolled out only once every snapshot it names is
 		// written: its pods would be refused, or read other bytes.
-		if err := r.snaps.ensure(ctx, req.Namespace, t.snaps); err != nil {
+		if err := r.snaps.ensure(ctx, req.Namespace, stamp.Snapshots(want)); err != nil {
 			r.putBack(req.NamespacedName, changed)
 			r.events.Eventf(w.Obj, nil, corev1.EventTypeWarning, "ConfigRevisionBlocked", "Rollout",
 				"%s changed, but a snapshot of the new config could not be written (%v): its pods keep the revision they run until it can", what, err)
@@ -308,36 +303,27 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	}
 
 	before := w.Obj.DeepCopyObject().(client.Object)
-	if t.versions.write {
-		// A rotation's record goes with the hash it makes: the webhook
-		// computes the same hash from it on this write.
-		setVersions(w, t.versions.record)
-	}
-	w.SetTemplateAnnotation(v1alpha1.ConfigHashAnnotation, hash)
-	if t.revisions && t.snapshots != "" {
-		w.SetTemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation, t.snapshots)
-	} else {
-		w.RemoveTemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation)
-	}
-	// A rolled-back workload moves on with its config.
-	if a := w.Obj.GetAnnotations(); a[v1alpha1.RolledBackFromAnnotation] != "" {
-		delete(a, v1alpha1.RolledBackFromAnnotation)
-		w.Obj.SetAnnotations(a)
-	}
+	w.SetStamp(want)
 	// The optimistic lock makes a concurrent writer win; the conflict
-	// retries and the hash is recomputed on the fresh object.
+	// retries and the stamp is decided again on the fresh object.
 	if err := r.client.Patch(ctx, w.Obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		// Keep the causes for the retry, which the error schedules.
 		r.putBack(req.NamespacedName, changed)
 		return reconcile.Result{}, err
 	}
-	if stored, _ := w.ConfigHash(); stored != hash {
-		// The mutating webhook stamps what its own cache computes; one
-		// that has not seen the change yet writes the old hash back, and
-		// nothing rolls. Try again once its cache has caught up.
+	if stored := w.Stamp(); stored != want {
+		// The mutating webhook stamps what its own view computes; a
+		// replica that has not seen the change yet (or the ConfigPolicy
+		// that turns revisions on) writes back an older hash, or drops
+		// the snapshots, and the pods would run other config than the
+		// stamp says. Try again once its view has caught up, comparing
+		// the whole stamp then: the hash alone may already look current.
+		r.unstuck.Store(req.NamespacedName, true)
 		r.putBack(req.NamespacedName, changed)
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
+	r.unstuck.Delete(req.NamespacedName)
+	hash := want.Hash
 	log := ctrl.LoggerFrom(ctx)
 	if hold := w.Hold(); hold.Reason != "" {
 		rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, hold.Reason).Inc()
@@ -358,132 +344,122 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	return reconcile.Result{}, nil
 }
 
-// heldByChurn holds the rollout of a workload that consumes config
-// flapping now, until that config has been stable for its window: it
-// records the hold once per episode, keeps the logged causes for the
-// rollout that follows, and looks again when the window ends.
-func (r *rollout) heldByChurn(ctx context.Context, req reconcile.Request, w workload.Object, what string, changed []string) (reconcile.Result, bool, error) {
-	settings, err := r.settings.of(ctx, req.Namespace)
-	if err != nil {
-		r.putBack(req.NamespacedName, changed)
-		return reconcile.Result{}, false, err
-	}
-	spec, _ := w.PodSpec()
-	key, rec, held := flappingInput(r.churn, settings.Flapping, req.Namespace, spec)
-	if !held {
-		r.held.Delete(req.NamespacedName)
+// held acts on a look whose stamp a hold keeps: a Job's immutable
+// template is reported once per change; flapping config holds the
+// workload until it has been stable for its window, recorded once per
+// episode, with the logged causes kept for the rollout that follows.
+func (r *rollout) held(ctx context.Context, req reconcile.Request, l look, what string, changed []string) (reconcile.Result, bool, error) {
+	switch l.d.Hold {
+	case drift.Hold{}:
+		r.heldSince.Delete(req.NamespacedName)
 		return reconcile.Result{}, false, nil
+	case drift.Flapping:
+	case drift.JobImmutable:
+		// A Job's pod template is immutable; the next Job picks the change up.
+		if len(changed) > 0 {
+			rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.JobImmutable.Reason).Inc()
+			r.events.Eventf(l.w.Obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
+				"%s changed, but %s: running pods keep the old config and a new Job is needed to use the new one", what, drift.JobImmutable.Why)
+		}
+		return reconcile.Result{}, true, nil
+	default:
+		return reconcile.Result{}, true, nil
 	}
 	r.putBack(req.NamespacedName, changed)
-	if prev, ok := r.held.Swap(req.NamespacedName, rec.Since); !ok || !prev.(time.Time).Equal(rec.Since) {
+	th, rec := l.policy.Flapping, l.flapping
+	if prev, ok := r.heldSince.Swap(req.NamespacedName, rec.Since); !ok || !prev.(time.Time).Equal(rec.Since) {
 		rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.Flapping.Reason).Inc()
-		ctrl.LoggerFrom(ctx).Info("config changed; not rolled while config it consumes is flapping", "kind", r.typ.Kind.Kind, "flapping", key.Object())
-		r.events.Eventf(w.Obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
+		ctrl.LoggerFrom(ctx).Info("config changed; not rolled while config it consumes is flapping", "kind", r.typ.Kind.Kind, "flapping", l.flappingKey.Object())
+		r.events.Eventf(l.w.Obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
 			"%s changed, but %s is flapping (%s; last written by %q; see its ConfigFlapping Event): running pods keep the config they run until it has been unchanged for %s",
-			what, key.Object(), settings.Flapping, rec.Writer, settings.Flapping.Window)
+			what, l.flappingKey.Object(), th, rec.Writer, th.Window)
 	}
-	return reconcile.Result{RequeueAfter: time.Until(rec.Until(settings.Flapping)) + time.Second}, true, nil
+	return reconcile.Result{RequeueAfter: time.Until(rec.Until(th)) + time.Second}, true, nil
 }
 
-// target is what a workload's template should carry now.
-type target struct {
-	hash string
-	// versions is what the look at CSI-mounted secrets found; its record
-	// is written with the hash when it rotated.
+// look is one look at a workload: what its template should carry
+// (stamp.Decide), with what the controller needs to act on it.
+type look struct {
+	// w is the workload; nil when there is nothing to do (it is gone,
+	// carries what it should, or a hold keeps it with nothing to report).
+	w        workload.Object
+	d        stamp.Decision
+	policy   configpolicy.NamespacePolicy
 	versions versionsLook
-	// revisions says the namespace has revisions; snaps are the snapshots
-	// the revision names, snapshots their annotation.
-	revisions bool
-	snaps     revision.Snapshots
-	snapshots string
+	// flappingKey and flapping name the config that holds it, and since
+	// when.
+	flappingKey churn.Key
+	flapping    churn.Record
 }
 
-// staleHash reads the workload and returns it with what its template
-// should carry, or a handle without object when nothing is to be done: the
-// workload is gone, controlled by another, opted out, not stamped yet with
-// no config change to account for (installing configward restarts
-// nothing), up to date, or rolled back to a revision whose config has not
-// changed since. changed says whether config it consumes changed since the
-// last reconcile, for the metrics of workloads left alone.
-func (r *rollout) staleHash(ctx context.Context, req reconcile.Request, changed bool) (workload.Object, target, error) {
-	none := workload.Object{}
+// look reads the workload and decides its stamp. changed says whether
+// config it consumes changed since the last reconcile.
+func (r *rollout) look(ctx context.Context, req reconcile.Request, changed bool) (look, error) {
 	w := r.typ.Wrap(r.typ.New())
 	if err := r.client.Get(ctx, req.NamespacedName, w.Obj); err != nil {
-		return none, target{}, err
+		return look{}, err
 	}
-	if w.Controlled() {
-		return none, target{}, nil
-	}
-	if _, ref := w.TemplateRef(); ref {
-		// Never stamped (see admission's templateRefAnswer); a referenced
-		// Deployment rolls on its own and Argo follows it.
-		return none, target{}, nil
-	}
-	current, stamped := w.ConfigHash()
-	if w.RolloutsDisabled() {
-		if changed {
+	// What the object alone says costs no look at the cache (a Job's
+	// immutability is reported only when its hash is stale: see held).
+	if hold, held := stamp.Held(w, nil); held && hold != drift.JobImmutable {
+		if changed && hold == drift.OptedOut {
 			rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.OptedOut.Reason).Inc()
 		}
-		return none, target{}, nil
+		return look{}, nil
 	}
 	// Declared kinds whose template is no pod spec were refused at
 	// admission; the spec read is then empty and counts nothing.
 	spec, _ := w.PodSpec()
 	csi := mountsCSI(w, spec)
-	if !stamped && !changed && !csi {
-		return none, target{}, nil
+	carried := w.Stamp()
+	if carried.Hash == "" && !changed && !csi {
+		return look{}, nil // installing configward restarts nothing
 	}
-	settings, err := r.settings.of(ctx, req.Namespace)
+	policy, err := r.settings.of(ctx, req.Namespace)
 	if err != nil {
-		return none, target{}, err
+		return look{}, err
 	}
-	if !settings.Rollouts {
+	if !policy.Rollouts {
 		if changed {
 			rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.PolicyDisabled.Reason).Inc()
 		}
-		return none, target{}, nil
+		return look{}, nil
 	}
-	var versions versionsLook
+	l := look{w: w, policy: policy, versions: versionsLook{record: carried.SecretVersions}}
 	if csi {
-		look := csiLook{client: r.client, inv: r.inv, key: r.keys.Current()}
-		if versions, err = look.versions(ctx, w, spec, settings.Secrets); err != nil {
-			return none, target{}, err
+		cl := csiLook{client: r.client, inv: r.inv, key: r.keys.Current()}
+		if l.versions, err = cl.versions(ctx, w, spec, policy.Secrets); err != nil {
+			return look{}, err
 		}
-		if versions.write && len(versions.rotated) == 0 {
+		if l.versions.write && len(l.versions.rotated) == 0 {
 			// A baseline, or versions seen changing with none new: recorded
 			// on the workload's metadata, which rolls nothing.
-			if err := r.recordVersions(ctx, w, versions); err != nil {
-				return none, target{}, err
+			if err := r.recordVersions(ctx, w, l.versions); err != nil {
+				return look{}, err
 			}
-			versions.write = false
+			l.versions.write = false
 		}
-		if !stamped && !changed && len(versions.rotated) == 0 {
-			return none, target{}, nil
-		}
+		carried = w.Stamp()
 	}
-	key := r.keys.Current().Bytes()
-	pins, err := r.pins(ctx, key, req.Namespace, settings, w, spec)
+	facts, err := r.sources().Gather(ctx, stamp.Subject{Workload: w, Spec: spec, Policy: policy, Key: r.keys.Current().Bytes(),
+		Versions: l.versions.record, Rolled: l.versions.rolled, Stored: &carried})
 	if err != nil {
-		return none, target{}, err
+		return look{}, err
 	}
-	// Without CSI volumes or a record, nothing rotated: rolled is empty.
-	hash, counted, err := r.inv.TemplateHash(ctx, key, req.Namespace, spec, settings.Secrets, pins, versions.rolled)
-	if err != nil || counted == 0 || hash == current {
-		return none, target{}, err
+	var flapping bool
+	l.flappingKey, l.flapping, flapping = flappingInput(r.churn, policy.Flapping, req.Namespace, spec)
+	_, unstuck := r.unstuck.Load(req.NamespacedName)
+	l.d = stamp.Decide(stamp.Input{Workload: w, Facts: facts,
+		Look: stamp.Look{Changed: changed || len(l.versions.rotated) > 0, Exact: unstuck, Flapping: flapping}})
+	if !l.d.Writes(carried) && (l.d.Hold.Reason == "" || l.d.Want.Hash == carried.Hash) {
+		// Nothing to write, and nothing held back to report.
+		return look{}, nil
 	}
-	t := target{hash: hash, revisions: settings.Revisions, versions: versions}
-	if settings.Revisions {
-		if marker := w.Obj.GetAnnotations()[v1alpha1.RolledBackFromAnnotation]; marker == hash {
-			// Rolled back (kubectl rollout undo) from the config it still
-			// has: the restored revision stays until that config changes.
-			return none, target{}, nil
-		}
-		if t.snaps, err = r.inv.Snapshots(ctx, key, req.Namespace, spec, settings.RevisionSecrets, pins); err != nil {
-			return none, target{}, err
-		}
-		t.snapshots = t.snaps.Encode()
-	}
-	return w, t, nil
+	return l, nil
+}
+
+func (r *rollout) sources() stamp.Sources {
+	return stamp.Sources{Inventory: r.inv, Deliveries: r.pinner}
 }
 
 // The rollout controller reads config and workloads, patches pod templates

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,25 +18,6 @@ import (
 	"github.com/configward/configward/internal/workload"
 )
 
-// pins are the revisions of delivered config w keeps (see delivery.Pin):
-// the rollout controller moves a consumer of delivered config only when
-// its wave starts, so neither a change nor a restart of the controller
-// releases consumers ahead of their wave.
-func (r *rollout) pins(ctx context.Context, key []byte, namespace string, s Settings, w workload.Object, spec *corev1.PodSpec) (revision.Snapshots, error) {
-	return pinsOf(ctx, r.pinner, key, namespace, s, w, spec)
-}
-
-// pinsOf is what pinner says w keeps in namespace with settings s.
-func pinsOf(ctx context.Context, pinner *delivery.Pinner, key []byte, namespace string, s Settings, w workload.Object, spec *corev1.PodSpec) (revision.Snapshots, error) {
-	if s.Delivery == nil {
-		return nil, nil
-	}
-	v, _ := w.TemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation)
-	stored, _ := revision.Decode(v)
-	scope := delivery.Scope{On: true, Secrets: s.RevisionSecrets}
-	return pinner.Pins(ctx, key, namespace, scope, delivery.TargetKind(w.Type), w.Obj.GetName(), spec, stored, nil)
-}
-
 // deliveredInWaves reports whether changes of obj are delivered in waves:
 // its consumers then move only when their wave starts, so a change need
 // not put each of them through the queue ahead of the first wave.
@@ -49,7 +29,7 @@ func (r *rollout) deliveredInWaves(ctx context.Context, kind refs.Kind, obj clie
 	if err != nil || s.Delivery == nil {
 		return false
 	}
-	_, delivered, err := r.pinner.Delivered(ctx, obj.GetNamespace(), delivery.Scope{On: true, Secrets: s.RevisionSecrets},
+	_, delivered, err := r.pinner.Delivered(ctx, obj.GetNamespace(), s,
 		revision.Source{Kind: kind, Name: obj.GetName()})
 	return err == nil && delivered
 }
@@ -77,7 +57,7 @@ func (r *rollout) wavesStarted(ctx context.Context, obj client.Object) []reconci
 			waves, last = rec.Status.Waves[i:i+1], i == len(rec.Status.Waves)-1
 		}
 	}
-	kind := delivery.TargetKind(r.typ)
+	kind := r.typ.RecordKind()
 	src := inventory.IndexValue(refs.Kind(rec.Spec.Config.Kind), rec.Spec.Config.Name)
 	seen := map[string]bool{}
 	var out []reconcile.Request

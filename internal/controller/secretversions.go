@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -230,30 +228,27 @@ func (r *rollout) podGone(ctx context.Context, obj client.Object) []reconcile.Re
 	return r.workloadOf(ctx, pod)
 }
 
-// workloadOf is the workload of the controller's kind that runs pod: its
-// controller, or its controller's (a Deployment's ReplicaSet, a CronJob's
-// Job).
+// workloadOf is the workload of the controller's kind that runs pod: the
+// top-level owner workload.TopOwner finds, reading each owner between from
+// the cache.
 func (r *rollout) workloadOf(ctx context.Context, pod *corev1.Pod) []reconcile.Request {
-	owner := metav1.GetControllerOf(pod)
-	for hop := 0; owner != nil && hop < 2; hop++ {
-		if owner.Kind == r.typ.Kind.Kind && ownerGroup(owner) == r.typ.Group {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: pod.Namespace, Name: owner.Name}}}
-		}
-		var next client.Object
-		switch owner.Kind {
-		case "ReplicaSet":
-			next = &appsv1.ReplicaSet{}
-		case "Job":
-			next = &batchv1.Job{}
-		default:
+	top := workload.TopOwner(metav1.GetControllerOf(pod), func(ref *metav1.OwnerReference) *metav1.OwnerReference {
+		// Only built-in kinds hand on (ReplicaSet, Job), read typed from
+		// the informers the manager has for them.
+		t, ok := r.inv.Registry().Type(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).GroupKind())
+		if !ok {
 			return nil
 		}
-		if err := r.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: owner.Name}, next); err != nil {
+		owner := t.New()
+		if err := r.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, owner); err != nil {
 			return nil
 		}
-		owner = metav1.GetControllerOf(next)
+		return metav1.GetControllerOf(owner)
+	})
+	if top == nil || top.Kind != r.typ.Kind.Kind || ownerGroup(top) != r.typ.Group {
+		return nil
 	}
-	return nil
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: pod.Namespace, Name: top.Name}}}
 }
 
 func ownerGroup(ref *metav1.OwnerReference) string {

@@ -68,18 +68,41 @@ func Pin(rec *v1alpha1.ConfigDelivery, current, kind, name, stored string) strin
 	if !Open(rec.Status.State) {
 		return ""
 	}
-	i, t := Find(rec, kind, name)
-	from := rec.Status.From
-	if t != nil {
-		from = t.From
-	} else {
-		i = len(rec.Status.Waves) - 1
-	}
-	if i >= 0 && rec.Status.Waves[i].StartedAt != nil && !(rec.Status.RolledBack && i == CurrentWave(rec)) {
+	i, from := placed(rec, kind, name)
+	if reached(rec, i) && !(rec.Status.RolledBack && i == CurrentWave(rec)) {
 		return ""
 	}
 	if from == "" {
 		return stored
 	}
 	return from
+}
+
+// Reached reports whether rec, the latest delivery of a config whose
+// content is current now, has reached the workload kind/name: it is open
+// and the workload's wave has started (rolled back or not). The delivery
+// then waits until the workload's template names exactly the snapshot Pin
+// gives, so the whole of the template's stamp counts, not only its hash.
+func Reached(rec *v1alpha1.ConfigDelivery, current, kind, name string) bool {
+	if rec == nil || rec.Status.To == "" || rec.Status.To != current || !Open(rec.Status.State) {
+		return false
+	}
+	i, _ := placed(rec, kind, name)
+	return reached(rec, i)
+}
+
+// placed is the index of the wave the workload belongs to (the last one for
+// a workload created during the delivery, which no wave names) and the
+// revision the delivery assigned it when it started (rec's From for an
+// unplaced one).
+func placed(rec *v1alpha1.ConfigDelivery, kind, name string) (int, string) {
+	i, t := Find(rec, kind, name)
+	if t == nil {
+		return len(rec.Status.Waves) - 1, rec.Status.From
+	}
+	return i, t.From
+}
+
+func reached(rec *v1alpha1.ConfigDelivery, wave int) bool {
+	return wave >= 0 && rec.Status.Waves[wave].StartedAt != nil
 }

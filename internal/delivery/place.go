@@ -27,15 +27,9 @@ type Consumer struct {
 	From string
 }
 
-// TargetKind names a workload kind in a delivery record: its Kind for the
-// built-in groups, Kind.group for others (a declared kind may share its
-// Kind with a built-in one).
-func TargetKind(t *workload.Type) string {
-	if !t.Custom() {
-		return t.Kind.Kind
-	}
-	return t.Kind.Kind + "." + t.Group
-}
+// TargetKind names a workload kind in a delivery record (see
+// workload.RecordKind).
+func TargetKind(t *workload.Type) string { return t.RecordKind() }
 
 // Place puts consumers into waves. Consumers are taken in the order of
 // kind, then name, so the same consumers are always placed the same way.

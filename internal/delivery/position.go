@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/workload"
 )
 
 // Position is where one workload stands in one open delivery.
@@ -47,12 +48,6 @@ func Positions(recs []v1alpha1.ConfigDelivery) map[string][]Position {
 	return out
 }
 
-// TargetKindOf is TargetKind for a kind known by its group: the built-in
-// workload kinds are in the core, apps and batch groups.
-func TargetKindOf(group, kind string) string {
-	switch group {
-	case "", "apps", "batch":
-		return kind
-	}
-	return kind + "." + group
-}
+// TargetKindOf is TargetKind for a kind known by its group (see
+// workload.RecordKindOf).
+func TargetKindOf(group, kind string) string { return workload.RecordKindOf(group, kind) }

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
@@ -101,15 +102,17 @@ type Pinner struct {
 	Inventory *inventory.Inventory
 }
 
-// Scope is what decides pins in a namespace: whether delivery is on there,
-// and whether Secrets have revisions (and so are delivered too).
-type Scope struct {
-	On, Secrets bool
+// Pinned is what the open deliveries say of one workload's template.
+type Pinned struct {
+	// Snapshots is the snapshot each delivered config it consumes must be
+	// pinned to; configs read at their current content are left out.
+	Snapshots revision.Snapshots
+	// Reached: a delivery has reached the workload (see Reached).
+	Reached bool
 }
 
-// Pins returns the snapshot each delivered config spec consumes must be
-// pinned to, for the workload kind/name whose stored template names
-// stored; configs read at their current content are left out. key is the
+// Pins returns what the open deliveries of the configs spec consumes say of
+// the workload kind/name whose stored template names stored. key is the
 // installation's key.
 //
 // written are the snapshots the write being judged names (nil where no
@@ -119,48 +122,49 @@ type Scope struct {
 // this process's cache has not seen yet: that config's record is then read
 // from the API server (Live), and the writer is judged by it, so the
 // controller's stamp sticks the first time.
-func (p *Pinner) Pins(ctx context.Context, key []byte, namespace string, scope Scope, kind, name string, spec *corev1.PodSpec, stored, written revision.Snapshots) (revision.Snapshots, error) {
-	if p == nil || !scope.On {
-		return nil, nil
+func (p *Pinner) Pins(ctx context.Context, key []byte, namespace string, policy configpolicy.NamespacePolicy, kind, name string, spec *corev1.PodSpec, stored, written revision.Snapshots) (Pinned, error) {
+	var out Pinned
+	if p == nil || policy.Delivery == nil {
+		return out, nil
 	}
-	var pins revision.Snapshots
 	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
 		src := revision.Source{Kind: c.Kind, Name: c.Name}
-		o, delivered, err := p.Delivered(ctx, namespace, scope, src)
+		o, delivered, err := p.Delivered(ctx, namespace, policy, src)
 		if err != nil {
-			return nil, err
+			return Pinned{}, err
 		}
 		if !delivered {
 			continue
 		}
 		rec, err := latest(ctx, p.Reader, namespace, src)
 		if err != nil {
-			return nil, err
+			return Pinned{}, err
 		}
 		current := p.Inventory.SnapshotName(key, o)
 		pin := Pin(rec, current, kind, name, stored[src])
 		if w := written[src]; p.Live != nil && w != "" && w != stored[src] && w != cmp.Or(pin, current) {
 			if rec, err = p.liveLatest(ctx, namespace, src); err != nil {
-				return nil, err
+				return Pinned{}, err
 			}
 			pin = Pin(rec, current, kind, name, stored[src])
 		}
+		out.Reached = out.Reached || Reached(rec, current, kind, name)
 		if pin != "" && pin != current {
-			if pins == nil {
-				pins = revision.Snapshots{}
+			if out.Snapshots == nil {
+				out.Snapshots = revision.Snapshots{}
 			}
-			pins[src] = pin
+			out.Snapshots[src] = pin
 		}
 	}
-	return pins, nil
+	return out, nil
 }
 
-// Delivered reports whether changes of src are delivered in waves where
-// scope applies: it exists, is rollout-mode, is no snapshot itself, and is
-// a ConfigMap or, where Secrets have revisions, a Secret that gets
-// snapshots.
-func (p *Pinner) Delivered(ctx context.Context, namespace string, scope Scope, src revision.Source) (inventory.Object, bool, error) {
-	if !scope.On || (src.Kind == refs.Secret && !scope.Secrets) {
+// Delivered reports whether changes of src are delivered in waves in a
+// namespace with policy: delivery is on there, and src exists, is
+// rollout-mode, is no snapshot itself, and is a ConfigMap or, where Secrets
+// have revisions, a Secret that gets snapshots.
+func (p *Pinner) Delivered(ctx context.Context, namespace string, policy configpolicy.NamespacePolicy, src revision.Source) (inventory.Object, bool, error) {
+	if policy.Delivery == nil || (src.Kind == refs.Secret && !policy.RevisionSecrets) {
 		return inventory.Object{}, false, nil
 	}
 	o, err := p.Inventory.Get(ctx, src.Kind, namespace, src.Name)

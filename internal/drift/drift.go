@@ -186,21 +186,6 @@ func PodsByWorkload(pods []Pod, owners Owners) map[types.UID]map[string]int {
 // Hashes lists the hashes of a Pods in a stable order, for printing.
 func (p Pods) Hashes() []string { return slices.Sorted(maps.Keys(p.ByHash)) }
 
-// TemplateHoldOf says why configward leaves w's template with a stale
-// hash, if it does: the workload opts out, a ConfigPolicy turns rollouts
-// off (rolloutsEnabled false), or its kind's template is immutable (a Job).
-func TemplateHoldOf(w workload.Object, rolloutsEnabled bool) Hold {
-	switch {
-	case w.RolloutsDisabled():
-		return OptedOut
-	case !rolloutsEnabled:
-		return PolicyDisabled
-	case w.Type.ImmutableTemplate:
-		return JobImmutable
-	}
-	return Hold{}
-}
-
 // PodHoldOf says why a new template does not replace w's running pods, if
 // it does not: its kind's reasons (built-in, and a declared kind's
 // notRolledWhen), and the runs a kind whose next run takes the template (a
@@ -250,10 +235,7 @@ func OwnersOf(rss []appsv1.ReplicaSet, jobs []batchv1.Job) Owners {
 }
 
 // Top is the UID of the top-level workload behind a pod's controller: the
-// controller, or its own controller when it has one.
+// controller, or its own controller when it has one (workload.TopOwner).
 func (o Owners) Top(controller *metav1.OwnerReference) types.UID {
-	if up := o[controller.UID]; up != nil {
-		return up.UID
-	}
-	return controller.UID
+	return workload.TopOwner(controller, func(ref *metav1.OwnerReference) *metav1.OwnerReference { return o[ref.UID] }).UID
 }

@@ -6,11 +6,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -55,8 +53,9 @@ func TestCountPods(t *testing.T) {
 // is how Deployments (ReplicaSets) and CronJobs (Jobs) own theirs; an
 // object in between without a controller stands for itself.
 func TestPodsByWorkload(t *testing.T) {
+	apiVersions := map[string]string{"Deployment": "apps/v1", "ReplicaSet": "apps/v1", "StatefulSet": "apps/v1", "Job": "batch/v1", "CronJob": "batch/v1"}
 	ref := func(kind, uid string) *metav1.OwnerReference {
-		return &metav1.OwnerReference{Kind: kind, UID: types.UID(uid), Controller: new(true)}
+		return &metav1.OwnerReference{APIVersion: apiVersions[kind], Kind: kind, UID: types.UID(uid), Controller: new(true)}
 	}
 	owners := Owners{"rs-1": ref("Deployment", "web"), "rs-2": ref("Deployment", "web"), "job-1": ref("CronJob", "nightly")}
 	pods := []Pod{
@@ -94,20 +93,10 @@ func wrap(t *testing.T, obj client.Object) workload.Object {
 	return w
 }
 
-func TestHolds(t *testing.T) {
+func TestPodHolds(t *testing.T) {
 	d := &appsv1.Deployment{}
-	if h := TemplateHoldOf(wrap(t, d), true); h.Reason != "" {
+	if h := PodHoldOf(wrap(t, d)); h.Reason != "" {
 		t.Fatalf("a plain Deployment is held: %+v", h)
-	}
-	if h := TemplateHoldOf(wrap(t, d), false); h != PolicyDisabled {
-		t.Fatalf("rollouts off: %+v", h)
-	}
-	d.Annotations = map[string]string{v1alpha1.RolloutAnnotation: v1alpha1.RolloutDisabled}
-	if h := TemplateHoldOf(wrap(t, d), true); h != OptedOut {
-		t.Fatalf("opted out: %+v", h)
-	}
-	if h := TemplateHoldOf(wrap(t, &batchv1.Job{}), true); h != JobImmutable {
-		t.Fatalf("Job: %+v", h)
 	}
 	d.Spec.Paused = true
 	if h := PodHoldOf(wrap(t, d)); h.Reason != "paused" || h.Until != "it is resumed (kubectl rollout resume)" {
@@ -115,24 +104,5 @@ func TestHolds(t *testing.T) {
 	}
 	if h := PodHoldOf(wrap(t, &batchv1.CronJob{})); h != StartedJobs {
 		t.Fatalf("CronJob: %+v", h)
-	}
-	// A declared kind of another group may be called Job: it is not batch's.
-	decls, err := workload.ParseDeclarations([]byte(`[{group: example.com, version: v1, kind: Job, resource: jobs, podTemplatePath: spec.template}]`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := workload.NewRegistry(decls)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion("example.com/v1")
-	u.SetKind("Job")
-	w, ok := reg.For(u)
-	if !ok {
-		t.Fatal("the declared Job is not a workload")
-	}
-	if h := TemplateHoldOf(w, true); h.Reason != "" {
-		t.Fatalf("example.com Job: %+v", h)
 	}
 }

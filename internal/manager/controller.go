@@ -18,7 +18,6 @@ import (
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/configward/configward/internal/churn"
-	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/controller"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/inventory"
@@ -99,17 +98,7 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, reports bool) error
 		return err
 	}
 	settings := func(ctx context.Context, namespace string) (controller.Settings, error) {
-		ns, err := configpolicy.LookupNamespace(ctx, mgr.GetCache(), namespace)
-		if err != nil {
-			return controller.Settings{}, err
-		}
-		var s controller.Settings
-		active := policies.Current()
-		s.Rollouts, s.Secrets = active.Rollouts(ns)
-		s.Revisions, s.RevisionSecrets = active.Revisions(ns)
-		s.DeliveryPolicy, s.Delivery = active.Delivery(ns)
-		s.Flapping = active.Flapping(ns)
-		return s, nil
+		return policies.For(ctx, mgr.GetCache(), namespace)
 	}
 	tracker := churn.NewTracker()
 	records := o.ChangeRecords

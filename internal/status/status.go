@@ -26,10 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/report"
+	"github.com/configward/configward/internal/stamp"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -156,7 +156,7 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 				APIVersion: k.GroupVersionKind().GroupVersion().String(), Kind: k.Kind,
 				Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(),
 				Template: template, Wanted: template,
-				TemplateHold: drift.TemplateHoldOf(wl, true),
+				TemplateHold: heldByObject(wl),
 				PodHold:      drift.PodHoldOf(wl),
 			}
 			r := report.StoredConfigCurrent(reports[obj.GetUID()])
@@ -176,7 +176,7 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 				s.Changed, s.ChangedAt = report.LastChange(reports[obj.GetUID()], w.Wanted)
 			}
 			it := itemOf(s, fromReport)
-			it.Deliveries = waves[obj.GetNamespace()+"/"+delivery.TargetKind(t)+"/"+obj.GetName()]
+			it.Deliveries = waves[obj.GetNamespace()+"/"+t.RecordKind()+"/"+obj.GetName()]
 			if o.Name != "" {
 				if it.Revisions, err = revisionsOf(ctx, c, obj, byWorkload[obj.GetUID()]); err != nil {
 					return res, err
@@ -195,6 +195,13 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))
 	})
 	return res, nil
+}
+
+// heldByObject is the hold the workload itself shows (opted out, a Job):
+// what a ConfigPolicy holds only the Report can tell.
+func heldByObject(w workload.Object) drift.Hold {
+	h, _ := stamp.Held(w, nil)
+	return h
 }
 
 func itemOf(s drift.Status, fromReport bool) Item {

@@ -67,6 +67,10 @@ type Traits struct {
 	// spec, and so are judged like the object (a Pod's ephemeralcontainers,
 	// written by `kubectl debug`).
 	JudgedSubresources []string
+	// RunsPodsForOwner: an object of the kind that another controls stands
+	// between that owner and the pods (a Deployment's ReplicaSets, a
+	// CronJob's Jobs): a pod belongs to the owner (see TopOwner).
+	RunsPodsForOwner bool
 }
 
 // Rolled reports whether configward keeps the kind's pod template in step
@@ -119,14 +123,14 @@ var table = []*Type{
 			}
 			return Hold{}
 		}),
-	typed(Kind{"apps", "v1", "ReplicaSet", "replicasets"}, Traits{ShortNames: []string{"rs"}}, specTemplate,
+	typed(Kind{"apps", "v1", "ReplicaSet", "replicasets"}, Traits{ShortNames: []string{"rs"}, RunsPodsForOwner: true}, specTemplate,
 		func(o *appsv1.ReplicaSet) (*metav1.ObjectMeta, *corev1.PodSpec) {
 			return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
 		},
 		func(*appsv1.ReplicaSet) Hold {
 			return Hold{Reason: "replicaset", Why: "a ReplicaSet never replaces running pods", Until: "each pod is deleted (use a Deployment to roll them)"}
 		}),
-	finishedWhen(typed(Kind{"batch", "v1", "Job", "jobs"}, Traits{ImmutableTemplate: true}, specTemplate,
+	finishedWhen(typed(Kind{"batch", "v1", "Job", "jobs"}, Traits{ImmutableTemplate: true, RunsPodsForOwner: true}, specTemplate,
 		func(o *batchv1.Job) (*metav1.ObjectMeta, *corev1.PodSpec) {
 			return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
 		}, nil),
@@ -179,4 +183,66 @@ func Controlled(obj metav1.Object) bool { return metav1.GetControllerOf(obj) != 
 type typedObject interface {
 	runtime.Object
 	metav1.Object
+}
+
+// builtinGroups are the API groups of the built-in kinds.
+var builtinGroups = func() map[string]bool {
+	out := map[string]bool{}
+	for _, t := range table {
+		out[t.Group] = true
+	}
+	return out
+}()
+
+// RecordKind names the kind in records that outlive a request (a
+// ConfigDelivery's targets, the positions `configward status` shows): see
+// RecordKindOf.
+func (t *Type) RecordKind() string { return RecordKindOf(t.Group, t.Kind.Kind) }
+
+// RecordKindOf names a kind known by its group and Kind in records: its
+// Kind in the groups of the built-in kinds, Kind.group in any other, since
+// a declared kind may share its Kind with a built-in one (apps.kruise.io's
+// StatefulSet).
+func RecordKindOf(group, kind string) string {
+	if builtinGroups[group] {
+		return kind
+	}
+	return kind + "." + group
+}
+
+// TopOwner follows a controller reference from a pod up to the top-level
+// workload it belongs to: an object of a kind that runs pods for an owner
+// (RunsPodsForOwner: a Deployment's ReplicaSet, a CronJob's Job) hands on to
+// its own controller, which controllerOf reads (nil when it has none, or it
+// cannot be read). Kinds are compared with their group: Volcano's
+// batch.volcano.sh Job owns pods and is a workload of its own.
+func TopOwner(ref *metav1.OwnerReference, controllerOf func(*metav1.OwnerReference) *metav1.OwnerReference) *metav1.OwnerReference {
+	for hops := 0; ref != nil && hops < maxOwnerHops; hops++ {
+		if !runsPodsForOwner(ref) {
+			return ref
+		}
+		up := controllerOf(ref)
+		if up == nil {
+			return ref
+		}
+		ref = up
+	}
+	return ref
+}
+
+// maxOwnerHops bounds the owner walk: ReplicaSet and Job are controlled by
+// top-level workloads, which nothing built in controls, so one hop is the
+// most the built-in kinds need; the bound guards against owner loops
+// written by hand.
+const maxOwnerHops = 2
+
+// runsPodsForOwner reports whether ref names an object of a built-in kind
+// that runs pods for an owner.
+func runsPodsForOwner(ref *metav1.OwnerReference) bool {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return false
+	}
+	t, ok := builtin.byGK[schema.GroupKind{Group: gv.Group, Kind: ref.Kind}]
+	return ok && t.RunsPodsForOwner
 }

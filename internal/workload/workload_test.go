@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
 )
 
 const hashKey = "configward.dev/config-hash"
@@ -289,5 +291,88 @@ func TestControlled(t *testing.T) {
 				t.Errorf("ControlledByWorkload = %v, want %v", got, tt.workload)
 			}
 		})
+	}
+}
+
+// A pod belongs to the top-level workload behind the built-in kinds that
+// run pods for an owner, compared with their group.
+func TestTopOwner(t *testing.T) {
+	ref := func(apiVersion, kind, name string) *metav1.OwnerReference {
+		return &metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, Controller: new(true)}
+	}
+	owners := map[string]*metav1.OwnerReference{
+		"rs":      ref("apps/v1", "Deployment", "web"),
+		"job":     ref("batch/v1", "CronJob", "nightly"),
+		"volcano": ref("example.com/v1", "Queue", "q"),
+		"loop":    ref("apps/v1", "ReplicaSet", "loop"),
+	}
+	up := func(r *metav1.OwnerReference) *metav1.OwnerReference { return owners[r.Name] }
+	for name, tc := range map[string]struct {
+		controller *metav1.OwnerReference
+		want       string
+	}{
+		"a Deployment's ReplicaSet": {ref("apps/v1", "ReplicaSet", "rs"), "Deployment/web"},
+		"a CronJob's Job":           {ref("batch/v1", "Job", "job"), "CronJob/nightly"},
+		"a bare ReplicaSet":         {ref("apps/v1", "ReplicaSet", "bare"), "ReplicaSet/bare"},
+		"a StatefulSet":             {ref("apps/v1", "StatefulSet", "db"), "StatefulSet/db"},
+		"Volcano's Job is its own":  {ref("batch.volcano.sh/v1alpha1", "Job", "volcano"), "Job/volcano"},
+		"an owner loop ends":        {ref("apps/v1", "ReplicaSet", "loop"), "ReplicaSet/loop"},
+		"no controller":             {nil, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := ""
+			if top := TopOwner(tc.controller, up); top != nil {
+				got = top.Kind + "/" + top.Name
+			}
+			if got != tc.want {
+				t.Fatalf("TopOwner = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// Records name a kind by its Kind in the built-in groups, Kind.group in
+// any other: one rule for a kind known by its Type or by its group.
+func TestRecordKind(t *testing.T) {
+	for _, tc := range []struct{ group, kind, want string }{
+		{"apps", "Deployment", "Deployment"}, {"batch", "Job", "Job"}, {"", "Pod", "Pod"},
+		{"apps.kruise.io", "StatefulSet", "StatefulSet.apps.kruise.io"}, {"argoproj.io", "Rollout", "Rollout.argoproj.io"},
+	} {
+		if got := RecordKindOf(tc.group, tc.kind); got != tc.want {
+			t.Errorf("RecordKindOf(%q, %q) = %q, want %q", tc.group, tc.kind, got, tc.want)
+		}
+	}
+	for _, typ := range Builtin().Types() {
+		if typ.RecordKind() != RecordKindOf(typ.Group, typ.Kind.Kind) {
+			t.Errorf("%s: RecordKind %q disagrees with RecordKindOf", typ.GroupKind(), typ.RecordKind())
+		}
+	}
+}
+
+// The stamp's parts sit where the kind keeps them: the hash and snapshots
+// on the pod template, the marker and the CSI record on the workload; a
+// Pod, its own template, has only the first two, and "" takes a part off.
+func TestStampRoundTrip(t *testing.T) {
+	full := Stamp{Hash: "h", Snapshots: "ConfigMap/a=a-1", RolledBackFrom: "g", SecretVersions: "v"}
+	deployment, _ := Builtin().Type(schema.GroupKind{Group: "apps", Kind: "Deployment"})
+	d := deployment.Wrap(&appsv1.Deployment{})
+	d.SetStamp(full)
+	if got := d.Stamp(); got != full {
+		t.Fatalf("Deployment: %+v", got)
+	}
+	dep := d.Obj.(*appsv1.Deployment)
+	if dep.Spec.Template.Annotations[v1alpha1.ConfigHashAnnotation] != "h" || dep.Annotations[v1alpha1.RolledBackFromAnnotation] != "g" ||
+		dep.Spec.Template.Annotations[v1alpha1.RolledBackFromAnnotation] != "" {
+		t.Fatalf("parts in the wrong place: template %v, metadata %v", dep.Spec.Template.Annotations, dep.Annotations)
+	}
+	d.SetStamp(Stamp{Hash: "h"})
+	if got := d.Stamp(); got != (Stamp{Hash: "h"}) || len(dep.Annotations) != 0 {
+		t.Fatalf("parts not taken off: %+v %v", got, dep.Annotations)
+	}
+	pod, _ := Builtin().Type(schema.GroupKind{Kind: "Pod"})
+	p := pod.Wrap(&corev1.Pod{})
+	p.SetStamp(full)
+	if got := p.Stamp(); got != (Stamp{Hash: "h", Snapshots: "ConfigMap/a=a-1"}) {
+		t.Fatalf("Pod: %+v", got)
 	}
 }

@@ -65,7 +65,7 @@ func Judge(ctx context.Context, active *configpolicy.Active, s Subject) (Judgeme
 	if err != nil {
 		return Judgement{}, fmt.Errorf("gathering facts: %w", err)
 	}
-	if enabled, _ := active.Rollouts(s.Namespace); !enabled {
+	if !active.For(s.Namespace).Rollouts {
 		// A ConfigPolicy that turns rollouts off here leaves rollout-mode
 		// config mounted with subPath no way to arrive, as the workload's
 		// own opt-out does.
@@ -87,7 +87,7 @@ func Judge(ctx context.Context, active *configpolicy.Active, s Subject) (Judgeme
 	if err != nil {
 		return Judgement{}, fmt.Errorf("evaluating rules: %w", err)
 	}
-	out := rules.Apply(active.Settings(s.Namespace), findings, s.Workload.Obj.GetAnnotations(), rules.Options{Unchanged: s.Unchanged})
+	out := rules.Apply(active.Rules(s.Namespace), findings, s.Workload.Obj.GetAnnotations(), rules.Options{Unchanged: s.Unchanged})
 	return Judgement{Outcome: out, References: input.References, Evaluation: took}, nil
 }
 

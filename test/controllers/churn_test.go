@@ -124,18 +124,12 @@ func configMapNames(ns string) func() []string {
 // flappingNamespace creates a namespace and a ConfigPolicy named name that
 // selects it alone, with the flapping threshold given and what more sets.
 func flappingNamespace(name string, changes int32, window time.Duration, more func(*v1alpha1.ConfigPolicySpec)) string {
-	label := "controllers.configward.dev/" + name
-	policy := &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.ConfigPolicySpec{
-		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{label: "on"}},
-		Rollouts:          v1alpha1.RolloutSettings{Flapping: &v1alpha1.FlappingSettings{Changes: changes, Window: metav1.Duration{Duration: window}}},
-	}}
-	if more != nil {
-		more(&policy.Spec)
-	}
-	create(policy)
-	DeferCleanup(func() { Expect(env.Client.Delete(ctx, policy)).To(Succeed()) })
-	Eventually(ready(policy), 10*time.Second).Should(Equal(metav1.ConditionTrue))
-	return namespace(map[string]string{label: "on"})
+	return policyNamespace(name, func(s *v1alpha1.ConfigPolicySpec) {
+		s.Rollouts.Flapping = &v1alpha1.FlappingSettings{Changes: changes, Window: metav1.Duration{Duration: window}}
+		if more != nil {
+			more(s)
+		}
+	})
 }
 
 // configCurrentReason is the hold reason of the config-current result of

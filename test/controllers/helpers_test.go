@@ -2,7 +2,9 @@ package controllers
 
 import (
 	"context"
+	"time"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -102,3 +104,18 @@ func results(obj client.Object) func() []string {
 }
 
 func clientKey(o client.Object) client.ObjectKey { return client.ObjectKeyFromObject(o) }
+
+// policyNamespace creates a namespace and a ConfigPolicy named name that
+// selects it alone, its spec set by set, and waits for the policy to be
+// in force.
+func policyNamespace(name string, set func(*v1alpha1.ConfigPolicySpec)) string {
+	label := "controllers.configward.dev/" + name
+	policy := &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.ConfigPolicySpec{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{label: "on"}},
+	}}
+	set(&policy.Spec)
+	create(policy)
+	DeferCleanup(func() { Expect(env.Client.Delete(ctx, policy)).To(Succeed()) })
+	Eventually(ready(policy), 10*time.Second).Should(Equal(metav1.ConditionTrue))
+	return namespace(map[string]string{label: "on"})
+}

@@ -20,6 +20,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/test/framework"
 )
@@ -116,6 +117,7 @@ func TestEventsTable(t *testing.T) {
 		emitted = append(emitted, rules.EventReason(id))
 	}
 	emitted = append(emitted, rules.EventReason(rules.SubpathConfig))
+	emitted = append(emitted, delivery.EventReasons()...)
 	sameSet(t, "Event reason", emitted, documented)
 }
 

@@ -263,9 +263,10 @@ type DeliveryEvent struct {
 	// Wave the entry is about.
 	// +optional
 	Wave string `json:"wave,omitempty"`
-	// What happened: Started, WaveStarted, WaveHealthy, WaveCompleted,
-	// Halted, RolledBack, Promoted, Resumed, Succeeded, Superseded,
-	// Cancelled.
+	// What happened: Started, WaveStarted, WaveHealthy, SoakRestarted,
+	// WaveCompleted, Promoted, Resumed, RequestIgnored (a request that
+	// does not apply to the delivery's state), or the state the delivery
+	// moved to: Halted, Succeeded, Superseded, Cancelled.
 	What string `json:"what"`
 	// By is the user who asked, for a person's request.
 	// +optional
@@ -273,6 +274,23 @@ type DeliveryEvent struct {
 	// +optional
 	Message string `json:"message,omitempty"`
 }
+
+// What a delivery's history records (DeliveryEvent.What), besides the
+// state a delivery moved to when it halted or ended.
+const (
+	HistoryStarted     = "Started"
+	HistoryWaveStarted = "WaveStarted"
+	HistoryWaveHealthy = "WaveHealthy"
+	// HistorySoakRestarted: a workload of a soaking wave stopped being
+	// healthy; the soak starts over once it is.
+	HistorySoakRestarted = "SoakRestarted"
+	HistoryWaveCompleted = "WaveCompleted"
+	HistoryPromoted      = "Promoted"
+	HistoryResumed       = "Resumed"
+	// HistoryRequestIgnored: a person's request that does not apply to
+	// the delivery's state.
+	HistoryRequestIgnored = "RequestIgnored"
+)
 
 // ConfigDeliveryList is a list of ConfigDeliveries.
 //

@@ -1,0 +1,502 @@
+package delivery
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configpolicy"
+)
+
+// Reasons a delivery's status gives for its state.
+const (
+	ReasonStarted                  = "Started"
+	ReasonWaveStarted              = "WaveStarted"
+	ReasonApprovalRequired         = "ApprovalRequired"
+	ReasonAllWavesHealthy          = "AllWavesHealthy"
+	ReasonWaveFailed               = "WaveFailed"
+	ReasonWaveUnhealthy            = "WaveUnhealthy"
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	ReasonHaltedByUser             = "HaltedByUser"
+	// ReasonNotDelivered: delivery was turned off for the namespace, or
+	// the config is gone or no longer rollout-mode (Cancelled).
+	ReasonNotDelivered = "NotDelivered"
+	// ReasonNewerContent: a newer content of the config has a delivery of
+	// its own (Superseded).
+	ReasonNewerContent = "NewerContent"
+)
+
+// Reasons of the Kubernetes Events a delivery's steps record. They go on
+// the delivered config, except EventWorkloadHalted.
+const (
+	EventStarted            = "DeliveryStarted"
+	EventWaveStarted        = "DeliveryWaveStarted"
+	EventWaitingForApproval = "DeliveryWaitingForApproval"
+	EventHalted             = "DeliveryHalted"
+	EventSucceeded          = "DeliverySucceeded"
+	// EventEnded: superseded or cancelled.
+	EventEnded = "DeliveryEnded"
+	// EventWorkloadHalted goes on each workload of the wave that failed:
+	// their owners look there first.
+	EventWorkloadHalted = "ConfigDeliveryHalted"
+)
+
+// EventReasons are the reasons of every Event a delivery's steps record.
+func EventReasons() []string {
+	return []string{EventStarted, EventWaveStarted, EventWaitingForApproval, EventHalted, EventSucceeded, EventEnded, EventWorkloadHalted}
+}
+
+// WaveOutcome is what became of a wave, as the label of the waves metric
+// says it.
+type WaveOutcome string
+
+const (
+	WaveOutcomeStarted WaveOutcome = "started"
+	// WaveOutcomeCompleted: healthy through its soak, or promoted.
+	WaveOutcomeCompleted WaveOutcome = "completed"
+	WaveOutcomeFailed    WaveOutcome = "failed"
+)
+
+const (
+	// gatePoll is how often a wave's gate is looked at while it waits:
+	// workload status changes wake the controller sooner, pod restarts
+	// only with this.
+	gatePoll = 2 * time.Second
+	// waitingPoll is how often a delivery that waits for a person is
+	// looked at; the person's request wakes it sooner.
+	waitingPoll = 30 * time.Second
+	// soon asks for the next look right after a step's write, so the
+	// delivery moves on without waiting for the watch to bring it back.
+	soon = time.Millisecond
+	// progressWrites is the least time between two writes of a gate's
+	// progress message.
+	progressWrites = 10 * time.Second
+	// historyKept is how many history entries a record keeps, the newest.
+	historyKept = 50
+)
+
+// Observation is what the controller gathered for one look at a delivery.
+type Observation struct {
+	// Now is the time of the look: what the step writes is stamped with
+	// it, and the soak and the progress deadline are measured to it.
+	Now time.Time
+	// Gate is what the gate saw of the current wave's workloads; nil when
+	// the controller has not looked (Step.NeedsGate asks it to).
+	Gate *Gate
+	// LastProgressWrite is when this record's gate progress was last
+	// written by the throttle (zero: never; see Step.ProgressWritten).
+	LastProgressWrite time.Time
+}
+
+// Gate is what the gate saw of the current wave's workloads.
+type Gate struct {
+	// Failed names the first failure; Progressing and Unready say what
+	// the others wait for; Health lists the failed and unverified.
+	Failed               string
+	Progressing, Unready []string
+	Health               []v1alpha1.WorkloadHealth
+}
+
+// Add counts what Judge said of one workload of the wave.
+func (g *Gate) Add(t v1alpha1.DeliveryTarget, state, message string) {
+	named := fmt.Sprintf("%s %s (%s)", t.Kind, t.Name, message)
+	switch state {
+	case Failed:
+		if g.Failed == "" {
+			g.Failed = fmt.Sprintf("%s %s: %s", t.Kind, t.Name, message)
+		}
+	case Progressing:
+		g.Progressing = append(g.Progressing, named)
+	case Unready:
+		g.Unready = append(g.Unready, named)
+	}
+	if state == Failed || state == Unverified {
+		// The record lists the workloads that decide or do not take part
+		// in the gate; the waiting ones are named in its message.
+		g.Health = append(g.Health, v1alpha1.WorkloadHealth{Kind: t.Kind, Name: t.Name, State: state, Message: message})
+	}
+}
+
+// healthy: every workload of the wave is healthy or unverified.
+func (g *Gate) healthy() bool {
+	return g.Failed == "" && len(g.Progressing) == 0 && len(g.Unready) == 0
+}
+
+// waiting says what the gate waits for, the first few workloads by name.
+func (g *Gate) waiting() string {
+	all := append(slices.Clone(g.Unready), g.Progressing...)
+	if len(all) > 3 {
+		all = append(all[:3], fmt.Sprintf("%d more", len(all)-3))
+	}
+	return strings.Join(all, ", ")
+}
+
+// Step is one transition of a delivery: what to write, then what to tell.
+type Step struct {
+	// Status is the record's status after the step. It shares with the
+	// record whatever the step did not change.
+	Status v1alpha1.ConfigDeliveryStatus
+	// Write: Status is to be written, with the record's resourceVersion,
+	// before anything acts on it (so a stale leader's write fails), and
+	// Events and Metrics count only once it is.
+	Write bool
+	// ProgressWritten: the write is a progress message the throttle let
+	// through; the controller keeps the time as the record's next
+	// Observation.LastProgressWrite.
+	ProgressWritten bool
+	// NeedsGate: the step depends on the current wave's gate (the wave of
+	// CurrentWave); look again with Observation.Gate filled in.
+	NeedsGate bool
+	Events    []Event
+	Metrics   Metrics
+	// Requeue is when to look again (0: when something changes).
+	Requeue time.Duration
+}
+
+// Event is one Kubernetes Event a step asks the controller to record.
+type Event struct {
+	// Workloads: recorded on each of these workloads that still exists;
+	// none: on the delivered config.
+	Workloads []v1alpha1.DeliveryTarget
+	// Type is corev1.EventTypeNormal or corev1.EventTypeWarning.
+	Type, Reason, Message string
+}
+
+// Metrics is what a step adds to the delivery metrics.
+type Metrics struct {
+	// Waves are the outcomes of the waves the step moved, in order.
+	Waves []WaveOutcome
+	// Finished is the state a delivery was finished in (Halted included),
+	// "" when the step finished none.
+	Finished v1alpha1.DeliveryState
+}
+
+// Next decides the next transition of an open delivery whose placement is
+// written (Begin). rec is only read. A finished record, or one without its
+// placement, takes no step.
+//
+// In order: a person's request not handled yet is acted on; a delivery
+// waiting for approval or halted waits; the first wave starts; otherwise
+// the current wave's gate decides: a failure halts, a wave unready during
+// its soak halts, a wave that stops being healthy starts its soak over, a
+// wave past its progress deadline halts, a waiting wave says what it
+// waits for, a healthy wave starts its soak, and a wave soaked long
+// enough completes.
+func Next(rec *v1alpha1.ConfigDelivery, obs Observation) Step {
+	c := change{rec: rec, now: metav1.NewTime(obs.Now), step: Step{Status: rec.Status}}
+	state := rec.Status.State
+	if !Open(state) || state == "" {
+		return c.step
+	}
+	if req := rec.Spec.Request; req != nil && req.ID != rec.Status.HandledRequest {
+		c.handle(*req)
+		return c.then(soon)
+	}
+	if state == v1alpha1.DeliveryWaitingForApproval || state == v1alpha1.DeliveryHalted {
+		return c.then(waitingPoll)
+	}
+	i := CurrentWave(rec)
+	if i < 0 {
+		c.startWave(0, "")
+		return c.then(soon)
+	}
+	if obs.Gate == nil {
+		c.step.NeedsGate = true
+		return c.step
+	}
+	return c.atGate(i, obs.Gate, obs.LastProgressWrite)
+}
+
+// Begin is the first step of a new record: it places the consumers of the
+// delivered config into the record's waves (Place) and starts delivering
+// the snapshot to; the revision most of them read (MostCommon) is the one
+// kept for consumers not reached yet. The status is built anew: the
+// placement is a record's first write.
+func Begin(rec *v1alpha1.ConfigDelivery, to string, consumers []Consumer, now time.Time) Step {
+	c := change{rec: rec, now: metav1.NewTime(now)}
+	s := &c.step.Status
+	*s = v1alpha1.ConfigDeliveryStatus{
+		State: v1alpha1.DeliveryProgressing, Reason: ReasonStarted,
+		To: to, From: MostCommon(consumers),
+		Waves:     Place(rec.Spec.Settings.Waves, consumers),
+		StartedAt: c.stamp(),
+	}
+	msg := fmt.Sprintf("delivering %s %s to %d workloads in %d waves", rec.Spec.Config.Kind, to, len(consumers), len(s.Waves))
+	if s.From == "" {
+		msg += "; no consumer's revision names a snapshot of the old content (revisions were turned on after they were last stamped), so pods created for consumers not reached yet read the new content"
+	}
+	s.Message = msg
+	c.history("", v1alpha1.HistoryStarted, "", msg)
+	c.step.Write = true
+	c.event(corev1.EventTypeNormal, EventStarted, fmt.Sprintf("%s (ConfigDelivery %s)", msg, rec.Name))
+	return c.then(soon)
+}
+
+// Finish moves a delivery to state, a final one or Halted, for reason
+// (a Reason constant) with message; by is the person who asked, if one
+// did. A halted delivery is not over: it keeps no FinishedAt.
+func Finish(rec *v1alpha1.ConfigDelivery, state v1alpha1.DeliveryState, reason, message, by string, now time.Time) Step {
+	c := change{rec: rec, now: metav1.NewTime(now), step: Step{Status: rec.Status}}
+	c.finish(state, reason, message, by)
+	return c.step
+}
+
+// change builds one Step from a record and leaves the record as it was.
+// The status is copied shallowly, and what a step changes (the waves, the
+// history) is copied before it is changed: the record may be the cache's,
+// and a status of a thousand workloads is too large to copy on every look.
+type change struct {
+	rec         *v1alpha1.ConfigDelivery
+	now         metav1.Time
+	step        Step
+	wavesCopied bool
+}
+
+// then is the step, looked at again after requeue.
+func (c *change) then(requeue time.Duration) Step {
+	c.step.Requeue = requeue
+	return c.step
+}
+
+// stamp is the time of the step, for one field of the status: a copy of
+// its own, so no two fields of the status share one.
+func (c *change) stamp() *metav1.Time {
+	t := c.now
+	return &t
+}
+
+// wave is wave i of the new status, to be changed.
+func (c *change) wave(i int) *v1alpha1.WaveStatus {
+	if !c.wavesCopied {
+		c.step.Status.Waves = slices.Clone(c.step.Status.Waves)
+		c.wavesCopied = true
+	}
+	return &c.step.Status.Waves[i]
+}
+
+// history appends an entry to the record's history, keeping the last
+// historyKept.
+func (c *change) history(wave, what, by, message string) {
+	// Clipped, so the append never writes into the record's own array.
+	h := append(slices.Clip(c.step.Status.History), v1alpha1.DeliveryEvent{Time: c.now, Wave: wave, What: what, By: by, Message: message})
+	if len(h) > historyKept {
+		h = h[len(h)-historyKept:]
+	}
+	c.step.Status.History = h
+}
+
+// event records an Event on the delivered config.
+func (c *change) event(typ, reason, message string) {
+	c.step.Events = append(c.step.Events, Event{Type: typ, Reason: reason, Message: message})
+}
+
+func (c *change) countWave(o WaveOutcome) {
+	c.step.Metrics.Waves = append(c.step.Metrics.Waves, o)
+}
+
+// handle acts on a person's request once; one that does not apply to the
+// state is recorded as ignored.
+func (c *change) handle(req v1alpha1.DeliveryRequest) {
+	s := &c.step.Status
+	s.HandledRequest = req.ID
+	by := req.RequestedBy
+	i := CurrentWave(c.rec)
+	state := s.State
+	switch {
+	case req.Action == v1alpha1.ActionHalt && (state == v1alpha1.DeliveryProgressing || state == v1alpha1.DeliveryWaitingForApproval):
+		c.finish(v1alpha1.DeliveryHalted, ReasonHaltedByUser, "halted by "+by+"; no further workload is re-stamped", by)
+	case req.Action == v1alpha1.ActionPromote && state == v1alpha1.DeliveryWaitingForApproval:
+		c.history(s.CurrentWave, v1alpha1.HistoryPromoted, by, "approved")
+		c.startWave(i+1, by)
+	case req.Action == v1alpha1.ActionPromote && Open(state) && i >= 0:
+		c.next(i, v1alpha1.HistoryPromoted, by)
+	case req.Action == v1alpha1.ActionResume && state == v1alpha1.DeliveryHalted:
+		// The current wave is gated again with a new deadline; a
+		// rolled-back wave takes the delivered revision again.
+		s.RolledBack = false
+		c.history(s.CurrentWave, v1alpha1.HistoryResumed, by, "")
+		c.startWave(max(i, 0), by)
+	default:
+		c.history(s.CurrentWave, v1alpha1.HistoryRequestIgnored, by, fmt.Sprintf("%s does not apply to a %s delivery", req.Action, state))
+		c.step.Write = true
+	}
+}
+
+// atGate moves wave i on by what its gate saw.
+func (c *change) atGate(i int, g *Gate, lastProgressWrite time.Time) Step {
+	wave := &c.rec.Status.Waves[i]
+	healthy, waiting := g.healthy(), g.waiting()
+	s := configpolicy.DeliveryDefaults(c.rec.Spec.Settings)
+	// The record keeps whole seconds: the soak is counted from the second
+	// after the one written, so it is never shorter than soakSeconds.
+	soak := time.Duration(*s.SoakSeconds)*time.Second + time.Second
+	switch {
+	case g.Failed != "":
+		c.fail(ReasonWaveFailed, fmt.Sprintf("wave %s failed: %s", wave.Name, g.Failed))
+		return c.then(0)
+	case len(g.Unready) > 0 && wave.HealthySince != nil:
+		c.fail(ReasonWaveUnhealthy, fmt.Sprintf("wave %s stopped being ready during its soak: %s", wave.Name, strings.Join(g.Unready, ", ")))
+		return c.then(0)
+	case !healthy && wave.HealthySince != nil:
+		// A workload of the wave rolls again (another delivery, a new
+		// image): the soak starts over once it is healthy.
+		c.wave(i).HealthySince = nil
+		c.step.Status.Message = fmt.Sprintf("wave %s: soak starts over once %s", wave.Name, waiting)
+		c.history(wave.Name, v1alpha1.HistorySoakRestarted, "", waiting)
+		c.step.Write = true
+		return c.then(gatePoll)
+	case !healthy && c.now.Sub(wave.StartedAt.Time) > time.Duration(s.ProgressDeadlineSeconds)*time.Second:
+		c.fail(ReasonProgressDeadlineExceeded, fmt.Sprintf("wave %s not healthy %ds after it started: %s", wave.Name, s.ProgressDeadlineSeconds, waiting))
+		return c.then(0)
+	case !healthy:
+		c.progress(i, fmt.Sprintf("wave %s: waiting for %s", wave.Name, waiting), g.Health, lastProgressWrite)
+		return c.then(gatePoll)
+	case wave.HealthySince == nil:
+		w := c.wave(i)
+		w.HealthySince, w.Health = c.stamp(), g.Health
+		c.step.Status.Message = fmt.Sprintf("wave %s healthy; soaking %ds", wave.Name, *s.SoakSeconds)
+		c.history(wave.Name, v1alpha1.HistoryWaveHealthy, "", unverifiedNote(g.Health))
+		c.step.Write = true
+		return c.then(min(soak, gatePoll))
+	}
+	if left := wave.HealthySince.Add(soak).Sub(c.now.Time); left > 0 {
+		return c.then(min(left, gatePoll))
+	}
+	c.next(i, v1alpha1.HistoryWaveCompleted, "")
+	return c.then(soon)
+}
+
+// progress writes what wave i waits for when a workload's state at the
+// gate changed, and otherwise at most every progressWrites: a wave of a
+// thousand workloads would rewrite its record with every pod.
+func (c *change) progress(i int, msg string, health []v1alpha1.WorkloadHealth, lastWrite time.Time) {
+	changed := !sameHealth(c.rec.Status.Waves[i].Health, health)
+	if !changed {
+		if msg == c.rec.Status.Message || c.now.Sub(lastWrite) < progressWrites {
+			return
+		}
+		c.step.ProgressWritten = true
+	}
+	c.step.Status.Message, c.wave(i).Health = msg, health
+	c.step.Write = true
+}
+
+// next completes wave i and starts the one after it, waits for its
+// approval, or ends the delivery. what is the history entry of the
+// completion: WaveCompleted, or Promoted by a person.
+func (c *change) next(i int, what, by string) {
+	s := &c.step.Status
+	c.wave(i).CompletedAt = c.stamp()
+	s.RolledBack = false
+	c.countWave(WaveOutcomeCompleted)
+	c.history(s.Waves[i].Name, what, by, "")
+	switch {
+	case i+1 >= len(s.Waves):
+		c.finish(v1alpha1.DeliverySucceeded, ReasonAllWavesHealthy, fmt.Sprintf("every wave healthy: %s is delivered", s.To), by)
+	case s.Waves[i+1].Approval && what != v1alpha1.HistoryPromoted:
+		s.State, s.Reason = v1alpha1.DeliveryWaitingForApproval, ReasonApprovalRequired
+		s.CurrentWave = s.Waves[i+1].Name
+		s.Message = fmt.Sprintf("wave %s waits for approval: configward delivery promote -n %s %s/%s",
+			s.CurrentWave, c.rec.Namespace, strings.ToLower(c.rec.Spec.Config.Kind), c.rec.Spec.Config.Name)
+		c.step.Write = true
+		c.event(corev1.EventTypeNormal, EventWaitingForApproval, fmt.Sprintf("ConfigDelivery %s: %s", c.rec.Name, s.Message))
+	default:
+		c.startWave(i+1, by)
+	}
+}
+
+// startWave records that wave i starts; the rollout controllers re-stamp
+// its workloads once they see the record.
+func (c *change) startWave(i int, by string) {
+	s := &c.step.Status
+	w := c.wave(i)
+	w.StartedAt, w.HealthySince, w.CompletedAt, w.Health = c.stamp(), nil, nil, nil
+	s.State, s.Reason, s.CurrentWave = v1alpha1.DeliveryProgressing, ReasonWaveStarted, w.Name
+	s.Message = fmt.Sprintf("wave %s started: %d workloads", w.Name, len(w.Workloads))
+	c.history(w.Name, v1alpha1.HistoryWaveStarted, by, "")
+	c.step.Write = true
+	c.countWave(WaveOutcomeStarted)
+	c.event(corev1.EventTypeNormal, EventWaveStarted, fmt.Sprintf("ConfigDelivery %s: wave %s (%d of %d) started: %s",
+		c.rec.Name, w.Name, i+1, len(s.Waves), targetList(w.Workloads)))
+}
+
+// fail halts the delivery; with onFailure: Rollback, the failed wave goes
+// back to the revisions it ran before (Pin pins it to them again).
+func (c *change) fail(reason, message string) {
+	c.countWave(WaveOutcomeFailed)
+	if c.rec.Spec.Settings.OnFailure == v1alpha1.FailureRollback {
+		c.step.Status.RolledBack = true
+		message += "; the wave is rolled back to the revisions it ran before"
+	}
+	message += "; no further workload is re-stamped: promote, resume, or change the config again"
+	c.finish(v1alpha1.DeliveryHalted, reason, message, "")
+	if i := CurrentWave(c.rec); i >= 0 {
+		c.step.Events = append(c.step.Events, Event{
+			Workloads: c.step.Status.Waves[i].Workloads,
+			Type:      corev1.EventTypeWarning, Reason: EventWorkloadHalted,
+			Message: fmt.Sprintf("ConfigDelivery %s of %s %s halted in this workload's wave: %s", c.rec.Name, c.rec.Spec.Config.Kind, c.rec.Spec.Config.Name, message),
+		})
+	}
+}
+
+// finish moves the delivery to a final state (or Halted) with why.
+func (c *change) finish(state v1alpha1.DeliveryState, reason, message, by string) {
+	s := &c.step.Status
+	s.State, s.Reason, s.Message = state, reason, message
+	if state != v1alpha1.DeliveryHalted {
+		s.FinishedAt = c.stamp()
+	}
+	c.history(s.CurrentWave, string(state), by, message)
+	c.step.Write = true
+	c.step.Metrics.Finished = state
+	switch state {
+	case v1alpha1.DeliveryHalted:
+		c.event(corev1.EventTypeWarning, EventHalted, fmt.Sprintf("ConfigDelivery %s: %s", c.rec.Name, message))
+	case v1alpha1.DeliverySucceeded:
+		c.event(corev1.EventTypeNormal, EventSucceeded, fmt.Sprintf("ConfigDelivery %s: %s", c.rec.Name, message))
+	default: // Superseded, Cancelled
+		c.event(corev1.EventTypeNormal, EventEnded, fmt.Sprintf("ConfigDelivery %s %s: %s", c.rec.Name, strings.ToLower(string(state)), message))
+	}
+}
+
+// sameHealth: the same workloads in the same states, whatever their
+// messages say, so a message that changes with every pod does not count
+// as a change.
+func sameHealth(a, b []v1alpha1.WorkloadHealth) bool {
+	return slices.EqualFunc(a, b, func(x, y v1alpha1.WorkloadHealth) bool {
+		return x.Kind == y.Kind && x.Name == y.Name && x.State == y.State
+	})
+}
+
+// unverifiedNote names the workloads that passed a healthy wave without
+// showing health, for its history entry.
+func unverifiedNote(health []v1alpha1.WorkloadHealth) string {
+	var names []string
+	for _, h := range health {
+		if h.State == Unverified {
+			names = append(names, fmt.Sprintf("%s %s (%s)", h.Kind, h.Name, h.Message))
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return "passed without showing health: " + strings.Join(names, "; ")
+}
+
+// targetList names the first ten workloads of a wave, for its Event.
+func targetList(ts []v1alpha1.DeliveryTarget) string {
+	var names []string
+	for i, t := range ts {
+		if i == 10 {
+			names = append(names, fmt.Sprintf("and %d more", len(ts)-10))
+			break
+		}
+		names = append(names, t.Kind+"/"+t.Name)
+	}
+	return strings.Join(names, ", ")
+}

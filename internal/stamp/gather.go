@@ -1,0 +1,137 @@
+package stamp
+
+import (
+	"context"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/revision"
+	"github.com/configward/configward/internal/workload"
+)
+
+// Sources are where Gather reads a stamp's facts: the inventory of config
+// digests, snapshots and workload histories, and the open deliveries (nil:
+// none). Both answer from informer caches.
+type Sources struct {
+	Inventory  *inventory.Inventory
+	Deliveries *delivery.Pinner
+}
+
+// Subject is the workload whose stamp is gathered, with what the caller
+// knows of it.
+type Subject struct {
+	Workload workload.Object
+	Spec     *corev1.PodSpec
+	Policy   configpolicy.NamespacePolicy
+	// Key is the installation's key the hash and snapshot names are keyed
+	// with.
+	Key []byte
+	// Versions is the record of CSI secret versions to carry; Rolled the
+	// digests of the rotations it puts in the hash (its Rolled()).
+	Versions string
+	Rolled   map[string]string
+	// Stored is what the stored workload carries (for a look, the workload
+	// itself); Written, for a write, what the write names. Deliveries pin a
+	// consumer to what its stored template names until its wave comes.
+	Stored, Written *workload.Stamp
+	// Unpinned leaves delivery pins out (the delivery controller asks what
+	// a consumer would carry without them).
+	Unpinned bool
+}
+
+// Gather reads the facts of s's stamp.
+func (src Sources) Gather(ctx context.Context, s Subject) (Facts, error) {
+	// Gathered even where rollouts are off: drift shows what a held
+	// workload is stale against.
+	f := Facts{Policy: s.Policy, Versions: s.Versions}
+	var pinned delivery.Pinned
+	if s.Policy.Delivery != nil && !s.Unpinned {
+		var err error
+		if pinned, err = src.Deliveries.Pins(ctx, s.Key, s.Workload.Obj.GetNamespace(), s.Policy,
+			s.Workload.Type.RecordKind(), s.Workload.Obj.GetName(), s.Spec, snapshotsOf(s.Stored), snapshotsOf(s.Written)); err != nil {
+			return f, &Unread{Fact: DeliveriesFact, Err: err}
+		}
+	}
+	f.Reached = pinned.Reached
+	ns := s.Workload.Obj.GetNamespace()
+	var err error
+	if f.Hash, f.Counted, err = src.Inventory.TemplateHash(ctx, s.Key, ns, s.Spec, s.Policy.Secrets, pinned.Snapshots, s.Rolled); err != nil {
+		return f, &Unread{Fact: HashFact, Err: err}
+	}
+	if !s.Policy.Revisions || f.Counted == 0 {
+		return f, nil
+	}
+	if f.Snapshots, err = src.Inventory.Snapshots(ctx, s.Key, ns, s.Spec, s.Policy.RevisionSecrets, pinned.Snapshots); err != nil {
+		return f, &Unread{Fact: SnapshotsFact, Err: err}
+	}
+	if s.Workload.Type.OwnTemplate {
+		for _, source := range f.Snapshots.Sorted() {
+			if ok, err := src.Inventory.SnapshotWritten(ctx, ns, source, f.Snapshots[source]); err != nil || !ok {
+				f.Unwritten = append(f.Unwritten, source)
+			}
+		}
+	}
+	return f, nil
+}
+
+// Fact names a fact Gather reads, for the message of one it could not.
+type Fact string
+
+const (
+	DeliveriesFact Fact = "deliveries"
+	HashFact       Fact = "hash"
+	SnapshotsFact  Fact = "snapshots"
+)
+
+// Unread is a fact Gather could not read.
+type Unread struct {
+	Fact Fact
+	Err  error
+}
+
+func (u *Unread) Error() string {
+	return "reading the " + string(u.Fact) + " of a stamp: " + u.Err.Error()
+}
+func (u *Unread) Unwrap() error { return u.Err }
+
+// Restorable reports whether hash with snapshots is a revision in w's
+// history (a ReplicaSet or ControllerRevision of it carries both) whose
+// snapshots all exist, from the cache.
+func (src Sources) Restorable(ctx context.Context, w workload.Object, hash, snapshots string) (bool, error) {
+	namespace := w.Obj.GetNamespace()
+	history, err := src.Inventory.History(ctx, namespace, w.Obj.GetUID())
+	if err != nil {
+		return false, err
+	}
+	if !slices.Contains(history, inventory.Revision{Hash: hash, Snapshots: snapshots}) {
+		return false, nil
+	}
+	snaps, err := revision.Decode(snapshots)
+	if err != nil {
+		return false, nil
+	}
+	for source, snap := range snaps {
+		if ok, err := src.Inventory.SnapshotWritten(ctx, namespace, source, snap); !ok || err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// snapshotsOf decodes a stamp's snapshots; one configward did not write
+// names none.
+func snapshotsOf(s *workload.Stamp) revision.Snapshots {
+	if s == nil {
+		return nil
+	}
+	snaps, _ := revision.Decode(s.Snapshots)
+	return snaps
+}
+
+// Snapshots decodes the snapshots a stamp names; a value configward did not
+// write names none.
+func Snapshots(s workload.Stamp) revision.Snapshots { return snapshotsOf(&s) }

@@ -1,0 +1,280 @@
+// Package stamp decides configward's central invariant: what a workload's
+// pod template says about the config its pods run (workload.Stamp: the
+// keyed config hash, the snapshots a revision's pods read, the rolled-back
+// marker and the record of CSI secret versions) and, when the workload
+// keeps what it carries instead, why (a hold). This is the one place it is
+// decided:
+//
+//   - the config-hash webhook stamps the answer on every write of a
+//     workload (Decide with a Write);
+//   - the rollout controller writes it when config changes under a
+//     workload, and checks after its patch that the whole of it stuck (a
+//     webhook replica with an older view of the policies may drop a part);
+//   - the drift controller counts pods against it, and the delivery
+//     controller reads from it which consumers are behind (a Look).
+//
+// Gather reads the facts, all from memory (the informer caches of config
+// digests, workload histories and delivery records); Decide is pure.
+package stamp
+
+import (
+	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/drift"
+	"github.com/configward/configward/internal/revision"
+	"github.com/configward/configward/internal/workload"
+)
+
+// Facts are what the config a workload consumes gives now, gathered by
+// Gather.
+type Facts struct {
+	// Policy is what the ConfigPolicies say for the workload's namespace.
+	Policy configpolicy.NamespacePolicy
+	// Hash is the keyed hash of the rollout-mode config the pod spec
+	// consumes (revisions a delivery pins, and rotated CSI versions,
+	// included); Counted is how many objects it covers: none, no hash.
+	Hash    string
+	Counted int
+	// Snapshots name the snapshot of each config the revision reads, where
+	// revisions are on.
+	Snapshots revision.Snapshots
+	// Unwritten are those of Snapshots not written yet. Only gathered for a
+	// kind that is its own template (a bare Pod): no controller creates it
+	// again once they are, so it cannot wait for them.
+	Unwritten []revision.Source
+	// Reached: an open delivery has reached the workload (its wave started,
+	// or was rolled back). The delivery waits until the template names
+	// exactly the revision it assigns, so the whole stamp counts, not only
+	// the hash.
+	Reached bool
+	// Versions is the record of CSI secret versions to carry.
+	Versions string
+}
+
+// Write is a write of a workload that the webhook judges.
+type Write struct {
+	// Update: the object is stored already; Stored is what it carried.
+	Update bool
+	Stored workload.Stamp
+	// TemplateChanged: the template changed beyond configward's own
+	// annotations (the pipeline wrote a new revision).
+	TemplateChanged bool
+	// Restorable: the hash and snapshots the write names are a revision
+	// of the workload (one of its ReplicaSets or ControllerRevisions
+	// carries them) whose snapshots all exist.
+	Restorable bool
+}
+
+// Look is a controller's look at a stored workload.
+type Look struct {
+	// Changed: config it consumes changed since the last look (a logged
+	// change, or versions the CSI driver reports rotated). A workload
+	// never stamped is stamped only then: installing configward restarts
+	// nothing.
+	Changed bool
+	// Exact: the caller needs the whole stamp to match, not only the hash:
+	// its own last write of it did not stick.
+	Exact bool
+	// Flapping: config it consumes changes too often to roll it.
+	Flapping bool
+}
+
+// Input is one decision's input: a Write or a Look (Write nil) of w.
+type Input struct {
+	Workload workload.Object
+	Facts    Facts
+	Write    *Write
+	Look     Look
+}
+
+// Decision is what the workload's template should carry.
+type Decision struct {
+	// Want is the stamp configward wants the object to carry. Where a hold
+	// keeps the template, Want is still what the config gives now (what
+	// it is stale against), except for a rolled-back workload, whose
+	// restored revision is what configward wants it to keep.
+	Want workload.Stamp
+	// Hold, when set, says why the object keeps what it carries: nothing
+	// is written.
+	Hold drift.Hold
+	// RolledBack: this write restores an earlier revision with its
+	// snapshots (kubectl rollout undo).
+	RolledBack bool
+	// Unpinned are the configs a bare Pod reads as they are now: their
+	// snapshots are not written yet.
+	Unpinned []revision.Source
+}
+
+// Writes reports whether the decision changes what the object carries.
+func (d Decision) Writes(carried workload.Stamp) bool {
+	return d.Hold.Reason == "" && d.Want != carried
+}
+
+// Holds for objects configward never re-stamps, beside drift's (opted out,
+// rollouts off, flapping, a Job, rolled back).
+var (
+	// Controlled is a workload another controls (a Deployment's
+	// ReplicaSets, a CronJob's Jobs, any workload's Pods): its owner's
+	// template carries the hash it was made from, and changing an owned
+	// template breaks the owner's bookkeeping (a Deployment finds its
+	// ReplicaSets by comparing templates).
+	Controlled = drift.Hold{Reason: "controlled", Why: "another workload controls it and carries its config hash", Until: "its owner rolls"}
+	// TemplateElsewhere is a declared kind's that takes its pod template
+	// from another object (an Argo Rollout's workloadRef): never stamped.
+	TemplateElsewhere = drift.Hold{Reason: "template-ref", Why: "it takes its pod template from another object", Until: "that object rolls"}
+	// PodStarted is a Pod's on update: it keeps the hash of the config it
+	// started with, since an update (a label) does not restart it.
+	PodStarted = drift.Hold{Reason: "pod", Why: "a Pod keeps the config hash it was created with", Until: "it is replaced"}
+)
+
+// Held says why w keeps what it carries whatever its config gives, from the
+// object alone: nothing needs gathering. update says a stored object is
+// written (a write), as opposed to created or looked at.
+func Held(w workload.Object, write *Write) (drift.Hold, bool) {
+	update := write != nil && write.Update
+	switch {
+	case isTemplateElsewhere(w):
+		return TemplateElsewhere, true
+	case w.RolloutsDisabled():
+		return drift.OptedOut, true
+	case update && w.Type.OwnTemplate:
+		return PodStarted, true
+	case w.Type.ImmutableTemplate && (update || write == nil):
+		// A Job's template cannot change: a new hash on any later update (a
+		// label, resuming it) would have the API server refuse it.
+		return drift.JobImmutable, true
+	case w.Controlled():
+		return Controlled, true
+	}
+	return drift.Hold{}, false
+}
+
+func isTemplateElsewhere(w workload.Object) bool {
+	_, ok := w.TemplateRef()
+	return ok
+}
+
+// Decide decides the stamp of one write or look.
+func Decide(in Input) Decision {
+	if in.Write != nil {
+		return decideWrite(in.Workload, in.Facts, *in.Write)
+	}
+	return decideLook(in.Workload, in.Facts, in.Look)
+}
+
+// decideLook decides what a stored workload should carry: the config of
+// now when its hash is stale, and what it carries otherwise.
+func decideLook(w workload.Object, f Facts, l Look) Decision {
+	carried := w.Stamp()
+	keep := func(h drift.Hold) Decision { return Decision{Want: carried, Hold: h} }
+	if f.Counted == 0 {
+		// It consumes no config configward counts: nothing to be stale
+		// against, and a look does not roll it to take an old hash off.
+		if h, held := Held(w, nil); held {
+			return keep(h)
+		}
+		return keep(drift.Hold{})
+	}
+	if f.Policy.Revisions && carried.RolledBackFrom != "" && carried.RolledBackFrom == f.Hash && carried.Hash != f.Hash {
+		// Rolled back (kubectl rollout undo) from the config it still
+		// has: configward keeps the restored revision until that config
+		// changes, and its pods are counted against it.
+		return keep(drift.RolledBackHold)
+	}
+	want := now(f)
+	if h, held := Held(w, nil); held {
+		return Decision{Want: want, Hold: h}
+	}
+	if !f.Policy.Rollouts {
+		return Decision{Want: want, Hold: drift.PolicyDisabled}
+	}
+	if carried.Hash == "" && !l.Changed {
+		// Never stamped, and nothing changed: left to its own next write.
+		return keep(drift.Hold{})
+	}
+	if want.Hash == carried.Hash && !l.Exact && !f.Reached {
+		// The hash is current. Snapshots alone do not move it: they
+		// differ with the hash the same when revisions were turned on or
+		// off since it was stamped (pods keep their revision), or when
+		// only keys it does not read changed.
+		return keep(drift.Hold{})
+	}
+	if l.Flapping {
+		return Decision{Want: want, Hold: drift.Flapping}
+	}
+	return Decision{Want: want}
+}
+
+// now is the stamp the config gives now: the hash of the counted config,
+// the snapshots where revisions are on, and, on the workload, no rollback
+// marker (a rolled-back workload moves on with its config) and the CSI
+// record.
+func now(f Facts) workload.Stamp {
+	s := workload.Stamp{SecretVersions: f.Versions}
+	if f.Counted > 0 {
+		// With no rollout-mode config any more, a stale hash would only
+		// mislead: it goes.
+		s.Hash = f.Hash
+		if f.Policy.Revisions {
+			s.Snapshots = f.Snapshots.Encode()
+		}
+	}
+	return s
+}
+
+// decideWrite decides what a write carries: the config of now, except for
+// a rollback (kubectl rollout undo copies an earlier revision's template,
+// with its hash) to a revision whose snapshots exist, which is kept, the
+// workload recording the hash it was rolled back from. Later writes keep it
+// while the config still gives that hash and the template does not change;
+// a config change, or a new revision from the pipeline, moves it on to the
+// config of now.
+func decideWrite(w workload.Object, f Facts, write Write) Decision {
+	written := w.Stamp()
+	if h, held := Held(w, &write); held {
+		return Decision{Want: written, Hold: h}
+	}
+	if !f.Policy.Rollouts {
+		return Decision{Want: written, Hold: drift.PolicyDisabled}
+	}
+	want := now(f)
+	d := Decision{Want: want}
+	if w.Type.OwnTemplate {
+		// A bare Pod is its own template: no controller retries its
+		// creation, so it names only snapshots written already, and reads
+		// the others as they are (the controller writes their snapshots
+		// for the next pod).
+		if len(f.Unwritten) > 0 && want.Snapshots != "" {
+			kept := revision.Snapshots{}
+			for src, snap := range f.Snapshots {
+				kept[src] = snap
+			}
+			for _, src := range f.Unwritten {
+				delete(kept, src)
+			}
+			d.Want.Snapshots, d.Unpinned = kept.Encode(), f.Unwritten
+		}
+		return d
+	}
+	if !f.Policy.Revisions || !write.Update || want.Hash == "" {
+		return d
+	}
+	stored := write.Stored
+	switch {
+	case written.Hash != "" && written.Hash != stored.Hash && written.Hash != want.Hash && write.Restorable:
+		d.Want.Hash, d.Want.Snapshots, d.Want.RolledBackFrom = written.Hash, written.Snapshots, want.Hash
+		d.RolledBack = true
+	case written.RolledBackFrom != "" && written.RolledBackFrom == want.Hash && written.Hash == stored.Hash && !write.TemplateChanged:
+		d.Want.Hash, d.Want.Snapshots, d.Want.RolledBackFrom = written.Hash, written.Snapshots, written.RolledBackFrom
+	}
+	return d
+}
+
+// NeedsRestorable reports whether a write's decision depends on whether
+// what it names is a revision of the workload (Write.Restorable): the
+// write names a hash that is neither the stored one nor the config's now,
+// with snapshots. Reading the workload's history costs a look through its
+// ReplicaSets, so it is read only then.
+func NeedsRestorable(f Facts, update bool, written, stored workload.Stamp) bool {
+	return f.Policy.Revisions && update && f.Counted > 0 && written.Hash != "" && written.Hash != stored.Hash &&
+		written.Hash != f.Hash && written.Snapshots != ""
+}
