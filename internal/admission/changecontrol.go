@@ -84,8 +84,8 @@ type ValidateConfigChanges struct {
 
 // configKinds is the scope of the webhooks that read ConfigMaps and
 // Secrets; Info names the kind.
-func configKinds(unjudged string, ops []admissionv1.Operation, kinds ...string) webhookserver.Scope[string] {
-	return webhookserver.Scope[string]{
+func configKinds(unjudged string, ops []admissionv1.Operation, kinds ...string) webhookserver.Intake[string] {
+	return webhookserver.Intake[string]{
 		Operations: ops,
 		Unjudged:   unjudged,
 		Kind: func(gk schema.GroupKind) (webhookserver.Kind[string], bool) {
@@ -100,8 +100,8 @@ func configKinds(unjudged string, ops []admissionv1.Operation, kinds ...string) 
 	}
 }
 
-// Scope implements webhookserver.Handler.
-func (h *ValidateConfigChanges) Scope() webhookserver.Scope[string] {
+// Intake implements webhookserver.Handler.
+func (h *ValidateConfigChanges) Intake() webhookserver.Intake[string] {
 	scope := configKinds("configward has no change-control rules for %s",
 		[]admissionv1.Operation{admissionv1.Create, admissionv1.Update, admissionv1.Delete}, "ConfigMap", "Secret")
 	config := scope.Kind

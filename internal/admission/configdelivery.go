@@ -34,8 +34,8 @@ type ConfigDeliveries struct {
 	ChangeControl func(*corev1.Namespace) changecontrol.Settings
 }
 
-// Scope implements webhookserver.Handler.
-func (h *ConfigDeliveries) Scope() webhookserver.Scope[string] {
+// Intake implements webhookserver.Handler.
+func (h *ConfigDeliveries) Intake() webhookserver.Intake[string] {
 	return ownKind("ConfigDelivery", "configdeliveries", func() client.Object { return &v1alpha1.ConfigDelivery{} })
 }
 

@@ -77,12 +77,12 @@ type ConfigHash struct {
 	Deliveries *delivery.Pinner
 }
 
-// Scope implements webhookserver.Handler: stamping never needs the
+// Intake implements webhookserver.Handler: stamping never needs the
 // object's bytes.
-func (h *ConfigHash) Scope() webhookserver.Scope[*workload.Type] {
+func (h *ConfigHash) Intake() webhookserver.Intake[*workload.Type] {
 	// Nothing to stamp on other kinds; the webhook configuration does not
 	// send them.
-	return workloadScope(h.Kinds, "%s is not a workload kind", nil)
+	return workloadIntake(h.Kinds, "%s is not a workload kind", nil)
 }
 
 // Review implements webhookserver.Handler.

@@ -31,8 +31,8 @@ type ValidateConfigPolicies struct {
 	Policies *configpolicy.Store
 }
 
-// Scope implements webhookserver.Handler.
-func (h *ValidateConfigPolicies) Scope() webhookserver.Scope[string] {
+// Intake implements webhookserver.Handler.
+func (h *ValidateConfigPolicies) Intake() webhookserver.Intake[string] {
 	return ownKind("ConfigPolicy", "configpolicies", func() client.Object { return &v1alpha1.ConfigPolicy{} })
 }
 
@@ -49,8 +49,8 @@ func (h *ValidateConfigPolicies) Review(ctx context.Context, r *webhookserver.Re
 // create or update of one of them, refused as 422 Invalid with every
 // problem its validation finds, so a broken object is never stored in
 // place of a good one.
-func ownKind(kind, resource string, newObject func() client.Object) webhookserver.Scope[string] {
-	return webhookserver.Scope[string]{
+func ownKind(kind, resource string, newObject func() client.Object) webhookserver.Intake[string] {
+	return webhookserver.Intake[string]{
 		Operations: []admissionv1.Operation{admissionv1.Create, admissionv1.Update},
 		Unjudged:   "configward does not validate %s here",
 		Kind: func(gk schema.GroupKind) (webhookserver.Kind[string], bool) {

@@ -49,8 +49,8 @@ type ValidateConfigMaps struct {
 	Recorder
 }
 
-// Scope implements webhookserver.Handler.
-func (h *ValidateConfigMaps) Scope() webhookserver.Scope[string] {
+// Intake implements webhookserver.Handler.
+func (h *ValidateConfigMaps) Intake() webhookserver.Intake[string] {
 	return configKinds("configward has no schema rules for %s", []admissionv1.Operation{admissionv1.Create, admissionv1.Update}, "ConfigMap")
 }
 
@@ -152,8 +152,8 @@ func valuesUnchanged(r *webhookserver.Review[string], cm *corev1.ConfigMap) bool
 // compiler's message, so a broken schema never replaces a good one.
 type ValidateConfigSchemas struct{}
 
-// Scope implements webhookserver.Handler.
-func (h *ValidateConfigSchemas) Scope() webhookserver.Scope[string] {
+// Intake implements webhookserver.Handler.
+func (h *ValidateConfigSchemas) Intake() webhookserver.Intake[string] {
 	return ownKind("ConfigSchema", "configschemas", func() client.Object { return &v1alpha1.ConfigSchema{} })
 }
 

@@ -51,9 +51,9 @@ type RecordNamespaceChanges struct {
 	Policies      *configpolicy.Store
 }
 
-// Scope implements webhookserver.Handler.
-func (h *RecordNamespaceChanges) Scope() webhookserver.Scope[string] {
-	return webhookserver.Scope[string]{
+// Intake implements webhookserver.Handler.
+func (h *RecordNamespaceChanges) Intake() webhookserver.Intake[string] {
+	return webhookserver.Intake[string]{
 		Operations: []admissionv1.Operation{admissionv1.Update},
 		Unjudged:   "configward records no changes of %s",
 		Kind: func(gk schema.GroupKind) (webhookserver.Kind[string], bool) {

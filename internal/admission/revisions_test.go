@@ -143,7 +143,7 @@ func TestPinPods(t *testing.T) {
 				objs = append(objs, snapshotOf(configMap("app", appData, nil), snap))
 			}
 			c := newCache(t, toObjects(objs)...)
-			tc.want.check(t, serve(&PinPods{Inventory: newInventory(c)}).Handle(context.Background(), tc.req.build(t)))
+			tc.want.check(t, serve(&PodConfig{Inventory: newInventory(c)}).Handle(context.Background(), tc.req.build(t)))
 		})
 	}
 }

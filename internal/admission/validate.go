@@ -67,11 +67,11 @@ type ValidateWorkloads struct {
 	Kinds *workload.Registry
 }
 
-// workloadScope is the scope of the webhooks that read workloads: the
+// workloadIntake is the intake of the webhooks that read workloads: the
 // kinds of reg, built-in ones decoded in one pass with their review unless
 // keepBytes says the objects' bytes are needed.
-func workloadScope(reg *workload.Registry, unjudged string, keepBytes func() bool) webhookserver.Scope[*workload.Type] {
-	return webhookserver.Scope[*workload.Type]{
+func workloadIntake(reg *workload.Registry, unjudged string, keepBytes func() bool) webhookserver.Intake[*workload.Type] {
+	return webhookserver.Intake[*workload.Type]{
 		Operations: []admissionv1.Operation{admissionv1.Create, admissionv1.Update},
 		Unjudged:   unjudged,
 		KeepBytes:  keepBytes,
@@ -89,11 +89,11 @@ func workloadScope(reg *workload.Registry, unjudged string, keepBytes func() boo
 	}
 }
 
-// Scope implements webhookserver.Handler. Custom rules read the object as
+// Intake implements webhookserver.Handler. Custom rules read the object as
 // the API server sent it, so while they are in force the review keeps its
 // bytes.
-func (h *ValidateWorkloads) Scope() webhookserver.Scope[*workload.Type] {
-	return workloadScope(h.Kinds, "configward has no workload rules for %s", func() bool {
+func (h *ValidateWorkloads) Intake() webhookserver.Intake[*workload.Type] {
+	return workloadIntake(h.Kinds, "configward has no workload rules for %s", func() bool {
 		return h.Policies != nil && h.Policies.Current().Version.WantsObjects
 	})
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/changecontrol"
-	"github.com/configward/configward/internal/churn"
+	"github.com/configward/configward/internal/flapping"
 	"github.com/configward/configward/internal/rules"
 )
 
@@ -154,36 +154,36 @@ func (a *Active) rollouts(ns *corev1.Namespace) (enabled, includeSecrets bool) {
 	return enabled, includeSecrets
 }
 
-// flapping returns the churn threshold in ns: the default where no
+// flapping returns the flapping threshold in ns: the default where no
 // selecting policy sets one, otherwise the strictest of those set (see
-// churn.Stricter).
-func (a *Active) flapping(ns *corev1.Namespace) churn.Threshold {
-	var out *churn.Threshold
+// flapping.Stricter).
+func (a *Active) flapping(ns *corev1.Namespace) flapping.Threshold {
+	var out *flapping.Threshold
 	for _, p := range a.selecting(ns) {
 		if p.spec.Rollouts.Flapping == nil {
 			continue
 		}
 		t := FlappingThreshold(*p.spec.Rollouts.Flapping)
 		if out != nil {
-			t = churn.Stricter(*out, t)
+			t = flapping.Stricter(*out, t)
 		}
 		out = &t
 	}
 	if out == nil {
-		return churn.Default
+		return flapping.Default
 	}
 	return *out
 }
 
 // FlappingThreshold reads a policy's flapping settings, with the defaults
 // for what it leaves unset.
-func FlappingThreshold(f v1alpha1.FlappingSettings) churn.Threshold {
-	t := churn.Threshold{Changes: int(f.Changes), Window: f.Window.Duration}
+func FlappingThreshold(f v1alpha1.FlappingSettings) flapping.Threshold {
+	t := flapping.Threshold{Changes: int(f.Changes), Window: f.Window.Duration}
 	if t.Changes == 0 {
-		t.Changes = churn.Default.Changes
+		t.Changes = flapping.Default.Changes
 	}
 	if t.Window == 0 {
-		t.Window = churn.Default.Window
+		t.Window = flapping.Default.Window
 	}
 	return t
 }

@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/churn"
+	"github.com/configward/configward/internal/flapping"
 )
 
 // NamespacePolicy is what the ConfigPolicies in force say, for one
@@ -29,12 +29,12 @@ type NamespacePolicy struct {
 	DeliveryPolicy string
 	// Flapping is when a ConfigMap or Secret changes too often to roll its
 	// consumers.
-	Flapping churn.Threshold
+	Flapping flapping.Threshold
 }
 
 // DefaultNamespacePolicy is what holds where no ConfigPolicy selects a
 // namespace.
-var DefaultNamespacePolicy = NamespacePolicy{Rollouts: true, Secrets: true, Flapping: churn.Default}
+var DefaultNamespacePolicy = NamespacePolicy{Rollouts: true, Secrets: true, Flapping: flapping.Default}
 
 // For is what the policies in this set say for ns (nil: a namespace the
 // cache does not know yet, matched with no labels).
@@ -48,8 +48,11 @@ func (a *Active) For(ns *corev1.Namespace) NamespacePolicy {
 }
 
 // For reads namespace name from reader (a cache) and returns what the
-// policies in force now say for it.
+// policies in force now say for it; a nil Store has none in force.
 func (s *Store) For(ctx context.Context, reader client.Reader, name string) (NamespacePolicy, error) {
+	if s == nil {
+		return DefaultNamespacePolicy, nil
+	}
 	ns, err := LookupNamespace(ctx, reader, name)
 	if err != nil {
 		return NamespacePolicy{}, err

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/churn"
+	"github.com/configward/configward/internal/flapping"
 	"github.com/configward/configward/internal/rules"
 )
 
@@ -403,14 +403,14 @@ func TestFingerprintFollowsTheSelectingPolicies(t *testing.T) {
 // policies combine into the one that catches flapping first.
 func TestFlappingSettings(t *testing.T) {
 	ctx := context.Background()
-	flapping := func(changes int32, window string) v1alpha1.ConfigPolicySpec {
+	withFlapping := func(changes int32, window string) v1alpha1.ConfigPolicySpec {
 		d, err := time.ParseDuration(window)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return v1alpha1.ConfigPolicySpec{Rollouts: v1alpha1.RolloutSettings{Flapping: &v1alpha1.FlappingSettings{Changes: changes, Window: metav1.Duration{Duration: d}}}}
 	}
-	for _, bad := range []v1alpha1.ConfigPolicySpec{flapping(101, "10m"), flapping(3, "1s"), flapping(3, "25h")} {
+	for _, bad := range []v1alpha1.ConfigPolicySpec{withFlapping(101, "10m"), withFlapping(3, "1s"), withFlapping(3, "25h")} {
 		if _, errs := Validate(ctx, cp("p", 1, bad)); len(errs) != 1 || errs[0].Field != "spec.rollouts.flapping" {
 			t.Errorf("%+v: %v", bad.Rollouts.Flapping, errs)
 		}
@@ -419,17 +419,17 @@ func TestFlappingSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.Current().For(nil).Flapping; got != churn.Default {
+	if got := s.Current().For(nil).Flapping; got != flapping.Default {
 		t.Fatalf("without policies: %+v, want the default", got)
 	}
-	for i, spec := range []v1alpha1.ConfigPolicySpec{flapping(5, "1m"), flapping(0, "30m"), {}} {
+	for i, spec := range []v1alpha1.ConfigPolicySpec{withFlapping(5, "1m"), withFlapping(0, "30m"), {}} {
 		if err := s.Load(ctx, cp(fmt.Sprint("p", i), 1, spec)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// changes 0 reads as the default 3; the fewest changes and the longest
 	// window win; a policy without flapping settings adds nothing.
-	if got, want := s.Current().For(nil).Flapping, (churn.Threshold{Changes: 3, Window: 30 * time.Minute}); got != want {
+	if got, want := s.Current().For(nil).Flapping, (flapping.Threshold{Changes: 3, Window: 30 * time.Minute}); got != want {
 		t.Fatalf("merged = %+v, want %+v", got, want)
 	}
 }

@@ -27,12 +27,12 @@ const (
 	Unverified = "Unverified"
 )
 
-// Judge says where one workload of a started wave stands: its template
+// HealthOf says where one workload of a started wave stands: its template
 // must name snapshot to for src (the delivered revision), its own status
 // must show the rollout complete, and its pods of that revision (pods, of
 // which it keeps those carrying its template's config hash) must be ready
 // without restarts.
-func Judge(w workload.Object, src revision.Source, to string, pods []*corev1.Pod) (state, message string) {
+func HealthOf(w workload.Object, src revision.Source, to string, pods []*corev1.Pod) (state, message string) {
 	if w.RolloutsDisabled() {
 		return Unverified, "opted out of rollouts (" + v1alpha1.RolloutAnnotation + "): configward does not roll it"
 	}

@@ -1,9 +1,11 @@
-// Package delivery decides, without I/O, how a content change of shared
-// config reaches its consumers in waves: where each consumer is placed
-// (Place), which revision of the config a consumer's template must name
-// while a delivery is open (Pin), and whether a wave's workloads are
-// healthy (Judge). The controller moves deliveries on with these answers;
-// the webhook and the rollout controller stamp templates with Pin's.
+// Package delivery decides how a content change of shared config reaches
+// its consumers in waves: where each consumer is placed (Place), which
+// revision of the config a consumer's template must name while a delivery
+// is open (Pin), whether a wave's workloads are healthy (HealthOf), and how
+// a ConfigDelivery moves from state to state (Next, Begin, Finish). The
+// decisions are pure; Records and the Pinner read the records from a cache.
+// The delivery controller moves deliveries on with these answers; stamps
+// (internal/stamp) take Pin's through the Pinner.
 package delivery
 
 import (
@@ -14,22 +16,17 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/workload"
 )
 
 // Consumer is one workload that consumes the delivered config.
 type Consumer struct {
-	// Kind is TargetKind of its type.
+	// Kind is its kind as records name it (workload.Type.RecordKind).
 	Kind, Name string
 	Labels     map[string]string
 	// From is the snapshot of the delivered config its template names now
 	// ("" when none).
 	From string
 }
-
-// TargetKind names a workload kind in a delivery record (see
-// workload.RecordKind).
-func TargetKind(t *workload.Type) string { return t.RecordKind() }
 
 // Place puts consumers into waves. Consumers are taken in the order of
 // kind, then name, so the same consumers are always placed the same way.

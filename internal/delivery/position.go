@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/workload"
 )
 
 // Position is where one workload stands in one open delivery.
@@ -22,7 +21,7 @@ type Position struct {
 	Message     string
 }
 
-// Positions maps each workload ("Kind/name", Kind as TargetKind) that an
+// Positions maps each workload ("Kind/name", Kind as records name it: workload.RecordKindOf) that an
 // open delivery among recs holds or moves to where it stands; workloads of
 // waves already completed are left out (delivered: nothing to say).
 func Positions(recs []v1alpha1.ConfigDelivery) map[string][]Position {
@@ -47,7 +46,3 @@ func Positions(recs []v1alpha1.ConfigDelivery) map[string][]Position {
 	}
 	return out
 }
-
-// TargetKindOf is TargetKind for a kind known by its group (see
-// workload.RecordKindOf).
-func TargetKindOf(group, kind string) string { return workload.RecordKindOf(group, kind) }

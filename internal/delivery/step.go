@@ -102,7 +102,7 @@ type Gate struct {
 	Health               []v1alpha1.WorkloadHealth
 }
 
-// Add counts what Judge said of one workload of the wave.
+// Add counts what HealthOf said of one workload of the wave.
 func (g *Gate) Add(t v1alpha1.DeliveryTarget, state, message string) {
 	named := fmt.Sprintf("%s %s (%s)", t.Kind, t.Name, message)
 	switch state {

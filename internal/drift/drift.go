@@ -127,8 +127,8 @@ func CountPods(wanted string, byHash map[string]int) Pods {
 	return p
 }
 
-// Judge decides a workload's state from its hashes, holds and pods.
-func Judge(w Workload, pods Pods) Status {
+// StatusOf decides a workload's state from its hashes, holds and pods.
+func StatusOf(w Workload, pods Pods) Status {
 	s := Status{Workload: w, Pods: pods}
 	switch {
 	case w.TemplateHold == RolledBackHold:

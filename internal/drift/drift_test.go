@@ -12,7 +12,7 @@ import (
 	"github.com/configward/configward/internal/workload"
 )
 
-func TestJudge(t *testing.T) {
+func TestStatusOf(t *testing.T) {
 	paused := Hold{Reason: "paused", Why: "the Deployment is paused", Until: "it is resumed (kubectl rollout resume)"}
 	for _, tc := range []struct {
 		name      string
@@ -34,9 +34,9 @@ func TestJudge(t *testing.T) {
 		{"a finished Job runs nothing stale", Workload{Template: "old", Wanted: "new", TemplateHold: JobImmutable}, nil, NotRolled, "job-immutable", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := Judge(tc.w, CountPods(tc.w.Wanted, tc.byHash))
+			s := StatusOf(tc.w, CountPods(tc.w.Wanted, tc.byHash))
 			if s.State != tc.want || s.Hold.Reason != tc.wantHold || s.Stale() != tc.wantStale {
-				t.Fatalf("Judge = %s (hold %q, stale %v), want %s (hold %q, stale %v)", s.State, s.Hold.Reason, s.Stale(), tc.want, tc.wantHold, tc.wantStale)
+				t.Fatalf("StatusOf = %s (hold %q, stale %v), want %s (hold %q, stale %v)", s.State, s.Hold.Reason, s.Stale(), tc.want, tc.wantHold, tc.wantStale)
 			}
 		})
 	}

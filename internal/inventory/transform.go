@@ -232,7 +232,7 @@ func onlyConfigward(m map[string]string) map[string]string {
 }
 
 // lastWriter keeps, of an object's managed fields, the entry written last
-// (without its field set, most of the entry): the churn controller names
+// (without its field set, most of the entry): the flapping count names
 // it as the writer of a change.
 func lastWriter(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
 	var last *metav1.ManagedFieldsEntry

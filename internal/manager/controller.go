@@ -17,9 +17,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/configward/configward/internal/churn"
-	"github.com/configward/configward/internal/controller"
+	"github.com/configward/configward/internal/controller/changerecords"
+	"github.com/configward/configward/internal/controller/deliveries"
+	"github.com/configward/configward/internal/controller/policies"
+	"github.com/configward/configward/internal/controller/reports"
+	"github.com/configward/configward/internal/controller/revisions"
+	"github.com/configward/configward/internal/controller/rollouts"
 	"github.com/configward/configward/internal/drift"
+	"github.com/configward/configward/internal/flapping"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/report"
 )
@@ -27,11 +32,11 @@ import (
 // NewController builds the leader-elected controller process.
 func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 	cacheOpts := inventory.CacheOptions()
-	reports, err := reportsServed(cfg, o.Reports)
+	writeReports, err := reportsServed(cfg, o.Reports)
 	if err != nil {
 		return nil, err
 	}
-	if reports {
+	if writeReports {
 		// Only configward's own Reports: other tools write many more.
 		cacheOpts.ByObject[&openreports.Report{}] = cache.ByObject{
 			Label: labels.SelectorFromSet(labels.Set{report.ManagedByLabel: report.Source}),
@@ -53,7 +58,7 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating controller manager: %w", err)
 	}
-	if err := setupControllers(mgr, o, reports); err != nil {
+	if err := setupControllers(mgr, o, writeReports); err != nil {
 		return nil, err
 	}
 	if err := addAPIServerProbe(mgr, cfg); err != nil {
@@ -69,7 +74,7 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 // setupControllers registers the rollout and drift controllers and the
 // reconcilers of namespaces, ConfigPolicies and ConfigSchemas, with the
 // informers they read.
-func setupControllers(mgr ctrlmanager.Manager, o Controller, reports bool) error {
+func setupControllers(mgr ctrlmanager.Manager, o Controller, writeReports bool) error {
 	kinds, err := o.Kinds()
 	if err != nil {
 		return err
@@ -81,7 +86,7 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, reports bool) error
 	// Pods (slimmed as the webhook's are) tell which config each one
 	// started with; Reports are compared before any is written.
 	driftObjs := []client.Object{&corev1.Pod{}}
-	if reports {
+	if writeReports {
 		driftObjs = append(driftObjs, &openreports.Report{})
 	}
 	for _, obj := range driftObjs {
@@ -89,7 +94,7 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, reports bool) error
 			return fmt.Errorf("starting informer for %T: %w", obj, err)
 		}
 	}
-	policies, policiesSynced, err := watchPolicies(mgr)
+	inForce, policiesSynced, err := watchPolicies(mgr)
 	if err != nil {
 		return err
 	}
@@ -97,16 +102,13 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, reports bool) error
 	if err != nil {
 		return err
 	}
-	settings := func(ctx context.Context, namespace string) (controller.Settings, error) {
-		return policies.For(ctx, mgr.GetCache(), namespace)
-	}
-	tracker := churn.NewTracker()
+	tracker := flapping.NewTracker()
 	records := o.ChangeRecords
 	if records == "" {
 		records = DefaultChangeRecords
 	}
-	if err := controller.SetupChurn(mgr, controller.ChurnOptions{
-		Tracker: tracker, Settings: settings, Pass: o.ChurnPass,
+	if err := changerecords.Setup(mgr, changerecords.Options{
+		Tracker: tracker, Policies: inForce, Pass: o.FlappingPass,
 		Record: types.NamespacedName{Namespace: o.HashKeyNamespace, Name: records},
 	}); err != nil {
 		return err
@@ -118,27 +120,27 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, reports bool) error
 	if err := inventory.WatchHistory(context.Background(), mgr.GetCache()); err != nil {
 		return err
 	}
-	snapshots := controller.NewSnapshotter(mgr, inv, keys)
+	snapshots := revisions.NewSnapshotter(mgr, inv, keys)
 	causes := drift.NewCauses()
-	if err := controller.SetupRollouts(mgr, inv, controller.RolloutOptions{
+	if err := rollouts.Setup(mgr, inv, rollouts.Options{
 		Keys:        keys,
 		BatchWindow: o.RolloutBatchWindow,
 		Rate:        o.RolloutRate,
-		Settings:    settings,
+		Policies:    inForce,
 		Snapshots:   snapshots,
 		Causes:      causes,
 		Deliveries:  pinner,
-		Churn:       tracker,
+		Flapping:    tracker,
 	}); err != nil {
 		return err
 	}
-	if err := controller.SetupDelivery(mgr, inv, controller.DeliveryOptions{
-		Settings: settings, Snapshots: snapshots, Keys: keys, Pinner: pinner, BatchWindow: o.RolloutBatchWindow, Churn: tracker,
+	if err := deliveries.Setup(mgr, inv, deliveries.Options{
+		Policies: inForce, Snapshots: snapshots, Keys: keys, Pinner: pinner, BatchWindow: o.RolloutBatchWindow, Flapping: tracker,
 	}); err != nil {
 		return err
 	}
-	if err := controller.SetupDrift(mgr, inv, controller.DriftOptions{
-		Keys: keys, Settings: settings, Causes: causes, Reports: reports, Policies: policies, Deliveries: pinner, Churn: tracker,
+	if err := reports.Setup(mgr, inv, reports.Options{
+		Keys: keys, Causes: causes, Reports: writeReports, Policies: inForce, Deliveries: pinner, Flapping: tracker,
 	}); err != nil {
 		return err
 	}
@@ -146,25 +148,25 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, reports bool) error
 	if grace == 0 {
 		grace = DefaultSnapshotGrace
 	}
-	if err := controller.SetupRevisions(mgr, inv, controller.RevisionOptions{Settings: settings, Snapshots: snapshots, Grace: grace}); err != nil {
+	if err := revisions.Setup(mgr, inv, revisions.Options{Policies: inForce, Snapshots: snapshots, Grace: grace}); err != nil {
 		return err
 	}
 	changeControl, err := o.ChangeControl.Settings()
 	if err != nil {
 		return err
 	}
-	if err := controller.SetupNamespaceLabels(mgr, policies, func(ns *corev1.Namespace) bool {
-		return policies.Current().ChangeControl(changeControl, ns).Governed
+	if err := policies.SetupNamespaceLabels(mgr, inForce, func(ns *corev1.Namespace) bool {
+		return inForce.Current().ChangeControl(changeControl, ns).Governed
 	}); err != nil {
 		return err
 	}
-	if err := controller.SetupConfigPolicies(mgr, policies); err != nil {
+	if err := policies.SetupConfigPolicies(mgr, inForce); err != nil {
 		return err
 	}
-	if err := controller.SetupWebhookScope(mgr, policies, policiesSynced, kinds, o.WebhookScope); err != nil {
+	if err := policies.SetupWebhookScope(mgr, inForce, policiesSynced, kinds, o.WebhookScope); err != nil {
 		return err
 	}
-	return controller.SetupConfigSchemas(mgr)
+	return policies.SetupConfigSchemas(mgr)
 }
 
 // reportsServed says whether the controller writes OpenReports Reports:

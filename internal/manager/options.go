@@ -325,9 +325,9 @@ type Controller struct {
 	// leader keeps the recent content changes of every ConfigMap and
 	// Secret (flapping detection).
 	ChangeRecords string
-	// ChurnPass is how often the leader announces flapping and stores the
+	// FlappingPass is how often the leader announces flapping and stores the
 	// records (zero: 2 s; no flag, tests shorten it).
-	ChurnPass time.Duration
+	FlappingPass time.Duration
 	// Restartable lets a second controller process be built in the same Go
 	// process once the first has stopped (controller-runtime refuses two
 	// controllers of one name in a process otherwise). Tests that stop and

@@ -17,8 +17,6 @@ import (
 
 	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -171,7 +169,7 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 			} else {
 				behind++
 			}
-			s := drift.Judge(w, drift.CountPods(w.Wanted, byWorkload[obj.GetUID()]))
+			s := drift.StatusOf(w, drift.CountPods(w.Wanted, byWorkload[obj.GetUID()]))
 			if fromReport {
 				s.Changed, s.ChangedAt = report.LastChange(reports[obj.GetUID()], w.Wanted)
 			}
@@ -244,18 +242,11 @@ func readReports(ctx context.Context, c client.Reader, in []client.ListOption) (
 // countPods counts running pods by top-level workload and hash, as the
 // controller does.
 func countPods(ctx context.Context, c client.Reader, in []client.ListOption) (map[types.UID]map[string]int, error) {
-	var pods corev1.PodList
-	var rss appsv1.ReplicaSetList
-	var jobs batchv1.JobList
-	for _, l := range []struct {
-		resource string
-		list     client.ObjectList
-	}{{"pods", &pods}, {"replicasets", &rss}, {"jobs", &jobs}} {
-		if err := c.List(ctx, l.list, in...); err != nil {
-			return nil, fmt.Errorf("listing %s: %w", l.resource, err)
-		}
+	pods, rss, jobs, err := drift.PodsAndOwners(ctx, c, in...)
+	if err != nil {
+		return nil, err
 	}
-	return drift.PodsOfCluster(pods.Items, rss.Items, jobs.Items), nil
+	return drift.PodsOfCluster(pods, rss, jobs), nil
 }
 
 // joinChanged prints the changed objects in a table cell.

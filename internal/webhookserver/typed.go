@@ -17,19 +17,19 @@ import (
 // Handler judges reviews the adapter (Adapt) has checked and decoded:
 // the same preamble for every webhook, so a handler starts from an object
 // of a kind it judges, in an operation it judges, that came as the API
-// server sends it. K is what the handler's Scope tells it about the kind
+// server sends it. K is what the handler's Intake tells it about the kind
 // (a workload kind's Type, say), found once per request.
 type Handler[K any] interface {
-	// Scope is read once, when the handler is adapted.
-	Scope() Scope[K]
+	// Intake is read once, when the handler is adapted.
+	Intake() Intake[K]
 	Review(ctx context.Context, r *Review[K]) admission.Response
 }
 
-// Scope says which requests a handler judges and how to read them. A
+// Intake says which requests a handler judges and how to read them. A
 // request outside it is allowed without a look; one that no API server
 // sends (the kind does not match the resource, an object missing) is
 // refused, never allowed by accident.
-type Scope[K any] struct {
+type Intake[K any] struct {
 	// Operations are the operations judged.
 	Operations []admissionv1.Operation
 	// Kind returns how to read requests of kind gk, or false for a kind
@@ -113,28 +113,28 @@ func Undecodable(err error) admission.Response {
 
 // Adapt makes h an admission.Handler for Webhook.
 func Adapt[K any](h Handler[K], decoder Decoder) admission.Handler {
-	return &adapter[K]{next: h, scope: h.Scope(), decoder: decoder}
+	return &adapter[K]{next: h, intake: h.Intake(), decoder: decoder}
 }
 
 type adapter[K any] struct {
 	next    Handler[K]
-	scope   Scope[K]
+	intake  Intake[K]
 	decoder Decoder
 }
 
-// Handle checks the request against the scope, decodes its object and
+// Handle checks the request against the intake, decodes its object and
 // hands it on. Webhook has refused reviews without a uid, kind, resource or
 // operation already.
 func (a *adapter[K]) Handle(ctx context.Context, req admission.Request) admission.Response {
 	gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
-	k, ok := a.scope.Kind(gk)
+	k, ok := a.intake.Kind(gk)
 	if !ok {
-		return admission.Allowed(fmt.Sprintf(a.scope.Unjudged, req.Kind))
+		return admission.Allowed(fmt.Sprintf(a.intake.Unjudged, req.Kind))
 	}
 	if req.Resource.Resource != k.Resource || req.Resource.Group != gk.Group {
 		return malformed(req, "the kind does not match the resource")
 	}
-	if !slices.Contains(a.scope.Operations, req.Operation) {
+	if !slices.Contains(a.intake.Operations, req.Operation) {
 		return admission.Allowed("")
 	}
 	if req.SubResource != "" && !slices.Contains(k.Subresources, req.SubResource) {
@@ -158,10 +158,10 @@ func (a *adapter[K]) Handle(ctx context.Context, req admission.Request) admissio
 // objectFor lets Webhook decode the review with its objects in one pass,
 // for the kinds that allow it (see Kind.OnePassVersion).
 func (a *adapter[K]) objectFor(gvk metav1.GroupVersionKind) runtime.Object {
-	if a.scope.KeepBytes != nil && a.scope.KeepBytes() {
+	if a.intake.KeepBytes != nil && a.intake.KeepBytes() {
 		return nil
 	}
-	k, ok := a.scope.Kind(schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind})
+	k, ok := a.intake.Kind(schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind})
 	if !ok || k.OnePassVersion == "" || k.OnePassVersion != gvk.Version {
 		return nil
 	}

@@ -23,8 +23,8 @@ type recorder struct {
 	got       *Review[string]
 }
 
-func (h *recorder) Scope() Scope[string] {
-	return Scope[string]{
+func (h *recorder) Intake() Intake[string] {
+	return Intake[string]{
 		Operations: []admissionv1.Operation{admissionv1.Create, admissionv1.Update},
 		Unjudged:   "no rules for %s",
 		KeepBytes:  func() bool { return h.keepBytes },

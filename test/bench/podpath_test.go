@@ -98,10 +98,10 @@ func BenchmarkPodPathReview(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := webhookserver.Webhook("pod-config", webhookserver.Adapt(&admission.PinPods{Inventory: inv}, webhookserver.Decoder{Scheme: scheme.Scheme()}))
+	h := webhookserver.Webhook("pod-config", webhookserver.Adapt(&admission.PodConfig{Inventory: inv}, webhookserver.Decoder{Scheme: scheme.Scheme()}))
 	serve := func() *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodPost, admission.PinPodsPath, bytes.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, admission.PodConfigPath, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		h.ServeHTTP(rec, req)
 		return rec

@@ -75,10 +75,10 @@ func pinOnlyRevisionPods(o client.Object) {
 		return
 	}
 	for i := range c.Webhooks {
-		if c.Webhooks[i].ClientConfig.Service != nil && c.Webhooks[i].ClientConfig.Service.Path != nil && *c.Webhooks[i].ClientConfig.Service.Path == admission.PinPodsPath ||
-			c.Webhooks[i].ClientConfig.URL != nil && strings.HasSuffix(*c.Webhooks[i].ClientConfig.URL, admission.PinPodsPath) {
+		if c.Webhooks[i].ClientConfig.Service != nil && c.Webhooks[i].ClientConfig.Service.Path != nil && *c.Webhooks[i].ClientConfig.Service.Path == admission.PodConfigPath ||
+			c.Webhooks[i].ClientConfig.URL != nil && strings.HasSuffix(*c.Webhooks[i].ClientConfig.URL, admission.PodConfigPath) {
 			c.Webhooks[i].MatchConditions = append(c.Webhooks[i].MatchConditions,
-				admissionregistrationv1.MatchCondition{Name: "names-config-snapshots", Expression: admission.PinPodsMatchCondition})
+				admissionregistrationv1.MatchCondition{Name: "names-config-snapshots", Expression: admission.PodConfigMatchCondition})
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package controller
+package revisions
 
 import (
 	"context"
@@ -73,8 +73,8 @@ type blocked struct {
 func (b *blocked) Error() string { return b.err.Error() }
 func (b *blocked) Unwrap() error { return b.err }
 
-// blockedReason is the metric reason of err, "" when err is nil.
-func blockedReason(err error) string {
+// BlockedReason is the metric reason of err, "" when err is nil.
+func BlockedReason(err error) string {
 	var b *blocked
 	switch {
 	case err == nil:
@@ -85,11 +85,11 @@ func blockedReason(err error) string {
 	return "error"
 }
 
-// ensure writes every snapshot of snaps that is not in the cache yet, each
+// Ensure writes every snapshot of snaps that is not in the cache yet, each
 // copied from its original as the API server holds it now. An original
 // whose content no longer gives the snapshot's name changed again since
 // the revision was named: that snapshot can no longer be written.
-func (s *Snapshotter) ensure(ctx context.Context, namespace string, snaps revision.Snapshots) error {
+func (s *Snapshotter) Ensure(ctx context.Context, namespace string, snaps revision.Snapshots) error {
 	for _, src := range snaps.Sorted() {
 		name := snaps[src]
 		ok, err := s.inv.SnapshotWritten(ctx, namespace, src, name)
@@ -105,7 +105,7 @@ func (s *Snapshotter) ensure(ctx context.Context, namespace string, snaps revisi
 			continue
 		}
 		if err := s.write(ctx, namespace, src, name); err != nil {
-			snapshotsBlocked.WithLabelValues(blockedReason(err)).Inc()
+			snapshotsBlocked.WithLabelValues(BlockedReason(err)).Inc()
 			return err
 		}
 		s.written.Store(written, true)
@@ -167,6 +167,6 @@ func isQuota(err error) bool {
 	return errors.As(err, &status) && strings.Contains(status.Status().Message, "exceeded quota")
 }
 
-// forget drops a deleted snapshot from what this process remembers having
+// Forget drops a deleted snapshot from what this process remembers having
 // written, so that naming the same content again writes it again.
-func (s *Snapshotter) forget(namespace, name string) { s.written.Delete(namespace + "/" + name) }
+func (s *Snapshotter) Forget(namespace, name string) { s.written.Delete(namespace + "/" + name) }

@@ -1,4 +1,4 @@
-package controller
+package rollouts
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func (r *rollout) deliveredInWaves(ctx context.Context, kind refs.Kind, obj clie
 	if r.pinner == nil {
 		return false
 	}
-	s, err := r.settings.of(ctx, obj.GetNamespace())
+	s, err := r.policies.For(ctx, r.client, obj.GetNamespace())
 	if err != nil || s.Delivery == nil {
 		return false
 	}

@@ -1,4 +1,10 @@
-package controller
+// Package changerecords keeps the count of content changes that tells
+// flapping config (internal/flapping) across restarts and failovers: every
+// replica feeds the tracker from its informers, and the leader stores the
+// records in one ConfigMap in configward's namespace, announces config that
+// starts or stops flapping (ConfigFlapping Events, a gauge), and forgets
+// records once their window has passed.
+package changerecords
 
 import (
 	"context"
@@ -15,7 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	"github.com/configward/configward/internal/churn"
+	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/flapping"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
 )
@@ -34,10 +41,11 @@ var configFlapping = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 
 func init() { metrics.Registry.MustRegister(configFlapping) }
 
-// ChurnOptions set up the counting of content changes.
-type ChurnOptions struct {
-	Tracker  *churn.Tracker
-	Settings SettingsFunc
+// Options set up the counting of content changes.
+type Options struct {
+	Tracker *flapping.Tracker
+	// Policies give each namespace's flapping threshold.
+	Policies *configpolicy.Store
 	// Record names the ConfigMap the leader keeps the records in, so that a
 	// restart or failover does not reset the count.
 	Record types.NamespacedName
@@ -46,12 +54,12 @@ type ChurnOptions struct {
 	Pass time.Duration
 }
 
-// SetupChurn counts the content changes of every rollout-mode ConfigMap
+// Setup counts the content changes of every rollout-mode ConfigMap
 // and Secret on every replica (the standby's count is warm when it takes over), and runs
 // the leader's keeper, which announces each object that starts flapping
 // (a ConfigFlapping Event naming its writer), each that settles
 // (ConfigStable), and stores the records.
-func SetupChurn(mgr ctrl.Manager, opts ChurnOptions) error {
+func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.Pass == 0 {
 		opts.Pass = 2 * time.Second
 	}
@@ -65,7 +73,7 @@ func SetupChurn(mgr ctrl.Manager, opts ChurnOptions) error {
 			UpdateFunc: func(old, new any) {
 				o, okOld := old.(client.Object)
 				n, okNew := new.(client.Object)
-				if !okOld || !okNew || !dataChanged(o, n) || client.ObjectKeyFromObject(n) == opts.Record {
+				if !okOld || !okNew || !inventory.DataChanged(o, n) || client.ObjectKeyFromObject(n) == opts.Record {
 					return
 				}
 				if mode, _ := inventory.ModeOf(n.GetAnnotations()); mode != inventory.Rollout {
@@ -74,20 +82,20 @@ func SetupChurn(mgr ctrl.Manager, opts ChurnOptions) error {
 					// to hold.
 					return
 				}
-				s, err := opts.Settings.of(ctx, n.GetNamespace())
+				s, err := opts.Policies.For(ctx, mgr.GetCache(), n.GetNamespace())
 				if err != nil {
 					ctrl.Log.Error(err, "reading the flapping threshold; counting the change with the default", "namespace", n.GetNamespace())
-					s.Flapping = churn.Default
+					s.Flapping = flapping.Default
 				}
-				opts.Tracker.Observe(churnKey(kind, n), churn.Change{At: time.Now(), Version: n.GetResourceVersion()}, inventory.Writer(n), s.Flapping)
+				opts.Tracker.Observe(recordKey(kind, n), flapping.Change{At: time.Now(), Version: n.GetResourceVersion()}, inventory.Writer(n), s.Flapping)
 			},
 		})
 		if err != nil {
 			return fmt.Errorf("watching %ss for their change rate: %w", kind, err)
 		}
 	}
-	k := &churnKeeper{opts: opts, cache: mgr.GetCache(), live: mgr.GetAPIReader(), client: mgr.GetClient(),
-		events: mgr.GetEventRecorder("configward-churn")}
+	k := &keeper{opts: opts, cache: mgr.GetCache(), live: mgr.GetAPIReader(), client: mgr.GetClient(),
+		events: mgr.GetEventRecorder("configward-flapping")}
 	// Loaded before the manager starts, so that no rollout controller of
 	// a restarted process acts before it knows what is flapping; the
 	// leader loads again when it starts leading, for what the previous
@@ -96,25 +104,25 @@ func SetupChurn(mgr ctrl.Manager, opts ChurnOptions) error {
 	return mgr.Add(k)
 }
 
-func churnKey(kind refs.Kind, obj client.Object) churn.Key {
-	return churn.Key{Kind: string(kind), Namespace: obj.GetNamespace(), Name: obj.GetName()}
+func recordKey(kind refs.Kind, obj client.Object) flapping.Key {
+	return flapping.Key{Kind: string(kind), Namespace: obj.GetNamespace(), Name: obj.GetName()}
 }
 
-// churnKeeper is the leader's part of churn: Events, the gauge, the stored
+// keeper is the leader's part of the flapping count: Events, the gauge, the stored
 // records.
-type churnKeeper struct {
-	opts   ChurnOptions
+type keeper struct {
+	opts   Options
 	cache  client.Reader
 	live   client.Reader
 	client client.Client
 	events recorder.EventRecorder
 }
 
-func (k *churnKeeper) NeedLeaderElection() bool { return true }
+func (k *keeper) NeedLeaderElection() bool { return true }
 
 // load merges the stored records into the tracker.
-func (k *churnKeeper) load(ctx context.Context) {
-	log := ctrl.Log.WithName("churn")
+func (k *keeper) load(ctx context.Context) {
+	log := ctrl.Log.WithName("flapping")
 	var stored corev1.ConfigMap
 	err := k.live.Get(ctx, k.opts.Record, &stored)
 	switch {
@@ -130,7 +138,7 @@ func (k *churnKeeper) load(ctx context.Context) {
 	}
 }
 
-func (k *churnKeeper) Start(ctx context.Context) error {
+func (k *keeper) Start(ctx context.Context) error {
 	k.load(ctx)
 	tick := time.NewTicker(k.opts.Pass)
 	defer tick.Stop()
@@ -146,12 +154,12 @@ func (k *churnKeeper) Start(ctx context.Context) error {
 }
 
 // pass announces what started or stopped flapping and stores the records.
-func (k *churnKeeper) pass(ctx context.Context) {
-	log := ctrl.LoggerFrom(ctx).WithName("churn")
+func (k *keeper) pass(ctx context.Context) {
+	log := ctrl.LoggerFrom(ctx).WithName("flapping")
 	now := time.Now()
-	thresholds := map[churn.Key]churn.Threshold{}
+	thresholds := map[flapping.Key]flapping.Threshold{}
 	for _, key := range k.opts.Tracker.Keys() {
-		s, err := k.opts.Settings.of(ctx, key.Namespace)
+		s, err := k.opts.Policies.For(ctx, k.cache, key.Namespace)
 		if err != nil {
 			continue // the next pass
 		}
@@ -175,10 +183,10 @@ func (k *churnKeeper) pass(ctx context.Context) {
 				key.Object(), rec.InWindow(th, now), th.Window, th, writerName(rec.Writer), th.Window)
 			log.Info("config flapping; its consumers are not rolled", "kind", key.Kind, "namespace", key.Namespace, "name", key.Name,
 				"changes", rec.InWindow(th, now), "window", th.Window, "writer", rec.Writer)
-			k.opts.Tracker.Update(key, func(r *churn.Record) bool { r.Announced = true; return true })
+			k.opts.Tracker.Update(key, func(r *flapping.Record) bool { r.Announced = true; return true })
 		case !rec.Since.IsZero() && !rec.Flapping(th, now):
 			settled := false
-			k.opts.Tracker.Update(key, func(r *churn.Record) bool { settled = r.Settle(th, now); return settled })
+			k.opts.Tracker.Update(key, func(r *flapping.Record) bool { settled = r.Settle(th, now); return settled })
 			if !settled {
 				continue
 			}
@@ -190,11 +198,11 @@ func (k *churnKeeper) pass(ctx context.Context) {
 			}
 		}
 	}
-	k.opts.Tracker.Forget(now, func(key churn.Key) churn.Threshold {
+	k.opts.Tracker.Forget(now, func(key flapping.Key) flapping.Threshold {
 		if th, ok := thresholds[key]; ok {
 			return th
 		}
-		return churn.Threshold{Window: churn.MaxWindow} // unknown: keep it
+		return flapping.Threshold{Window: flapping.MaxWindow} // unknown: keep it
 	})
 	k.store(ctx)
 }
@@ -208,7 +216,7 @@ func writerName(w string) string {
 
 // object reads the cached ConfigMap or Secret an Event is recorded on; nil
 // when it is gone.
-func (k *churnKeeper) object(ctx context.Context, key churn.Key) client.Object {
+func (k *keeper) object(ctx context.Context, key flapping.Key) client.Object {
 	var obj client.Object = &corev1.ConfigMap{}
 	if key.Kind == string(refs.Secret) {
 		obj = &corev1.Secret{}
@@ -220,7 +228,7 @@ func (k *churnKeeper) object(ctx context.Context, key churn.Key) client.Object {
 }
 
 // store writes the records when they changed since the last store.
-func (k *churnKeeper) store(ctx context.Context) {
+func (k *keeper) store(ctx context.Context) {
 	data, ok := k.opts.Tracker.Encode()
 	if !ok {
 		return
@@ -228,11 +236,11 @@ func (k *churnKeeper) store(ctx context.Context) {
 	err := k.write(ctx, data)
 	if err != nil {
 		k.opts.Tracker.Unstored()
-		ctrl.LoggerFrom(ctx).WithName("churn").Error(err, "storing the change records; they stay in memory and are stored at the next pass", "configmap", k.opts.Record)
+		ctrl.LoggerFrom(ctx).WithName("flapping").Error(err, "storing the change records; they stay in memory and are stored at the next pass", "configmap", k.opts.Record)
 	}
 }
 
-func (k *churnKeeper) write(ctx context.Context, data map[string]string) error {
+func (k *keeper) write(ctx context.Context, data map[string]string) error {
 	var cm corev1.ConfigMap
 	err := k.live.Get(ctx, k.opts.Record, &cm)
 	if apierrors.IsNotFound(err) {
@@ -246,28 +254,4 @@ func (k *churnKeeper) write(ctx context.Context, data map[string]string) error {
 	}
 	cm.Data = data
 	return k.client.Update(ctx, &cm)
-}
-
-// flappingObject says whether one ConfigMap or Secret is flapping now,
-// with its record. A nil tracker knows of none.
-func flappingObject(t *churn.Tracker, th churn.Threshold, namespace string, kind refs.Kind, name string) (churn.Record, bool) {
-	if t == nil {
-		return churn.Record{}, false
-	}
-	return t.Flapping(churn.Key{Kind: string(kind), Namespace: namespace, Name: name}, th, time.Now())
-}
-
-// flappingInput returns the first ConfigMap or Secret spec consumes that is
-// flapping now: the workload's rollouts are held while it is (its other
-// config's changes wait with it, and roll together once it has settled).
-func flappingInput(t *churn.Tracker, th churn.Threshold, namespace string, spec *corev1.PodSpec) (churn.Key, churn.Record, bool) {
-	if t == nil || spec == nil {
-		return churn.Key{}, churn.Record{}, false
-	}
-	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
-		if rec, ok := flappingObject(t, th, namespace, c.Kind, c.Name); ok {
-			return churn.Key{Kind: string(c.Kind), Namespace: namespace, Name: c.Name}, rec, true
-		}
-	}
-	return churn.Key{}, churn.Record{}, false
 }

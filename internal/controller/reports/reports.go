@@ -1,8 +1,17 @@
-package controller
+// Package reports is the drift controller. It answers "which pods run
+// which config", per namespace: for every stamped top-level workload it
+// compares the stamp its config gives now (stamp.Decide) with the hash its
+// pods started with, and publishes the result as gauges and, where the
+// OpenReports CRD is served, in one Report per object, with what the rules
+// find on existing workloads and the schemas on stored ConfigMaps
+// (findings.go) and where open deliveries hold each workload. It writes
+// nothing else and rolls nothing; the rollout controller does that.
+package reports
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
@@ -13,10 +22,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -24,11 +32,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/churn"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/configschema"
+	"github.com/configward/configward/internal/controller"
+	"github.com/configward/configward/internal/csiversions"
 	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/drift"
+	"github.com/configward/configward/internal/flapping"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/report"
@@ -60,33 +70,29 @@ var (
 
 func init() { metrics.Registry.MustRegister(staleWorkloads, stalePods) }
 
-// driftDelay coalesces the events of one namespace (a rollout is dozens of
-// pod updates) into one judgement.
-const driftDelay = 500 * time.Millisecond
-
 // driftWorkers is how many namespaces are judged at once.
 const driftWorkers = 4
 
-// DriftOptions configure the drift controller.
-type DriftOptions struct {
-	Keys     *hashkey.Source
-	Settings SettingsFunc
+// Options configure the drift controller.
+type Options struct {
+	Keys *hashkey.Source
 	// Causes is the rollout controller's log of which config changed.
 	Causes *drift.Causes
 	// Reports turns on writing OpenReports Reports; the caller has checked
-	// that their CRD is served and registered their informer. Policies
-	// give the rules whose findings on existing workloads they carry.
-	Reports  bool
+	// that their CRD is served and registered their informer.
+	Reports bool
+	// Policies give each namespace's rollout settings and the rules whose
+	// findings on existing workloads the Reports carry.
 	Policies *configpolicy.Store
 	// Deliveries say which consumers a delivery keeps on their revision.
 	Deliveries *delivery.Pinner
-	// Churn tells the config whose changes hold its consumers' rollouts.
-	Churn *churn.Tracker
+	// Flapping tells the config whose changes hold its consumers' rollouts.
+	Flapping *flapping.Tracker
 }
 
-// SetupDrift registers the drift controller, which reconciles namespaces.
-func SetupDrift(mgr ctrl.Manager, inv *inventory.Inventory, opts DriftOptions) error {
-	d := &driftJudge{client: mgr.GetClient(), inv: inv, opts: opts}
+// Setup registers the drift controller, which reconciles namespaces.
+func Setup(mgr ctrl.Manager, inv *inventory.Inventory, opts Options) error {
+	d := &driftController{client: mgr.GetClient(), inv: inv, opts: opts}
 	for _, k := range inv.WatchedKinds() {
 		if t, _ := inv.Registry().Type(k.GroupKind()); t.Rolled() {
 			d.types = append(d.types, t) // built-in and declared custom kinds
@@ -97,11 +103,11 @@ func SetupDrift(mgr ctrl.Manager, inv *inventory.Inventory, opts DriftOptions) e
 	// each of them again (seconds), and must not hold up the judgement of
 	// every other namespace behind it. One namespace is never judged twice
 	// at once (the work queue).
-	b := ctrl.NewControllerManagedBy(mgr).Named("drift").WithOptions(controller.Options{MaxConcurrentReconciles: driftWorkers})
+	b := ctrl.NewControllerManagedBy(mgr).Named("drift").WithOptions(crcontroller.Options{MaxConcurrentReconciles: driftWorkers})
 	watched := []client.Object{&corev1.Pod{}, &appsv1.ReplicaSet{}, &batchv1.Job{}, &v1alpha1.ConfigDelivery{}}
 	if inv.CSIClasses() {
 		// A rotation the driver reports is drift before any rollout.
-		watched = append(watched, podStatus())
+		watched = append(watched, csiversions.PodStatusObject())
 	}
 	for _, t := range d.types {
 		watched = append(watched, t.New())
@@ -136,46 +142,23 @@ func SetupDrift(mgr ctrl.Manager, inv *inventory.Inventory, opts DriftOptions) e
 			}))
 	}
 	for _, obj := range watched {
-		b = b.Watches(obj, namespaceOf(nil))
+		b = b.Watches(obj, controller.NamespaceOf(nil))
 	}
-	for _, obj := range changeLogged(inv) {
-		b = b.Watches(obj, namespaceOf(configChanged))
+	for _, obj := range inv.ConfigKinds() {
+		b = b.Watches(obj, controller.NamespaceOf(configChanged))
 	}
 	return b.Complete(d)
 }
 
 // everyNamespace enqueues every namespace, when the rules in force change.
-func (d *driftJudge) everyNamespace(ctx context.Context, _ client.Object) []reconcile.Request {
-	return namespaceRequests(ctx, d.client, "to judge them again after the ConfigPolicies in force changed")
+func (d *driftController) everyNamespace(ctx context.Context, _ client.Object) []reconcile.Request {
+	return controller.EveryNamespace(ctx, d.client, "to judge them again after the ConfigPolicies in force changed")
 }
 
-// namespaceOf enqueues the namespace of whatever changed, a little later,
-// so that the events of one rollout give one judgement. changed, if set,
-// hears of the namespace first.
-func namespaceOf(changed func(namespace string)) handler.EventHandler {
-	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		if changed != nil {
-			changed(o.GetNamespace())
-		}
-		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}, driftDelay)
-	}
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.Object, q)
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.ObjectNew, q)
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.Object, q)
-		},
-	}
-}
-
-type driftJudge struct {
+type driftController struct {
 	client client.Client
 	inv    *inventory.Inventory
-	opts   DriftOptions
+	opts   Options
 	// types are the rolled kinds: every top-level workload has one.
 	types []*workload.Type
 	// findings evaluates rules and schemas on existing objects, for the
@@ -183,7 +166,7 @@ type driftJudge struct {
 	findings *findingsEvaluator
 }
 
-func (d *driftJudge) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (d *driftController) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	ns := req.Name
 	var reports map[string]*openreports.Report
 	if d.opts.Reports {
@@ -192,7 +175,7 @@ func (d *driftJudge) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, err
 		}
 	}
-	statuses, objs, err := d.judge(ctx, ns, reports)
+	statuses, objs, err := d.statuses(ctx, ns, reports)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -224,17 +207,17 @@ type subjectResults struct {
 
 // judge computes the drift of every stamped top-level workload of ns, and
 // returns every top-level workload too, for the rules.
-func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*openreports.Report) ([]drift.Status, []workload.Object, error) {
+func (d *driftController) statuses(ctx context.Context, ns string, reports map[string]*openreports.Report) ([]drift.Status, []workload.Object, error) {
 	byWorkload, err := d.podsByWorkload(ctx, ns)
 	if err != nil {
 		return nil, nil, err
 	}
-	settings, err := d.opts.Settings.of(ctx, ns)
+	settings, err := d.opts.Policies.For(ctx, d.client, ns)
 	if err != nil {
 		return nil, nil, err
 	}
-	csi := csiLook{client: d.client, inv: d.inv, key: d.opts.Keys.Current()}
-	key := csi.key.Bytes()
+	csi := csiversions.Look{Client: d.client, Inventory: d.inv, Key: d.opts.Keys.Current()}
+	key := csi.Key.Bytes()
 	var out []drift.Status
 	var objs []workload.Object
 	seen := map[drift.Key]bool{}
@@ -262,29 +245,29 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 			// config, so it is never stale (its Report says why it cannot
 			// be judged).
 			spec, _ := w.PodSpec()
-			var versions versionsLook
-			if mountsCSI(w, spec) {
+			var versions csiversions.Versions
+			if csiversions.Mounts(w, spec) {
 				// Judged on what the pods report now, not on the record
 				// alone: a rotation the rollout controller has not rolled
 				// (paced, or the workload opts out) is drift.
-				if versions, err = csi.versions(ctx, w, spec, settings.Secrets); err != nil {
+				if versions, err = csi.Versions(ctx, w, spec, settings.Secrets); err != nil {
 					return nil, nil, err
 				}
 			}
 			carried := w.Stamp()
 			facts, err := stamp.Sources{Inventory: d.inv, Deliveries: d.opts.Deliveries}.Gather(ctx, stamp.Subject{Workload: w, Spec: spec,
-				Policy: settings, Key: key, Versions: carried.SecretVersions, Rolled: versions.rolled, Stored: &carried})
+				Policy: settings, Key: key, Versions: carried.SecretVersions, Rolled: versions.Rolled, Stored: &carried})
 			if err != nil {
 				return nil, nil, err
 			}
-			_, _, flapping := flappingInput(d.opts.Churn, settings.Flapping, ns, spec)
-			decided := stamp.Decide(stamp.Input{Workload: w, Facts: facts, Look: stamp.Look{Changed: true, Flapping: flapping}})
+			_, _, isFlapping := d.opts.Flapping.Input(settings.Flapping, ns, spec)
+			decided := stamp.Decide(stamp.Input{Workload: w, Facts: facts, Look: stamp.Look{Changed: true, Flapping: isFlapping}})
 			// A consumer a delivery has not reached is judged against the
 			// revision the delivery keeps it on, one whose pods report
 			// rotated secret versions against the rotation, and a
 			// rolled-back one against the revision configward keeps.
 			wanted, templateHold := decided.Want.Hash, decided.Hold
-			s := drift.Judge(drift.Workload{
+			s := drift.StatusOf(drift.Workload{
 				APIVersion: k.GroupVersionKind().GroupVersion().String(), Kind: k.Kind,
 				Namespace: ns, Name: obj.GetName(), UID: obj.GetUID(),
 				Template: template, Wanted: wanted,
@@ -292,7 +275,7 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 				PodHold:      drift.PodHoldOf(w),
 			}, drift.CountPods(wanted, byWorkload[obj.GetUID()]))
 			s.Changed, s.ChangedAt = d.opts.Causes.Last(dk)
-			rotated := rotationCauses(versions.rotated)
+			rotated := csiversions.Causes(versions.Rotated)
 			if len(s.Changed) == 0 || !names(s.Changed, rotated) {
 				s.Changed, s.ChangedAt = report.LastChange(reports[report.Name(obj.GetUID())], wanted)
 			}
@@ -310,32 +293,12 @@ func (d *driftJudge) judge(ctx context.Context, ns string, reports map[string]*o
 
 // podsByWorkload counts the running pods of ns by top-level workload and
 // config hash.
-func (d *driftJudge) podsByWorkload(ctx context.Context, ns string) (map[types.UID]map[string]int, error) {
-	pods, rss, jobs, err := podsAndOwners(ctx, d.client, ns)
+func (d *driftController) podsByWorkload(ctx context.Context, ns string) (map[types.UID]map[string]int, error) {
+	pods, rss, jobs, err := drift.PodsAndOwners(ctx, d.client, client.InNamespace(ns))
 	if err != nil {
 		return nil, err
 	}
 	return drift.PodsOfCluster(pods, rss, jobs), nil
-}
-
-// podsAndOwners lists the pods of ns with the ReplicaSets and Jobs that
-// lead from them to their top-level workloads. They are the cache's
-// objects themselves, never to be changed: copying every pod and workload
-// of a namespace on each judgement was most of its cost.
-func podsAndOwners(ctx context.Context, c client.Reader, ns string) ([]corev1.Pod, []appsv1.ReplicaSet, []batchv1.Job, error) {
-	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, nil, fmt.Errorf("listing pods: %w", err)
-	}
-	var rss appsv1.ReplicaSetList
-	if err := c.List(ctx, &rss, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, nil, fmt.Errorf("listing replicasets: %w", err)
-	}
-	var jobs batchv1.JobList
-	if err := c.List(ctx, &jobs, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, nil, fmt.Errorf("listing jobs: %w", err)
-	}
-	return pods.Items, rss.Items, jobs.Items, nil
 }
 
 // publishGauges sets the namespace's series, and removes them when it has
@@ -358,7 +321,7 @@ func publishGauges(ns string, statuses []drift.Status) {
 }
 
 // storedReports lists configward's Reports in ns, by name.
-func (d *driftJudge) storedReports(ctx context.Context, ns string) (map[string]*openreports.Report, error) {
+func (d *driftController) storedReports(ctx context.Context, ns string) (map[string]*openreports.Report, error) {
 	var list openreports.ReportList
 	if err := d.client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{report.ManagedByLabel: report.Source}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing reports: %w", err)
@@ -378,7 +341,7 @@ const reportWriters = 8
 // writeReports makes the stored Reports of ns say what results say,
 // one Report per object with results, writing only those that differ, and
 // deletes the Reports of objects with nothing left to report.
-func (d *driftJudge) writeReports(ctx context.Context, ns string, results map[types.UID][]subjectResults, stored map[string]*openreports.Report) error {
+func (d *driftController) writeReports(ctx context.Context, ns string, results map[types.UID][]subjectResults, stored map[string]*openreports.Report) error {
 	now := time.Now()
 	wanted := map[string]bool{}
 	// The group's context ends when Wait returns: only the writes use it.
@@ -425,4 +388,14 @@ func (d *driftJudge) writeReports(ctx context.Context, ns string, results map[ty
 		}
 	}
 	return nil
+}
+
+// names says whether causes name every one of want.
+func names(causes, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(causes, w) {
+			return false
+		}
+	}
+	return true
 }

@@ -1,4 +1,4 @@
-package controller
+package reports
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 // deliveryResults are the config-delivery results of the workloads of ns
 // that open deliveries hold or move, by the workload's status.
-func (d *driftJudge) deliveryResults(ctx context.Context, ns string, statuses []drift.Status) (map[int][]openreports.ReportResult, error) {
+func (d *driftController) deliveryResults(ctx context.Context, ns string, statuses []drift.Status) (map[int][]openreports.ReportResult, error) {
 	var list v1alpha1.ConfigDeliveryList
 	if err := d.client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return nil, fmt.Errorf("listing configdeliveries: %w", err)

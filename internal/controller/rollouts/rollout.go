@@ -1,11 +1,15 @@
-// Package controller holds configward's leader-elected controllers. The
-// rollout controller closes the config-hash loop for changes that never touch
-// the workload: when a ConfigMap or Secret changes, every top-level workload
-// that consumes it and carries a now-stale hash gets the new one, which
-// starts that workload's own rolling update. Workloads another one controls
-// (the ReplicaSets of a Deployment, the Jobs of a CronJob) are never
-// patched: their owner's rollout replaces them.
-package controller
+// Package rollouts is the rollout controller. It closes the config-hash
+// loop for changes that never touch the workload: when a ConfigMap, a
+// Secret or a CSI-mounted secret's version changes, every top-level
+// workload that consumes it and whose template no longer carries the stamp
+// its config gives (stamp.Decide) is written that stamp, which starts the
+// workload's own rolling update; it then checks that the whole stamp stuck.
+// Workloads another one controls (the ReplicaSets of a Deployment, the Jobs
+// of a CronJob) are never patched: their owner's rollout replaces them.
+// Rollouts are batched per workload, paced by one rate across kinds, held
+// while config they consume is flapping, and moved by open deliveries only
+// when their wave starts.
+package rollouts
 
 import (
 	"context"
@@ -30,10 +34,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/churn"
 	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/controller/revisions"
+	"github.com/configward/configward/internal/csiversions"
 	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/drift"
+	"github.com/configward/configward/internal/flapping"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
@@ -56,19 +62,18 @@ var (
 
 func init() { metrics.Registry.MustRegister(rolloutsTriggered, rolloutsSkipped) }
 
-// RolloutOptions tune the rollout controller.
-type RolloutOptions struct {
+// Options tune the rollout controller.
+type Options struct {
 	// BatchWindow is how long after the first config change a workload waits
 	// before it is re-stamped, so that several objects changed together
 	// (one `kubectl apply` of three ConfigMaps) give one rollout.
 	BatchWindow time.Duration
-	// Settings returns the rollout and revision settings of the
-	// ConfigPolicies selecting a namespace (nil: rollouts on, Secrets
-	// included, no revisions).
-	Settings SettingsFunc
+	// Policies say, per namespace, what the ConfigPolicies in force say of
+	// rollouts, revisions, delivery and flapping (nil: none is).
+	Policies *configpolicy.Store
 	// Snapshots writes the config snapshots a revision names before the
 	// revision is rolled out, where revisions are on.
-	Snapshots *Snapshotter
+	Snapshots *revisions.Snapshotter
 	// Rate is how many workloads per second may be re-stamped, across every
 	// kind, so that one ConfigMap shared by a thousand workloads does not
 	// restart them all in the same second. Zero means unpaced.
@@ -85,15 +90,15 @@ type RolloutOptions struct {
 	// for which workload; the drift controller reads it. Nil: a log of
 	// its own.
 	Causes *drift.Causes
-	// Churn tells the config that changes too often to roll its consumers
+	// Flapping tells the config that changes too often to roll its consumers
 	// (nil: none does).
-	Churn *churn.Tracker
+	Flapping *flapping.Tracker
 }
 
-// SetupRollouts registers one rollout controller per rolled workload kind
+// Setup registers one rollout controller per rolled workload kind
 // the inventory watches (built-in and declared custom kinds; see
 // inventory.Start), all paced by one rate.
-func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptions) error {
+func Setup(mgr ctrl.Manager, inv *inventory.Inventory, opts Options) error {
 	pace := rate.NewLimiter(rate.Inf, 0)
 	if opts.Causes == nil {
 		opts.Causes = drift.NewCauses()
@@ -119,13 +124,13 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 			typ:      t,
 			events:   mgr.GetEventRecorder("configward-rollout"),
 			window:   opts.BatchWindow,
-			settings: opts.Settings,
+			policies: opts.Policies,
 			snaps:    opts.Snapshots,
 			pace:     pace,
 			keys:     opts.Keys,
 			causes:   opts.Causes,
 			pinner:   opts.Deliveries,
-			churn:    opts.Churn,
+			flapping: opts.Flapping,
 		}
 		obj := t.New()
 		rotated := make(chan event.GenericEvent, 1)
@@ -139,7 +144,7 @@ func SetupRollouts(mgr ctrl.Manager, inv *inventory.Inventory, opts RolloutOptio
 		if inv.CSIClasses() {
 			// The versions the Secrets Store CSI driver reports per pod: a
 			// rotation rolls the pods' workload once.
-			b = b.Watches(podStatus(), handler.EnqueueRequestsFromMapFunc(r.podStatusChanged)).
+			b = b.Watches(csiversions.PodStatusObject(), handler.EnqueueRequestsFromMapFunc(r.podStatusChanged)).
 				Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podGone), builder.WithPredicates(onlyDeletes)).
 				Watches(inventory.ClassMetadata(), r.configChanged(refs.SecretProviderClass))
 		}
@@ -182,13 +187,13 @@ type rollout struct {
 	typ      *workload.Type
 	events   recorder.EventRecorder
 	window   time.Duration
-	settings SettingsFunc
-	snaps    *Snapshotter
+	policies *configpolicy.Store
+	snaps    *revisions.Snapshotter
 	pace     *rate.Limiter
 	keys     *hashkey.Source
 	causes   *drift.Causes
 	pinner   *delivery.Pinner
-	churn    *churn.Tracker
+	flapping *flapping.Tracker
 	// heldSince holds, per workload held by flapping config, the start of
 	// the episode its Event was recorded for.
 	heldSince sync.Map
@@ -245,10 +250,10 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if len(first.versions.rotated) > 0 {
+	if len(first.versions.Rotated) > 0 {
 		// The driver reported new versions: that is the cause, logged like
 		// a changed object so the drift controller names it too.
-		for _, c := range rotationCauses(first.versions.rotated) {
+		for _, c := range csiversions.Causes(first.versions.Rotated) {
 			r.causes.Add(r.key(req.NamespacedName), c, time.Now())
 		}
 		changed = r.causes.Take(r.key(req.NamespacedName))
@@ -291,11 +296,11 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if l.policy.Revisions {
 		// A revision is rolled out only once every snapshot it names is
 		// written: its pods would be refused, or read other bytes.
-		if err := r.snaps.ensure(ctx, req.Namespace, stamp.Snapshots(want)); err != nil {
+		if err := r.snaps.Ensure(ctx, req.Namespace, stamp.Snapshots(want)); err != nil {
 			r.putBack(req.NamespacedName, changed)
 			r.events.Eventf(w.Obj, nil, corev1.EventTypeWarning, "ConfigRevisionBlocked", "Rollout",
 				"%s changed, but a snapshot of the new config could not be written (%v): its pods keep the revision they run until it can", what, err)
-			if blockedReason(err) == "changed" {
+			if revisions.BlockedReason(err) == "changed" {
 				return reconcile.Result{RequeueAfter: time.Second}, nil // the next look names the newer content
 			}
 			return reconcile.Result{}, err
@@ -385,11 +390,11 @@ type look struct {
 	w        workload.Object
 	d        stamp.Decision
 	policy   configpolicy.NamespacePolicy
-	versions versionsLook
+	versions csiversions.Versions
 	// flappingKey and flapping name the config that holds it, and since
 	// when.
-	flappingKey churn.Key
-	flapping    churn.Record
+	flappingKey flapping.Key
+	flapping    flapping.Record
 }
 
 // look reads the workload and decides its stamp. changed says whether
@@ -410,12 +415,12 @@ func (r *rollout) look(ctx context.Context, req reconcile.Request, changed bool)
 	// Declared kinds whose template is no pod spec were refused at
 	// admission; the spec read is then empty and counts nothing.
 	spec, _ := w.PodSpec()
-	csi := mountsCSI(w, spec)
+	csi := csiversions.Mounts(w, spec)
 	carried := w.Stamp()
 	if carried.Hash == "" && !changed && !csi {
 		return look{}, nil // installing configward restarts nothing
 	}
-	policy, err := r.settings.of(ctx, req.Namespace)
+	policy, err := r.policies.For(ctx, r.client, req.Namespace)
 	if err != nil {
 		return look{}, err
 	}
@@ -425,32 +430,32 @@ func (r *rollout) look(ctx context.Context, req reconcile.Request, changed bool)
 		}
 		return look{}, nil
 	}
-	l := look{w: w, policy: policy, versions: versionsLook{record: carried.SecretVersions}}
+	l := look{w: w, policy: policy, versions: csiversions.Versions{Record: carried.SecretVersions}}
 	if csi {
-		cl := csiLook{client: r.client, inv: r.inv, key: r.keys.Current()}
-		if l.versions, err = cl.versions(ctx, w, spec, policy.Secrets); err != nil {
+		cl := csiversions.Look{Client: r.client, Inventory: r.inv, Key: r.keys.Current()}
+		if l.versions, err = cl.Versions(ctx, w, spec, policy.Secrets); err != nil {
 			return look{}, err
 		}
-		if l.versions.write && len(l.versions.rotated) == 0 {
+		if l.versions.Write && len(l.versions.Rotated) == 0 {
 			// A baseline, or versions seen changing with none new: recorded
 			// on the workload's metadata, which rolls nothing.
 			if err := r.recordVersions(ctx, w, l.versions); err != nil {
 				return look{}, err
 			}
-			l.versions.write = false
+			l.versions.Write = false
 		}
 		carried = w.Stamp()
 	}
 	facts, err := r.sources().Gather(ctx, stamp.Subject{Workload: w, Spec: spec, Policy: policy, Key: r.keys.Current().Bytes(),
-		Versions: l.versions.record, Rolled: l.versions.rolled, Stored: &carried})
+		Versions: l.versions.Record, Rolled: l.versions.Rolled, Stored: &carried})
 	if err != nil {
 		return look{}, err
 	}
-	var flapping bool
-	l.flappingKey, l.flapping, flapping = flappingInput(r.churn, policy.Flapping, req.Namespace, spec)
+	var isFlapping bool
+	l.flappingKey, l.flapping, isFlapping = r.flapping.Input(policy.Flapping, req.Namespace, spec)
 	_, unstuck := r.unstuck.Load(req.NamespacedName)
 	l.d = stamp.Decide(stamp.Input{Workload: w, Facts: facts,
-		Look: stamp.Look{Changed: changed || len(l.versions.rotated) > 0, Exact: unstuck, Flapping: flapping}})
+		Look: stamp.Look{Changed: changed || len(l.versions.Rotated) > 0, Exact: unstuck, Flapping: isFlapping}})
 	if !l.d.Writes(carried) && (l.d.Hold.Reason == "" || l.d.Want.Hash == carried.Hash) {
 		// Nothing to write, and nothing held back to report.
 		return look{}, nil

@@ -1,4 +1,4 @@
-package controller
+package policies
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/controller"
 )
 
 // The namespace labeller keeps configward's two namespace labels true:
@@ -56,22 +57,7 @@ type namespaceLabels struct {
 }
 
 func (r *namespaceLabels) everyNamespace(ctx context.Context, _ *corev1.Namespace) []reconcile.Request {
-	return namespaceRequests(ctx, r.client, "to re-label after a ConfigPolicy change")
-}
-
-// namespaceRequests is a request per namespace, for a change that
-// concerns them all; why completes the log line when they cannot be listed.
-func namespaceRequests(ctx context.Context, c client.Reader, why string) []reconcile.Request {
-	var list corev1.NamespaceList
-	if err := c.List(ctx, &list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing namespaces "+why)
-		return nil
-	}
-	out := make([]reconcile.Request, len(list.Items))
-	for i, ns := range list.Items {
-		out[i] = reconcile.Request{NamespacedName: client.ObjectKey{Name: ns.Name}}
-	}
-	return out
+	return controller.EveryNamespace(ctx, r.client, "to re-label after a ConfigPolicy change")
 }
 
 func (r *namespaceLabels) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

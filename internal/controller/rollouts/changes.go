@@ -1,13 +1,10 @@
-package controller
+package rollouts
 
 import (
 	"context"
 	"fmt"
-	"maps"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -48,7 +45,7 @@ func (r *rollout) configChanged(kind refs.Kind) handler.EventHandler {
 			}
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if contentChanged(e.ObjectOld, e.ObjectNew) {
+			if inventory.ContentChanged(e.ObjectOld, e.ObjectNew) {
 				enqueue(ctx, e.ObjectNew, q)
 			}
 		},
@@ -63,7 +60,7 @@ func (r *rollout) configChanged(kind refs.Kind) handler.EventHandler {
 // in the rollout's Event even when the controllers' own watches start after
 // it, which would see the changed object only as part of their initial list.
 func logCauses(ctx context.Context, c cache.Cache, inv *inventory.Inventory, rolled []workload.Kind, causes *drift.Causes) error {
-	for kind, obj := range changeLogged(inv) {
+	for kind, obj := range inv.ConfigKinds() {
 		informer, err := c.GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("watching %ss for the change log: %w", kind, err)
@@ -86,7 +83,7 @@ func logCauses(ctx context.Context, c cache.Cache, inv *inventory.Inventory, rol
 			UpdateFunc: func(old, new any) {
 				o, okOld := old.(client.Object)
 				n, okNew := new.(client.Object)
-				if okOld && okNew && contentChanged(o, n) {
+				if okOld && okNew && inventory.ContentChanged(o, n) {
 					log(n)
 				}
 			},
@@ -96,17 +93,6 @@ func logCauses(ctx context.Context, c cache.Cache, inv *inventory.Inventory, rol
 		}
 	}
 	return nil
-}
-
-// changeLogged are the kinds of config whose changes are logged: a
-// SecretProviderClass's too where the driver's CRDs are served (a change of
-// its reload mode; its rotations are logged by the rollout that rolls them).
-func changeLogged(inv *inventory.Inventory) map[refs.Kind]client.Object {
-	kinds := map[refs.Kind]client.Object{refs.ConfigMap: &corev1.ConfigMap{}, refs.Secret: &corev1.Secret{}}
-	if inv.CSIClasses() {
-		kinds[refs.SecretProviderClass] = inventory.ClassMetadata()
-	}
-	return kinds
 }
 
 // rolledConsumers names the workloads of kinds that consume obj and are
@@ -131,29 +117,4 @@ func rolledConsumers(ctx context.Context, inv *inventory.Inventory, kinds []work
 			NamespacedName: types.NamespacedName{Namespace: c.GetNamespace(), Name: c.GetName()}})
 	}
 	return out
-}
-
-// contentChanged compares the cached (digested) forms: data digests, and the
-// reload mode, which decides whether the object counts at all.
-func contentChanged(old, new client.Object) bool {
-	oldMode, _ := inventory.ModeOf(old.GetAnnotations())
-	newMode, _ := inventory.ModeOf(new.GetAnnotations())
-	return oldMode != newMode || dataChanged(old, new)
-}
-
-// dataChanged compares the data digests of the cached forms.
-func dataChanged(old, new client.Object) bool {
-	switch o := old.(type) {
-	case *corev1.ConfigMap:
-		n, ok := new.(*corev1.ConfigMap)
-		return !ok || !maps.Equal(o.Data, n.Data)
-	case *corev1.Secret:
-		n, ok := new.(*corev1.Secret)
-		return !ok || !maps.EqualFunc(o.Data, n.Data, func(a, b []byte) bool { return string(a) == string(b) })
-	case *metav1.PartialObjectMetadata:
-		// A SecretProviderClass, of which configward reads no content: a
-		// change of its spec reaches pods as versions the driver reports.
-		return false
-	}
-	return true
 }

@@ -1,4 +1,4 @@
-package controller
+package deliveries
 
 import (
 	"context"
@@ -94,7 +94,7 @@ func (d *deliveries) record(ctx context.Context, rec *v1alpha1.ConfigDelivery, e
 	}
 }
 
-// gate judges the workloads of a started wave (see delivery.Judge).
+// gate judges the workloads of a started wave (see delivery.HealthOf).
 func (d *deliveries) gate(ctx context.Context, rec *v1alpha1.ConfigDelivery, wave *v1alpha1.WaveStatus) (delivery.Gate, error) {
 	src := delivered(rec)
 	var g delivery.Gate
@@ -114,7 +114,7 @@ func (d *deliveries) gate(ctx context.Context, rec *v1alpha1.ConfigDelivery, wav
 		if err != nil {
 			return g, err
 		}
-		state, msg := delivery.Judge(w, src, to, pods)
+		state, msg := delivery.HealthOf(w, src, to, pods)
 		g.Add(t, state, msg)
 	}
 	return g, nil
@@ -123,7 +123,7 @@ func (d *deliveries) gate(ctx context.Context, rec *v1alpha1.ConfigDelivery, wav
 // get reads a delivery target from the cache.
 func (d *deliveries) get(ctx context.Context, ns string, t v1alpha1.DeliveryTarget) (workload.Object, bool, error) {
 	for _, typ := range d.types {
-		if delivery.TargetKind(typ) != t.Kind {
+		if typ.RecordKind() != t.Kind {
 			continue
 		}
 		obj := typ.New()

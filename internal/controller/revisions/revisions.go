@@ -1,4 +1,9 @@
-package controller
+// Package revisions keeps config history in step: the Snapshotter writes the
+// immutable snapshots a revision names before the revision is rolled out
+// (the rollout and delivery controllers call it), and the revisions
+// controller deletes, per namespace, the snapshots nothing that can still
+// create pods names any more, and says which pods started unpinned.
+package revisions
 
 import (
 	"context"
@@ -18,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/controller"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
@@ -55,18 +62,18 @@ var (
 
 func init() { metrics.Registry.MustRegister(snapshotsDeleted, snapshotsKept, podsNotPinned) }
 
-// RevisionOptions configure the revisions controller.
-type RevisionOptions struct {
-	Settings  SettingsFunc
+// Options configure the revisions controller.
+type Options struct {
+	Policies  *configpolicy.Store
 	Snapshots *Snapshotter
 	// Grace is how long a snapshot no one names is kept: a template that
 	// names a snapshot just written may not be in the cache yet.
 	Grace time.Duration
 }
 
-// SetupRevisions registers the revisions controller, which reconciles
+// Setup registers the revisions controller, which reconciles
 // namespaces.
-func SetupRevisions(mgr ctrl.Manager, inv *inventory.Inventory, opts RevisionOptions) error {
+func Setup(mgr ctrl.Manager, inv *inventory.Inventory, opts Options) error {
 	r := &revisions{client: mgr.GetClient(), cache: mgr.GetCache(), inv: inv, opts: opts,
 		events: mgr.GetEventRecorder("configward-revisions"), unnamedSince: map[types.UID]time.Time{}, reported: map[types.UID]string{}}
 	for _, k := range inv.WatchedKinds() {
@@ -81,7 +88,7 @@ func SetupRevisions(mgr ctrl.Manager, inv *inventory.Inventory, opts RevisionOpt
 		watched = append(watched, t.New())
 	}
 	for _, obj := range watched {
-		b = b.Watches(obj, namespaceOf(nil))
+		b = b.Watches(obj, controller.NamespaceOf(nil))
 	}
 	return b.Complete(r)
 }
@@ -91,7 +98,7 @@ type revisions struct {
 	// cache lists snapshots (see snapshots).
 	cache  client.Reader
 	inv    *inventory.Inventory
-	opts   RevisionOptions
+	opts   Options
 	types  []*workload.Type
 	events recorder.EventRecorder
 
@@ -115,7 +122,7 @@ type named struct {
 
 func (r *revisions) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	ns := req.Name
-	settings, err := r.opts.Settings.of(ctx, ns)
+	settings, err := r.opts.Policies.For(ctx, r.client, ns)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -142,7 +149,7 @@ func (r *revisions) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			n.creators = append(n.creators, snaps)
 		}
 		for _, snaps := range n.creators {
-			if err := r.opts.Snapshots.ensure(ctx, ns, snaps); err != nil {
+			if err := r.opts.Snapshots.Ensure(ctx, ns, snaps); err != nil {
 				// The rollout that named it says why; pods wait.
 				ctrl.LoggerFrom(ctx).Info("a snapshot a revision names cannot be written", "namespace", ns, "error", err.Error())
 			}
@@ -313,7 +320,7 @@ func (r *revisions) collect(ctx context.Context, ns string, n named, snaps []cli
 			return 0, fmt.Errorf("deleting snapshot %s/%s: %w", ns, s.GetName(), err)
 		}
 		r.forget(uid)
-		r.opts.Snapshots.forget(ns, s.GetName())
+		r.opts.Snapshots.Forget(ns, s.GetName())
 		snapshotsDeleted.Inc()
 	}
 	if next > 0 {

@@ -1,4 +1,4 @@
-// Package churn tells a ConfigMap or Secret whose content changes too often
+// Package flapping tells a ConfigMap or Secret whose content changes too often
 // for its changes to roll its consumers: a writer whose output differs on
 // every refresh (a template with a random salt, a generator that re-mints),
 // or two controllers fighting over one object. Rolling every consumer on
@@ -10,7 +10,7 @@
 // keeps its Records in a ConfigMap, so that a restart or failover does not
 // reset the count. A Record holds times, resource versions and a field
 // manager's name, never anything of the object's content.
-package churn
+package flapping
 
 import (
 	"fmt"

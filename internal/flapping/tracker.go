@@ -1,4 +1,4 @@
-package churn
+package flapping
 
 import (
 	"encoding/json"

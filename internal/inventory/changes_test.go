@@ -1,4 +1,4 @@
-package controller
+package inventory
 
 import (
 	"testing"
@@ -6,25 +6,22 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/workload"
 )
 
 // cached passes a ConfigMap or Secret through the cache transform, since
-// contentChanged compares what the cache holds.
+// ContentChanged compares what the cache holds.
 func cached(t *testing.T, obj client.Object) client.Object {
 	t.Helper()
 	var out any
 	var err error
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
-		out, err = inventory.TransformConfigMap(o)
+		out, err = TransformConfigMap(o)
 	case *corev1.Secret:
-		out, err = inventory.TransformSecret(o)
+		out, err = TransformSecret(o)
 	default:
 		return obj
 	}
@@ -100,42 +97,9 @@ func TestContentChanged(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old, new := cached(t, tc.old), cached(t, tc.new)
-			if got := contentChanged(old, new); got != tc.want {
-				t.Fatalf("contentChanged = %v, want %v", got, tc.want)
+			if got := ContentChanged(old, new); got != tc.want {
+				t.Fatalf("ContentChanged = %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-// A manager refuses two controllers of one name; a declared kind may share
-// its Kind with a built-in one (OpenKruise's StatefulSet).
-func TestControllerNamesAreUniqueAcrossGroups(t *testing.T) {
-	decls, err := workload.ParseDeclarations([]byte(`[{group: apps.kruise.io, version: v1beta1, kind: StatefulSet, resource: statefulsets, podTemplatePath: spec.template},
- {group: argoproj.io, version: v1alpha1, kind: Rollout, resource: rollouts, podTemplatePath: spec.template}]`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := workload.NewRegistry(decls)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]string{}
-	for _, k := range reg.Kinds() {
-		typ, _ := reg.Type(k.GroupKind())
-		name := controllerName(typ)
-		if other, dup := seen[name]; dup {
-			t.Errorf("%s and %s share the controller name %q", other, k.GroupKind(), name)
-		}
-		seen[name] = k.GroupKind().String()
-	}
-	named := func(group, kind string) string {
-		typ, _ := reg.Type(schema.GroupKind{Group: group, Kind: kind})
-		return controllerName(typ)
-	}
-	if got := named("apps", "Deployment"); got != "rollout-deployment" {
-		t.Errorf("a built-in kind's controller was renamed: %q", got)
-	}
-	if got := named("argoproj.io", "Rollout"); got != "rollout-rollout-argoproj-io" {
-		t.Errorf("Rollout's controller: %q", got)
 	}
 }

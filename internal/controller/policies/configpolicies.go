@@ -1,4 +1,9 @@
-package controller
+// Package policies holds the controllers of configward's own policy
+// objects and of what follows from them: ConfigPolicy and ConfigSchema
+// status (Ready, RevisionsReady), the labels that mark governed
+// namespaces, and the matchConditions of configward's workload webhooks
+// (webhookscope).
+package policies
 
 import (
 	"context"

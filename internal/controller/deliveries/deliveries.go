@@ -1,4 +1,11 @@
-package controller
+// Package deliveries is the delivery controller. It moves each
+// ConfigDelivery on: it starts one when delivered config changes, and at
+// each look gathers what the pure state machine (delivery.Next) needs (the
+// record, the health of the current wave's workloads, the time), writes the
+// status it returns once, guarded by the record's resourceVersion, before
+// anything acts on it, then records its Events and metrics. The record is
+// all it keeps: a restarted or new leader carries a delivery on from it.
+package deliveries
 
 import (
 	"context"
@@ -20,9 +27,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/churn"
 	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/controller/revisions"
 	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/flapping"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
@@ -63,10 +71,10 @@ var (
 
 func init() { metrics.Registry.MustRegister(deliveriesStarted, deliveryWaves, deliveriesFinished) }
 
-// DeliveryOptions configure the delivery controller.
-type DeliveryOptions struct {
-	Settings  SettingsFunc
-	Snapshots *Snapshotter
+// Options configure the delivery controller.
+type Options struct {
+	Policies  *configpolicy.Store
+	Snapshots *revisions.Snapshotter
 	Keys      *hashkey.Source
 	Pinner    *delivery.Pinner
 	// BatchWindow: a delivery starts this long after the change it
@@ -75,20 +83,20 @@ type DeliveryOptions struct {
 	BatchWindow time.Duration
 	// Keep is how many finished deliveries of each config are kept.
 	Keep int
-	// Churn tells config that changes too often to deliver (nil: none
+	// Flapping tells config that changes too often to deliver (nil: none
 	// does).
-	Churn *churn.Tracker
+	Flapping *flapping.Tracker
 }
 
-// DefaultDeliveriesKept is how many finished deliveries of one config
+// DefaultKept is how many finished deliveries of one config
 // stay, newest first; older ones are deleted.
-const DefaultDeliveriesKept = 5
+const DefaultKept = 5
 
-// SetupDelivery registers the delivery controller. Its requests name a
+// Setup registers the delivery controller. Its requests name a
 // config ("ConfigMap/app" in a namespace), not an object of one kind.
-func SetupDelivery(mgr ctrl.Manager, inv *inventory.Inventory, opts DeliveryOptions) error {
+func Setup(mgr ctrl.Manager, inv *inventory.Inventory, opts Options) error {
 	if opts.Keep == 0 {
-		opts.Keep = DefaultDeliveriesKept
+		opts.Keep = DefaultKept
 	}
 	d := &deliveries{client: mgr.GetClient(), cache: mgr.GetCache(), inv: inv, opts: opts, lastWrite: map[types.UID]time.Time{},
 		events: mgr.GetEventRecorder("configward-delivery"), firstSeen: map[types.NamespacedName]time.Time{}}
@@ -123,7 +131,7 @@ type deliveries struct {
 	// client refuses ConfigMap reads: the cache holds digests).
 	cache  client.Reader
 	inv    *inventory.Inventory
-	opts   DeliveryOptions
+	opts   Options
 	types  []*workload.Type
 	events recorder.EventRecorder
 
@@ -164,7 +172,7 @@ func (d *deliveries) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	src, ns := revision.Source{Kind: refs.Kind(kind), Name: name}, req.Namespace
-	settings, err := d.opts.Settings.of(ctx, ns)
+	settings, err := d.opts.Policies.For(ctx, d.client, ns)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -207,7 +215,7 @@ func (d *deliveries) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // maybeStart starts a delivery of current once a consumer is behind it and
 // the batch window since the change was first seen has passed.
-func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src revision.Source, current string, s Settings, recs []*v1alpha1.ConfigDelivery) (reconcile.Result, error) {
+func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src revision.Source, current string, s configpolicy.NamespacePolicy, recs []*v1alpha1.ConfigDelivery) (reconcile.Result, error) {
 	consumers, behind, err := d.consumers(ctx, req.Namespace, src, current, s)
 	if err != nil || !behind {
 		d.forgetChange(req.NamespacedName)
@@ -216,7 +224,7 @@ func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src 
 	if wait := d.batchWait(req.NamespacedName); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	if rec, flapping := flappingObject(d.opts.Churn, s.Flapping, req.Namespace, src.Kind, src.Name); flapping {
+	if rec, held := d.opts.Flapping.Object(s.Flapping, req.Namespace, src.Kind, src.Name); held {
 		// No snapshot and no delivery of content that is replaced every
 		// refresh; the look once it has settled starts one, of the content
 		// it settled on.
@@ -224,7 +232,7 @@ func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src 
 	}
 	// The delivered content's snapshot exists before any template names
 	// it: the wave's pods would be refused otherwise.
-	if err := d.opts.Snapshots.ensure(ctx, req.Namespace, revision.Snapshots{src: current}); err != nil {
+	if err := d.opts.Snapshots.Ensure(ctx, req.Namespace, revision.Snapshots{src: current}); err != nil {
 		return reconcile.Result{}, fmt.Errorf("writing the snapshot of %s %s/%s to deliver: %w", src.Kind, req.Namespace, src.Name, err)
 	}
 	var seq int64
@@ -267,7 +275,7 @@ func (d *deliveries) supersede(ctx context.Context, rec *v1alpha1.ConfigDelivery
 
 // place writes the placement of a record whose status is empty (its
 // creator stopped before it could), ending older open deliveries first.
-func (d *deliveries) place(ctx context.Context, rec *v1alpha1.ConfigDelivery, recs []*v1alpha1.ConfigDelivery, src revision.Source, current string, s Settings) (reconcile.Result, error) {
+func (d *deliveries) place(ctx context.Context, rec *v1alpha1.ConfigDelivery, recs []*v1alpha1.ConfigDelivery, src revision.Source, current string, s configpolicy.NamespacePolicy) (reconcile.Result, error) {
 	consumers, _, err := d.consumers(ctx, rec.Namespace, src, current, s)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -287,7 +295,7 @@ func (d *deliveries) placeConsumers(ctx context.Context, rec *v1alpha1.ConfigDel
 // consumers lists the top-level workloads that consume src, with the
 // snapshot of src their template names, and whether any of them is behind
 // current.
-func (d *deliveries) consumers(ctx context.Context, ns string, src revision.Source, current string, s Settings) ([]delivery.Consumer, bool, error) {
+func (d *deliveries) consumers(ctx context.Context, ns string, src revision.Source, current string, s configpolicy.NamespacePolicy) ([]delivery.Consumer, bool, error) {
 	var kinds []workload.Kind
 	for _, t := range d.types {
 		kinds = append(kinds, t.Kind)

@@ -18,8 +18,8 @@ import (
 	"github.com/configward/configward/internal/webhookserver"
 )
 
-// PinPodsPath is where pods are pointed at their revision's config.
-const PinPodsPath = "/mutate-pod-config"
+// PodConfigPath is where pods are pointed at their revision's config.
+const PodConfigPath = "/mutate-pod-config"
 
 // The Pod path sees only pods whose template names config snapshots: the
 // webhook configurations match on the annotation (a matchCondition), so the
@@ -31,10 +31,10 @@ const PinPodsPath = "/mutate-pod-config"
 //
 // +kubebuilder:webhook:path=/mutate-pod-config,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=pod-config.configward.dev,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=5
 
-// PinPodsMatchCondition is the CEL matchCondition every installation puts
+// PodConfigMatchCondition is the CEL matchCondition every installation puts
 // on the Pod path (controller-gen's markers cannot express one): only the
 // pods whose template names config snapshots are sent to it.
-const PinPodsMatchCondition = `has(object.metadata.annotations) && '` + v1alpha1.ConfigSnapshotsAnnotation + `' in object.metadata.annotations`
+const PodConfigMatchCondition = `has(object.metadata.annotations) && '` + v1alpha1.ConfigSnapshotsAnnotation + `' in object.metadata.annotations`
 
 var podReviews = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "configward_revision_pod_reviews_total",
@@ -43,19 +43,19 @@ var podReviews = prometheus.NewCounterVec(prometheus.CounterOpts{
 
 func init() { metrics.Registry.MustRegister(podReviews) }
 
-// PinPods rewrites, at a pod's creation, its references to the ConfigMaps
+// PodConfig rewrites, at a pod's creation, its references to the ConfigMaps
 // and Secrets its revision read into references to their snapshots, named
 // by the pod's own configward.dev/config-snapshots annotation (inherited
 // from its template): the pod alone decides, so no cache lag can give it
 // other bytes. A snapshot not written yet refuses the pod; its controller
 // creates it again.
-type PinPods struct {
+type PodConfig struct {
 	Inventory *inventory.Inventory
 }
 
-// Scope implements webhookserver.Handler.
-func (h *PinPods) Scope() webhookserver.Scope[string] {
-	return webhookserver.Scope[string]{
+// Intake implements webhookserver.Handler.
+func (h *PodConfig) Intake() webhookserver.Intake[string] {
+	return webhookserver.Intake[string]{
 		Operations: []admissionv1.Operation{admissionv1.Create},
 		Unjudged:   "configward pins no config of %s",
 		Kind: func(gk schema.GroupKind) (webhookserver.Kind[string], bool) {
@@ -68,7 +68,7 @@ func (h *PinPods) Scope() webhookserver.Scope[string] {
 }
 
 // Review implements webhookserver.Handler.
-func (h *PinPods) Review(ctx context.Context, r *webhookserver.Review[string]) admission.Response {
+func (h *PodConfig) Review(ctx context.Context, r *webhookserver.Review[string]) admission.Response {
 	pod := r.Object.(*corev1.Pod)
 	value, ok := pod.Annotations[v1alpha1.ConfigSnapshotsAnnotation]
 	if !ok || value == "" {

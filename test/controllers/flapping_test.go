@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/churn"
 	"github.com/configward/configward/internal/digest"
+	"github.com/configward/configward/internal/flapping"
 	"github.com/configward/configward/internal/manager"
 	"github.com/configward/configward/internal/report"
 	"github.com/configward/configward/test/framework"
@@ -158,15 +158,15 @@ func writeAs(cm *corev1.ConfigMap, value, manager string) {
 
 // storedRecord is the controller's stored record of a ConfigMap's changes
 // (zero when there is none).
-func storedRecord(ns, name string) func() churn.Record {
-	return func() churn.Record {
+func storedRecord(ns, name string) func() flapping.Record {
+	return func() flapping.Record {
 		var stored corev1.ConfigMap
 		key := client.ObjectKey{Namespace: framework.Namespace, Name: manager.DefaultChangeRecords}
 		if err := env.Client.Get(ctx, key, &stored); err != nil {
-			return churn.Record{}
+			return flapping.Record{}
 		}
-		var r churn.Record
-		if v, ok := stored.Data[churn.Key{Kind: "ConfigMap", Namespace: ns, Name: name}.String()]; ok {
+		var r flapping.Record
+		if v, ok := stored.Data[flapping.Key{Kind: "ConfigMap", Namespace: ns, Name: name}.String()]; ok {
 			Expect(json.Unmarshal([]byte(v), &r)).To(Succeed())
 		}
 		return r

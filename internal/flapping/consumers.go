@@ -1,0 +1,34 @@
+package flapping
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configward/configward/internal/refs"
+)
+
+// Object says whether one ConfigMap or Secret of namespace is flapping now
+// under th, with its record. A nil tracker knows of none.
+func (t *Tracker) Object(th Threshold, namespace string, kind refs.Kind, name string) (Record, bool) {
+	if t == nil {
+		return Record{}, false
+	}
+	return t.Flapping(Key{Kind: string(kind), Namespace: namespace, Name: name}, th, time.Now())
+}
+
+// Input returns the first ConfigMap or Secret spec consumes that is
+// flapping now under th: the workload's rollouts are held while it is (its
+// other config's changes wait with it, and roll together once it has
+// settled). A nil tracker knows of none.
+func (t *Tracker) Input(th Threshold, namespace string, spec *corev1.PodSpec) (Key, Record, bool) {
+	if t == nil || spec == nil {
+		return Key{}, Record{}, false
+	}
+	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
+		if rec, ok := t.Object(th, namespace, c.Kind, c.Name); ok {
+			return Key{Kind: string(c.Kind), Namespace: namespace, Name: c.Name}, rec, true
+		}
+	}
+	return Key{}, Record{}, false
+}
