@@ -1,3 +1,8 @@
+// Package ruleinput builds the input document of the Rego rules from a
+// workload, its references and what is known of each target: the contract
+// with every rule, built-in or custom, which policies/README.md documents
+// field by field. It is built as Rego values directly, much cheaper than a
+// JSON round trip.
 package ruleinput
 
 import (
@@ -10,10 +15,6 @@ import (
 
 	"github.com/configward/configward/internal/refs"
 )
-
-// The input document is the contract with every rule, built-in or custom;
-// policies/README.md documents it field by field. It is built as plain maps
-// and converted once, which is much cheaper than a JSON round trip.
 
 // Request describes the admission request.
 type Request struct {

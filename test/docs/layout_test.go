@@ -10,7 +10,8 @@ import (
 	"github.com/configward/configward/test/framework"
 )
 
-// CONTRIBUTING's layout names every package under internal/: a package
+// CONTRIBUTING's layout names every package under internal/, and each
+// says what it is for in its package comment: a package
 // nobody can find in it is one whose job a newcomer has to guess, and the
 // place a second copy of a decision starts. A package nested in another
 // (internal/controller/rollouts) is named inside its parent's entry.
@@ -39,6 +40,9 @@ func TestLayoutNamesEveryPackage(t *testing.T) {
 		}
 		found++
 		rel, _ := filepath.Rel(root, path)
+		if !hasPackageComment(t, path) {
+			t.Errorf("%s has no package comment (// Package %s ...): say what it is for", rel, filepath.Base(path))
+		}
 		parts := strings.Split(filepath.ToSlash(rel), "/")
 		top := strings.Join(parts[:2], "/")
 		switch {
@@ -72,6 +76,28 @@ func hasGoCode(t *testing.T, dir string) bool {
 	}
 	for _, e := range entries {
 		if strings.HasSuffix(e.Name(), ".go") && !strings.HasSuffix(e.Name(), "_test.go") {
+			return true
+		}
+	}
+	return false
+}
+
+// hasPackageComment says whether a Go file of dir opens with the package's
+// comment.
+func hasPackageComment(t *testing.T, dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		text, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(text), "// Package "+filepath.Base(dir)+" ") {
 			return true
 		}
 	}
