@@ -154,6 +154,9 @@ func (h *ValidateConfigChanges) Review(ctx context.Context, rv *webhookserver.Re
 	}
 	r.NamespaceTerminating = ns != nil && (ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating)
 	active := h.Policies.Current()
+	if p := active.For(ns); p.Revisions && (kind == string(refs.ConfigMap) || p.RevisionSecrets) {
+		r.Snapshotted = true
+	}
 	cc := active.ChangeControl(h.ChangeControl, ns)
 	settings := active.Rules(ns)
 	if req.Operation == admissionv1.Delete && kind != "ConfigSchema" && settings.ActionFor(rules.Finding{Rule: rules.ConfigInUseDelete}) != rules.Off {

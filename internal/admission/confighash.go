@@ -141,7 +141,12 @@ func (h *ConfigHash) Review(ctx context.Context, r *webhookserver.Review[*worklo
 	}
 	d := stamp.Decide(stamp.Input{Workload: w, Facts: facts, Write: write})
 	var warnings []string
-	if len(d.Unpinned) > 0 {
+	switch {
+	case len(d.Unpinned) > 0 && policy.SnapshotsBlocked != "":
+		warnings = append(warnings, fmt.Sprintf("[config-revision] %s %s/%s reads %s as they are now: configward cannot write snapshots in namespace %s (%s), "+
+			"so this revision's pods are not pinned to its bytes and a rollback to it cannot bring them back. Fix the cause; revisions pin pods again once snapshots can be written.",
+			kind, r.Namespace, r.Name(), sourceList(d.Unpinned), r.Namespace, policy.SnapshotsBlocked))
+	case len(d.Unpinned) > 0:
 		warnings = append(warnings, fmt.Sprintf("[config-revision] Pod %s/%s reads %s as they are now: no snapshot of that content is written yet, so a container restart may read later content. "+
 			"configward writes the snapshot; Pods created from now on are pinned.", r.Namespace, r.Name(), sourceList(d.Unpinned)))
 	}

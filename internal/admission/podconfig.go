@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/webhookserver"
@@ -51,7 +53,22 @@ func init() { metrics.Registry.MustRegister(podReviews) }
 // creates it again.
 type PodConfig struct {
 	Inventory *inventory.Inventory
+	// Namespaces (a cache) say where configward cannot write snapshots.
+	Namespaces client.Reader
+	// Pending is how long a pod waits for a snapshot not written yet
+	// before it is refused (0: PendingSnapshotWait).
+	Pending time.Duration
 }
+
+// PendingSnapshotWait is how long the Pod path waits for a snapshot its
+// controller is writing: the webhook names a new workload's snapshots the
+// moment it is created, and its first pods follow within a second, often
+// before the write; refused, each would leave a FailedCreate Warning on
+// the normal path. It stays well inside the webhook's 5 s timeout.
+const PendingSnapshotWait = 2 * time.Second
+
+// pendingPoll is how often the cache is asked while a pod waits.
+const pendingPoll = 50 * time.Millisecond
 
 // Intake implements webhookserver.Handler.
 func (h *PodConfig) Intake() webhookserver.Intake[string] {
@@ -80,17 +97,21 @@ func (h *PodConfig) Review(ctx context.Context, r *webhookserver.Review[string])
 		return admission.Denied(fmt.Sprintf("[config-revision] Pod %s/%s: its %s annotation is not one configward wrote (%v), so its config cannot be pinned. "+
 			"Remove the annotation from the pod template; configward stamps it again.", r.Namespace, r.Name(), v1alpha1.ConfigSnapshotsAnnotation, err))
 	}
-	for _, src := range snaps.Sorted() {
-		written, err := h.Inventory.SnapshotWritten(ctx, r.Namespace, src, snaps[src])
-		if err != nil {
-			return admission.Errored(500, fmt.Errorf("configward: looking up snapshot %s: %w", snaps[src], err))
+	src, err := h.unwritten(ctx, r.Namespace, snaps)
+	if err != nil {
+		return admission.Errored(500, fmt.Errorf("configward: looking up the snapshots of Pod %s/%s: %w", r.Namespace, r.Name(), err))
+	}
+	if src != nil {
+		podReviews.WithLabelValues("waiting").Inc()
+		if why := h.blocked(ctx, r.Namespace); why != "" {
+			return admission.Denied(fmt.Sprintf("[config-revision] snapshot %s of %s %s/%s cannot be written: configward cannot write snapshots in namespace %s (%s). "+
+				"Pod %s/%s must read exactly its revision's config, so it is refused; configward takes the snapshot out of its workload's template, "+
+				"and the pods of the next revision start on the original. See the Events of the workload and the RevisionsReady condition of its ConfigPolicy.",
+				snaps[*src], src.Kind, r.Namespace, src.Name, r.Namespace, why, r.Namespace, r.Name()))
 		}
-		if !written {
-			podReviews.WithLabelValues("waiting").Inc()
-			return admission.Denied(fmt.Sprintf("[config-revision] snapshot %s of %s %s/%s is not written yet: Pod %s/%s must read exactly its revision's config, "+
-				"so it waits for configward's controller to write it (the pod's controller retries). If it does not come, see the Events of the workload.",
-				snaps[src], src.Kind, r.Namespace, src.Name, r.Namespace, r.Name()))
-		}
+		return admission.Denied(fmt.Sprintf("[config-revision] snapshot %s of %s %s/%s is not written yet: Pod %s/%s must read exactly its revision's config, "+
+			"so it waits for configward's controller to write it (the pod's controller retries within seconds). If the refusal repeats, see the Events of the workload.",
+			snaps[*src], src.Kind, r.Namespace, src.Name, r.Namespace, r.Name()))
 	}
 	ops, _ := revision.PodPatch(&pod.Spec, snaps)
 	podReviews.WithLabelValues("pinned").Inc()
@@ -98,4 +119,50 @@ func (h *PodConfig) Review(ctx context.Context, r *webhookserver.Review[string])
 		return admission.Allowed("its references name no snapshotted config")
 	}
 	return admission.Patched("pointed at its revision's config snapshots", ops...)
+}
+
+// unwritten returns a source of snaps whose snapshot is not written,
+// after waiting up to Pending for the controller to write it; nil when all
+// are.
+func (h *PodConfig) unwritten(ctx context.Context, namespace string, snaps revision.Snapshots) (*revision.Source, error) {
+	wait := h.Pending
+	if wait == 0 {
+		wait = PendingSnapshotWait
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		var missing *revision.Source
+		for _, src := range snaps.Sorted() {
+			written, err := h.Inventory.SnapshotWritten(ctx, namespace, src, snaps[src])
+			if err != nil {
+				return nil, err
+			}
+			if !written {
+				missing = &src
+				break
+			}
+		}
+		// Where writes are blocked, nothing will come: no wait.
+		if missing == nil || time.Now().After(deadline) || h.blocked(ctx, namespace) != "" {
+			return missing, nil
+		}
+		select {
+		case <-ctx.Done():
+			return missing, nil
+		case <-time.After(pendingPoll):
+		}
+	}
+}
+
+// blocked says why snapshots cannot be written in namespace, "" when they
+// can (or the namespace is unknown).
+func (h *PodConfig) blocked(ctx context.Context, namespace string) string {
+	if h.Namespaces == nil {
+		return ""
+	}
+	ns, err := configpolicy.LookupNamespace(ctx, h.Namespaces, namespace)
+	if err != nil || ns == nil {
+		return ""
+	}
+	return ns.Annotations[v1alpha1.SnapshotsBlockedAnnotation]
 }

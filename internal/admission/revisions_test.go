@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -128,14 +129,14 @@ func TestPinPods(t *testing.T) {
 			{Operation: "replace", Path: "/spec/containers/0/env/0/valueFrom/configMapKeyRef/name", Value: snap}}}},
 		"waiting for its snapshot": {false, create(withSnapshots("ConfigMap/app=" + snap)), denied("[config-revision] snapshot " + snap +
 			" of ConfigMap shop/app is not written yet: Pod shop/* must read exactly its revision's config, so it waits for configward's controller to write it " +
-			"(the pod's controller retries). If it does not come, see the Events of the workload.")},
+			"(the pod's controller retries within seconds). If the refusal repeats, see the Events of the workload.")},
 		"no snapshots": {false, create(pod("p", podSpec(nil, envFromConfigMap("app")), nil)), allowed("no config snapshots named")},
 		"an annotation configward did not write": {true, create(withSnapshots("app")), denied(`[config-revision] Pod shop/*: its ` +
 			`configward.dev/config-snapshots annotation is not one configward wrote ("app" is not Kind/name=snapshot), so its config cannot be pinned. ` +
 			`Remove the annotation from the pod template; configward stamps it again.`)},
 		"a snapshot of another ConfigMap": {true, create(withSnapshots("ConfigMap/flags=" + snap)), denied("[config-revision] snapshot " + snap +
 			" of ConfigMap shop/flags is not written yet: Pod shop/* must read exactly its revision's config, so it waits for configward's controller to write it " +
-			"(the pod's controller retries). If it does not come, see the Events of the workload.")},
+			"(the pod's controller retries within seconds). If the refusal repeats, see the Events of the workload.")},
 	} {
 		t.Run(name, func(t *testing.T) {
 			objs := []any{namespace(testNS, nil), configMap("app", appData, nil)}
@@ -143,7 +144,44 @@ func TestPinPods(t *testing.T) {
 				objs = append(objs, snapshotOf(configMap("app", appData, nil), snap))
 			}
 			c := newCache(t, toObjects(objs)...)
-			tc.want.check(t, serve(&PodConfig{Inventory: newInventory(c)}).Handle(context.Background(), tc.req.build(t)))
+			tc.want.check(t, serve(&PodConfig{Inventory: newInventory(c), Pending: time.Millisecond}).Handle(context.Background(), tc.req.build(t)))
 		})
 	}
+}
+
+// A pod whose snapshot its controller is writing waits for it instead of
+// being refused (the first pods of a new workload would leave a
+// FailedCreate Warning on the normal path); where snapshots cannot be
+// written, it is refused at once, saying why.
+func TestPodConfigPendingAndBlocked(t *testing.T) {
+	snap := appSnapshot(appData)
+	p := withAnnotations(pod("", podSpec(nil, envFromConfigMap("app")), nil), map[string]string{v1alpha1.ConfigSnapshotsAnnotation: "ConfigMap/app=" + snap})
+	create := req{op: admissionv1.Create, kind: podKind, object: p}
+
+	t.Run("written while it waits", func(t *testing.T) {
+		c := newCache(t, namespace(testNS, nil), configMap("app", appData, nil))
+		go func() {
+			time.Sleep(200 * time.Millisecond)
+			_ = c.Create(context.Background(), snapshotOf(configMap("app", appData, nil), snap))
+		}()
+		resp := serve(&PodConfig{Inventory: newInventory(c), Namespaces: c, Pending: 5 * time.Second}).Handle(context.Background(), create.build(t))
+		if !resp.Allowed || len(resp.Patches) != 1 {
+			t.Fatalf("allowed %v, %d patches: %+v", resp.Allowed, len(resp.Patches), resp.Result)
+		}
+	})
+	t.Run("writes blocked in the namespace", func(t *testing.T) {
+		ns := namespace(testNS, nil)
+		ns.Annotations = map[string]string{v1alpha1.SnapshotsBlockedAnnotation: "quota: exceeded quota: configmaps"}
+		c := newCache(t, ns, configMap("app", appData, nil))
+		start := time.Now()
+		resp := serve(&PodConfig{Inventory: newInventory(c), Namespaces: c, Pending: 5 * time.Second}).Handle(context.Background(), create.build(t))
+		if resp.Allowed || time.Since(start) > time.Second {
+			t.Fatalf("allowed %v after %s, want refused at once", resp.Allowed, time.Since(start))
+		}
+		for _, want := range []string{"cannot be written", "(quota: exceeded quota: configmaps)", "takes the snapshot out of its workload's template", "RevisionsReady"} {
+			if !strings.Contains(resp.Result.Message, want) {
+				t.Errorf("message %q lacks %q", resp.Result.Message, want)
+			}
+		}
+	})
 }

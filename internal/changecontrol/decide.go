@@ -69,6 +69,9 @@ type Request struct {
 	// Consumers are the live workloads that reference the object, as
 	// "Kind name" (DELETE only); see Live.
 	Consumers []string
+	// Snapshotted: the namespace keeps config revisions of objects of this
+	// kind, so revisions of its consumers name snapshots of it.
+	Snapshotted bool
 }
 
 // Verdict is what change control says about a request.
@@ -137,6 +140,12 @@ func Decide(s Settings, r Request) Verdict {
 				Rule: rules.ConfigInUseDelete,
 				Message: fmt.Sprintf("%s is used by %s: their pods fail to start or to refresh it once it is gone. Remove the references (or the workloads) first.",
 					what, countedList(r.Consumers, 3)),
+			}
+			if r.Snapshotted {
+				f.Message = fmt.Sprintf("%s is used by %s. Running pods keep what they read; pods of a revision that names a snapshot of it "+
+					"(revisions are on here) go on reading that snapshot, new and scaled-up ones and rollbacks included, and configward "+
+					"rolls none of them onto the missing object; pods of a revision without one cannot start. Remove the references (or the workloads) first.",
+					what, countedList(r.Consumers, 3))
 			}
 			if pipeline {
 				// Admission sees one request of a change set at a time and

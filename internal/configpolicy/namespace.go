@@ -30,6 +30,10 @@ type NamespacePolicy struct {
 	// Flapping is when a ConfigMap or Secret changes too often to roll its
 	// consumers.
 	Flapping flapping.Threshold
+	// SnapshotsBlocked, where revisions are on, says why configward's
+	// controller cannot write snapshots in the namespace now
+	// (v1alpha1.SnapshotsBlockedAnnotation); "" while it can.
+	SnapshotsBlocked string
 }
 
 // DefaultNamespacePolicy is what holds where no ConfigPolicy selects a
@@ -44,6 +48,9 @@ func (a *Active) For(ns *corev1.Namespace) NamespacePolicy {
 	p.Revisions, p.RevisionSecrets = a.revisions(ns)
 	p.DeliveryPolicy, p.Delivery = a.delivery(ns)
 	p.Flapping = a.flapping(ns)
+	if p.Revisions && ns != nil {
+		p.SnapshotsBlocked = ns.Annotations[v1alpha1.SnapshotsBlockedAnnotation]
+	}
 	return p
 }
 

@@ -29,6 +29,10 @@ const (
 	// ReasonNewerContent: a newer content of the config has a delivery of
 	// its own (Superseded).
 	ReasonNewerContent = "NewerContent"
+	// ReasonSnapshotsBlocked: the snapshot of the delivered content cannot
+	// be written (a quota, RBAC or an admission webhook refuses it), so no
+	// wave can take it (Halted before the first wave).
+	ReasonSnapshotsBlocked = "SnapshotsBlocked"
 )
 
 // Reasons of the Kubernetes Events a delivery's steps record. They go on
@@ -202,6 +206,12 @@ func Next(rec *v1alpha1.ConfigDelivery, obs Observation) Step {
 	}
 	i := CurrentWave(rec)
 	if i < 0 {
+		if rec.Status.Waves[0].Approval {
+			// Even the first wave may wait for a person: nothing moves
+			// before they promote it.
+			c.awaitApproval(0)
+			return c.then(waitingPoll)
+		}
 		c.startWave(0, "")
 		return c.then(soon)
 	}
@@ -399,15 +409,22 @@ func (c *change) next(i int, what, by string) {
 	case i+1 >= len(s.Waves):
 		c.finish(v1alpha1.DeliverySucceeded, ReasonAllWavesHealthy, fmt.Sprintf("every wave healthy: %s is delivered", s.To), by)
 	case s.Waves[i+1].Approval && what != v1alpha1.HistoryPromoted:
-		s.State, s.Reason = v1alpha1.DeliveryWaitingForApproval, ReasonApprovalRequired
-		s.CurrentWave = s.Waves[i+1].Name
-		s.Message = fmt.Sprintf("wave %s waits for approval: configward delivery promote -n %s %s/%s",
-			s.CurrentWave, c.rec.Namespace, strings.ToLower(c.rec.Spec.Config.Kind), c.rec.Spec.Config.Name)
-		c.step.Write = true
-		c.event(corev1.EventTypeNormal, EventWaitingForApproval, fmt.Sprintf("ConfigDelivery %s: %s", c.rec.Name, s.Message))
+		c.awaitApproval(i + 1)
 	default:
 		c.startWave(i+1, by)
 	}
+}
+
+// awaitApproval makes the delivery wait for a person's promote before wave
+// i starts.
+func (c *change) awaitApproval(i int) {
+	s := &c.step.Status
+	s.State, s.Reason = v1alpha1.DeliveryWaitingForApproval, ReasonApprovalRequired
+	s.CurrentWave = s.Waves[i].Name
+	s.Message = fmt.Sprintf("wave %s waits for approval: configward delivery promote -n %s %s/%s",
+		s.CurrentWave, c.rec.Namespace, strings.ToLower(c.rec.Spec.Config.Kind), c.rec.Spec.Config.Name)
+	c.step.Write = true
+	c.event(corev1.EventTypeNormal, EventWaitingForApproval, fmt.Sprintf("ConfigDelivery %s: %s", c.rec.Name, s.Message))
 }
 
 // startWave records that wave i starts; the rollout controllers re-stamp

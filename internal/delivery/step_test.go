@@ -57,6 +57,16 @@ func record(opts ...func(*v1alpha1.ConfigDelivery)) *v1alpha1.ConfigDelivery {
 }
 
 // started: wave i started `since` ago, the waves before it completed.
+// canaryApproval makes the first wave ask for approval.
+func canaryApproval(rec *v1alpha1.ConfigDelivery) {
+	rec.Spec.Settings.Waves[0].Approval, rec.Status.Waves[0].Approval = true, true
+}
+
+// waitingForCanary is a delivery whose first wave waits for approval.
+func waitingForCanary(rec *v1alpha1.ConfigDelivery) {
+	rec.Status.State, rec.Status.Reason, rec.Status.CurrentWave = v1alpha1.DeliveryWaitingForApproval, ReasonApprovalRequired, "canary"
+}
+
 func started(i int, since time.Duration) func(*v1alpha1.ConfigDelivery) {
 	return func(r *v1alpha1.ConfigDelivery) {
 		for j := range i {
@@ -283,6 +293,25 @@ func stepRows() []stepRow {
 			name: "the first wave starts", rec: record(), obs: look(nil),
 			state: v1alpha1.DeliveryProgressing, reason: ReasonWaveStarted, message: "wave canary started: 1 workloads",
 			history: []string{"WaveStarted@canary"},
+			events:  []string{"Normal DeliveryWaveStarted on the config: ConfigDelivery configmap-app-7: wave canary (1 of 3) started: Deployment/a"},
+			metrics: Metrics{Waves: []WaveOutcome{WaveOutcomeStarted}}, write: true, requeue: time.Millisecond,
+		},
+		{
+			name: "a first wave that asks for approval waits for it before anything moves", rec: record(canaryApproval), obs: look(nil),
+			state: v1alpha1.DeliveryWaitingForApproval, reason: ReasonApprovalRequired,
+			message: "wave canary waits for approval: configward delivery promote -n shop configmap/app",
+			events:  []string{"Normal DeliveryWaitingForApproval on the config: ConfigDelivery configmap-app-7: wave canary waits for approval: configward delivery promote -n shop configmap/app"},
+			write:   true, requeue: 30 * time.Second,
+			also: func(t *testing.T, s v1alpha1.ConfigDeliveryStatus) {
+				if s.CurrentWave != "canary" || s.Waves[0].StartedAt != nil {
+					t.Errorf("current wave %q started %v: want canary, not started", s.CurrentWave, s.Waves[0].StartedAt)
+				}
+			},
+		},
+		{
+			name: "a promote starts a first wave that waited for approval", rec: record(canaryApproval, waitingForCanary, request(v1alpha1.ActionPromote)), obs: look(nil),
+			state: v1alpha1.DeliveryProgressing, reason: ReasonWaveStarted, message: "wave canary started: 1 workloads",
+			history: []string{"Promoted@canary/alice: approved", "WaveStarted@canary/alice"},
 			events:  []string{"Normal DeliveryWaveStarted on the config: ConfigDelivery configmap-app-7: wave canary (1 of 3) started: Deployment/a"},
 			metrics: Metrics{Waves: []WaveOutcome{WaveOutcomeStarted}}, write: true, requeue: time.Millisecond,
 		},

@@ -3,6 +3,7 @@ package drift
 import (
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,7 +28,9 @@ type Causes struct {
 }
 
 type batch struct {
-	objects map[string]bool
+	// objects maps each changed object to a note on it, "" for none
+	// (which delivery wave moved it).
+	objects map[string]string
 	at      time.Time
 	// taken: the rollout controller has acted on it; the next change
 	// starts a new batch.
@@ -37,16 +40,46 @@ type batch struct {
 // NewCauses returns an empty log.
 func NewCauses() *Causes { return &Causes{byWorkload: map[Key]*batch{}} }
 
-// Add records that object ("ConfigMap/web-config") changed and reaches w.
+// Add records that object ("ConfigMap/web-config") changed and reaches w,
+// keeping the note it has in the batch.
 func (c *Causes) Add(w Key, object string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	b := c.open(w, now)
+	b.objects[object] = b.objects[object]
+}
+
+// Note records that object changed and reaches w, noting how ("delivery
+// configmap-app-3, wave canary"; "" takes an earlier note off): an object
+// is named once in a batch, with its latest note.
+func (c *Causes) Note(w Key, object, note string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.open(w, now).objects[object] = note
+}
+
+// open is w's open batch, started at now if there is none.
+func (c *Causes) open(w Key, now time.Time) *batch {
 	b := c.byWorkload[w]
 	if b == nil || b.taken {
-		b = &batch{objects: map[string]bool{}, at: now}
+		b = &batch{objects: map[string]string{}, at: now}
 		c.byWorkload[w] = b
 	}
-	b.objects[object] = true
+	return b
+}
+
+// names are a batch's objects as Events name them: "ConfigMap/web-config",
+// or with its note, "ConfigMap/web-config (delivery ..., wave canary)",
+// sorted.
+func (b *batch) names() []string {
+	out := make([]string, 0, len(b.objects))
+	for _, o := range slices.Sorted(maps.Keys(b.objects)) {
+		if note := b.objects[o]; note != "" {
+			o += " (" + note + ")"
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // Take returns the objects of w's open batch, sorted, and closes it; nil
@@ -59,7 +92,7 @@ func (c *Causes) Take(w Key) []string {
 		return nil
 	}
 	b.taken = true
-	return slices.Sorted(maps.Keys(b.objects))
+	return b.names()
 }
 
 // PutBack reopens w's batch with objects after acting on them failed, so
@@ -72,12 +105,17 @@ func (c *Causes) PutBack(w Key, objects []string, now time.Time) {
 	defer c.mu.Unlock()
 	b := c.byWorkload[w]
 	if b == nil {
-		b = &batch{objects: map[string]bool{}, at: now}
+		b = &batch{objects: map[string]string{}, at: now}
 		c.byWorkload[w] = b
 	}
 	b.taken = false
-	for _, o := range objects {
-		b.objects[o] = true
+	for _, name := range objects {
+		// A name is "object" or "object (note)"; object names hold no
+		// space.
+		o, note, _ := strings.Cut(name, " (")
+		if _, seen := b.objects[o]; !seen || note != "" {
+			b.objects[o] = strings.TrimSuffix(note, ")")
+		}
 	}
 }
 
@@ -90,7 +128,7 @@ func (c *Causes) Last(w Key) ([]string, time.Time) {
 	if b == nil {
 		return nil, time.Time{}
 	}
-	return slices.Sorted(maps.Keys(b.objects)), b.at
+	return b.names(), b.at
 }
 
 // Retain forgets the workloads of namespace for which keep is false (they

@@ -23,6 +23,7 @@ func TestCausesTake(t *testing.T) {
 		want []string // for take
 	}
 	add := func(w Key, what string) op { return op{do: "add", w: w, what: []string{what}} }
+	note := func(w Key, what, note string) op { return op{do: "note", w: w, what: []string{what, note}} }
 	putBack := func(w Key, what ...string) op { return op{do: "putBack", w: w, what: what} }
 	take := func(w Key, want ...string) op { return op{do: "take", w: w, want: want} }
 	for _, tc := range []struct {
@@ -49,6 +50,21 @@ func TestCausesTake(t *testing.T) {
 		{"putBack reopens what was taken", []op{add(web, "ConfigMap/app"), take(web, "ConfigMap/app"), putBack(web, "ConfigMap/app"), take(web, "ConfigMap/app")}},
 		{"putBack of nothing", []op{putBack(web), take(web)}},
 		{"putBack of nothing keeps what is there", []op{add(web, "ConfigMap/app"), putBack(web), take(web, "ConfigMap/app")}},
+		// A delivery's wave notes how a change reached a workload: the
+		// object is named once, with its note.
+		{"a change and its delivery wave name the object once", []op{
+			add(web, "ConfigMap/app"), note(web, "ConfigMap/app", "delivery configmap-app-1, wave canary"),
+			take(web, "ConfigMap/app (delivery configmap-app-1, wave canary)")}},
+		{"a later change keeps the note", []op{
+			note(web, "ConfigMap/app", "delivery configmap-app-1, wave canary"), add(web, "ConfigMap/app"),
+			take(web, "ConfigMap/app (delivery configmap-app-1, wave canary)")}},
+		{"a cancelled delivery takes its wave off", []op{
+			note(web, "ConfigMap/app", "delivery configmap-app-1, wave canary"), note(web, "ConfigMap/app", ""),
+			take(web, "ConfigMap/app")}},
+		{"putBack keeps the note once", []op{
+			note(web, "ConfigMap/app", "delivery configmap-app-1, wave canary"), take(web, "ConfigMap/app (delivery configmap-app-1, wave canary)"),
+			add(web, "ConfigMap/app"), putBack(web, "ConfigMap/app (delivery configmap-app-1, wave canary)"),
+			take(web, "ConfigMap/app (delivery configmap-app-1, wave canary)")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := NewCauses()
@@ -56,6 +72,8 @@ func TestCausesTake(t *testing.T) {
 				switch o.do {
 				case "add":
 					l.Add(o.w, o.what[0], time.Now())
+				case "note":
+					l.Note(o.w, o.what[0], o.what[1], time.Now())
 				case "putBack":
 					l.PutBack(o.w, o.what, time.Now())
 				case "take":

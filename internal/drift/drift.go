@@ -69,6 +69,11 @@ var (
 	// whose config snapshots exist (revisions on).
 	RolledBackHold = Hold{Reason: "rolled-back", Why: "it was rolled back (kubectl rollout undo) to an earlier revision, whose pods read that revision's config snapshots",
 		Until: "its config changes again or a new revision is deployed"}
+	// ConfigMissing is a workload's that requires a ConfigMap or Secret
+	// that does not exist, with no snapshot of it in the revision it runs:
+	// rolled, its new pods could not start.
+	ConfigMissing = Hold{Reason: "config-missing", Why: "a ConfigMap or Secret it requires does not exist, so new pods could not start",
+		Until: "the config exists again, or the workload stops naming it"}
 	StartedJobs = Hold{Reason: "cronjob", Why: "Jobs already started keep the config they started with", Until: "they finish; the next Job uses the new config"}
 )
 
@@ -110,6 +115,10 @@ type Status struct {
 	// change, or after it restarted without a Report to read them from).
 	Changed   []string
 	ChangedAt time.Time
+	// Unpinned, where revisions are on, says why the revision it runs is
+	// not pinned to snapshots of its config: they cannot be written in its
+	// namespace now (a quota, RBAC, an admission webhook); "" otherwise.
+	Unpinned string
 }
 
 // CountPods sorts a workload's pods by hash: Current are those that

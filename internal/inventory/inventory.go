@@ -216,11 +216,13 @@ func (inv *Inventory) TemplateHash(ctx context.Context, key []byte, namespace st
 // pinned is what the inventory knows of an object, with the content of
 // its pin where pins name a snapshot for it. A pin whose snapshot is not in
 // the cache is an error, never the object's current content: a consumer a
-// delivery has not reached must not take the new content by accident.
+// delivery has not reached must not take the new content by accident. An
+// object that is gone may be pinned too (the revision that reads it keeps
+// its snapshot): it then counts as the rollout-mode content it had.
 func (inv *Inventory) pinned(ctx context.Context, kind refs.Kind, namespace, name string, pins revision.Snapshots) (Object, error) {
 	o, err := inv.Get(ctx, kind, namespace, name)
 	snap, ok := pins[revision.Source{Kind: kind, Name: name}]
-	if err != nil || !ok || !o.Exists {
+	if err != nil || !ok {
 		return o, err
 	}
 	s, err := inv.Get(ctx, kind, namespace, snap)
@@ -229,6 +231,9 @@ func (inv *Inventory) pinned(ctx context.Context, kind refs.Kind, namespace, nam
 	}
 	if of, isSnapshot := revision.SnapshotOf(s.Labels, s.Annotations); !s.Exists || !isSnapshot || of != name {
 		return o, fmt.Errorf("%s %s/%s is pinned to snapshot %s, which is not in the cache", kind, namespace, name, snap)
+	}
+	if !o.Exists {
+		o.Exists, o.Mode, o.Type = true, Rollout, s.Type
 	}
 	o.KeyDigests = s.KeyDigests
 	return o, nil

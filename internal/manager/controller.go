@@ -160,7 +160,8 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, writeReports bool) 
 	}); err != nil {
 		return err
 	}
-	if err := policies.SetupConfigPolicies(mgr, inForce); err != nil {
+	trials := policies.WriteTrials{Snapshot: snapshots.TryWrite, Record: deliveries.TryRecord(mgr.GetClient())}
+	if err := policies.SetupConfigPolicies(mgr, inForce, trials); err != nil {
 		return err
 	}
 	if err := policies.SetupWebhookScope(mgr, inForce, policiesSynced, kinds, o.WebhookScope); err != nil {

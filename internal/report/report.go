@@ -46,6 +46,9 @@ const (
 	PropUntil     = "until"
 	PropChanged   = "changed"
 	PropChangedAt = "changedAt"
+	// PropUnpinned says why a workload's revision reads its config
+	// unpinned (drift.Status.Unpinned).
+	PropUnpinned = "unpinned"
 	// Properties of a finding's result.
 	PropAction       = "action"
 	PropPath         = "path"
@@ -171,6 +174,9 @@ func ConfigCurrentResult(s drift.Status) openreports.ReportResult {
 	if len(s.Changed) > 0 {
 		props[PropChanged] = strings.Join(s.Changed, changedSeparator)
 		props[PropChangedAt] = s.ChangedAt.UTC().Format(time.RFC3339)
+	}
+	if s.Unpinned != "" {
+		props[PropUnpinned] = s.Unpinned
 	}
 	res := openreports.ReportResult{
 		Source:      Source,

@@ -2,6 +2,7 @@ package stamp
 
 import (
 	"context"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,6 +10,7 @@ import (
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/workload"
 )
@@ -58,24 +60,70 @@ func (src Sources) Gather(ctx context.Context, s Subject) (Facts, error) {
 	}
 	f.Reached = pinned.Reached
 	ns := s.Workload.Obj.GetNamespace()
-	var err error
-	if f.Hash, f.Counted, err = src.Inventory.TemplateHash(ctx, s.Key, ns, s.Spec, s.Policy.Secrets, pinned.Snapshots, s.Rolled); err != nil {
+	pins, err := src.gone(ctx, ns, s, pinned.Snapshots, &f)
+	if err != nil {
+		return f, &Unread{Fact: HashFact, Err: err}
+	}
+	if f.Hash, f.Counted, err = src.Inventory.TemplateHash(ctx, s.Key, ns, s.Spec, s.Policy.Secrets, pins, s.Rolled); err != nil {
 		return f, &Unread{Fact: HashFact, Err: err}
 	}
 	if !s.Policy.Revisions || f.Counted == 0 {
 		return f, nil
 	}
-	if f.Snapshots, err = src.Inventory.Snapshots(ctx, s.Key, ns, s.Spec, s.Policy.RevisionSecrets, pinned.Snapshots); err != nil {
+	if f.Snapshots, err = src.Inventory.Snapshots(ctx, s.Key, ns, s.Spec, s.Policy.RevisionSecrets, pins); err != nil {
 		return f, &Unread{Fact: SnapshotsFact, Err: err}
 	}
-	if s.Workload.Type.OwnTemplate {
-		for _, source := range f.Snapshots.Sorted() {
-			if ok, err := src.Inventory.SnapshotWritten(ctx, ns, source, f.Snapshots[source]); err != nil || !ok {
-				f.Unwritten = append(f.Unwritten, source)
+	if s.Workload.Type.OwnTemplate || s.Policy.SnapshotsBlocked != "" {
+		f.Unwritten = map[string]bool{}
+		for _, snaps := range []revision.Snapshots{f.Snapshots, snapshotsOf(s.Stored)} {
+			for source, snap := range snaps {
+				if ok, err := src.Inventory.SnapshotWritten(ctx, ns, source, snap); err != nil || !ok {
+					f.Unwritten[snap] = true
+				}
 			}
 		}
 	}
 	return f, nil
+}
+
+// gone finds the config s's spec requires that does not exist. Where the
+// revision the workload runs (Stored) names a snapshot of it that exists,
+// the config is pinned to that snapshot: the pods of that revision, new
+// and scaled-up ones included, go on reading it until the workload stops
+// naming the original. The rest is Missing. It returns pins with those
+// added (a copy; pins is left as it is).
+func (src Sources) gone(ctx context.Context, namespace string, s Subject, pins revision.Snapshots, f *Facts) (revision.Snapshots, error) {
+	stored := snapshotsOf(s.Stored)
+	out := pins
+	for _, c := range refs.Consumed(refs.FromPodSpec(s.Spec)) {
+		source := revision.Source{Kind: c.Kind, Name: c.Name}
+		if _, pinned := pins[source]; pinned || c.Optional || (c.Kind == refs.Secret && !s.Policy.Secrets) {
+			continue
+		}
+		o, err := src.Inventory.Get(ctx, c.Kind, namespace, c.Name)
+		if err != nil {
+			return nil, err
+		}
+		if o.Exists {
+			continue
+		}
+		if snap := stored[source]; snap != "" {
+			if written, err := src.Inventory.SnapshotWritten(ctx, namespace, source, snap); err != nil {
+				return nil, err
+			} else if written {
+				if len(out) == len(pins) {
+					out = maps.Clone(pins)
+					if out == nil {
+						out = revision.Snapshots{}
+					}
+				}
+				out[source] = snap
+				continue
+			}
+		}
+		f.Missing = append(f.Missing, source)
+	}
+	return out, nil
 }
 
 // Fact names a fact Gather reads, for the message of one it could not.

@@ -37,10 +37,12 @@ type Facts struct {
 	// Snapshots name the snapshot of each config the revision reads, where
 	// revisions are on.
 	Snapshots revision.Snapshots
-	// Unwritten are those of Snapshots not written yet. Only gathered for a
-	// kind that is its own template (a bare Pod): no controller creates it
-	// again once they are, so it cannot wait for them.
-	Unwritten []revision.Source
+	// Unwritten names the snapshots, of Snapshots and of those the stored
+	// workload names, that are not written. Gathered only where a pod
+	// cannot wait for them: for a kind that is its own template (a bare
+	// Pod, which no controller creates again once they are), and where
+	// snapshots cannot be written now (Policy.SnapshotsBlocked).
+	Unwritten map[string]bool
 	// Reached: an open delivery has reached the workload (its wave started,
 	// or was rolled back). The delivery waits until the template names
 	// exactly the revision it assigns, so the whole stamp counts, not only
@@ -48,6 +50,10 @@ type Facts struct {
 	Reached bool
 	// Versions is the record of CSI secret versions to carry.
 	Versions string
+	// Missing are the ConfigMaps and Secrets the spec requires that do not
+	// exist, and that no snapshot the workload's revision names stands
+	// for: pods that name them cannot start.
+	Missing []revision.Source
 }
 
 // Write is a write of a workload that the webhook judges.
@@ -99,8 +105,8 @@ type Decision struct {
 	// RolledBack: this write restores an earlier revision with its
 	// snapshots (kubectl rollout undo).
 	RolledBack bool
-	// Unpinned are the configs a bare Pod reads as they are now: their
-	// snapshots are not written yet.
+	// Unpinned are the configs whose snapshots the stamp leaves out because
+	// they are not written: the pods read them as they are now.
 	Unpinned []revision.Source
 }
 
@@ -174,6 +180,15 @@ func decideLook(w workload.Object, f Facts, l Look) Decision {
 		}
 		return keep(drift.Hold{})
 	}
+	if blocked := f.Policy.SnapshotsBlocked != ""; blocked && names(carried, f.Unwritten) {
+		// Its revision names snapshots that cannot be written: its pods are
+		// refused until they are. It moves to the config of now with only
+		// the snapshots that are written, and its new pods start on the
+		// originals.
+		d := Decision{Want: now(f)}
+		d.Want.Snapshots, d.Unpinned = onlyWritten(f.Snapshots, f.Unwritten)
+		return d
+	}
 	if f.Policy.Revisions && carried.RolledBackFrom != "" && carried.RolledBackFrom == f.Hash && carried.Hash != f.Hash {
 		// Rolled back (kubectl rollout undo) from the config it still
 		// has: configward keeps the restored revision until that config
@@ -186,6 +201,11 @@ func decideLook(w workload.Object, f Facts, l Look) Decision {
 	}
 	if !f.Policy.Rollouts {
 		return Decision{Want: want, Hold: drift.PolicyDisabled}
+	}
+	if len(f.Missing) > 0 && want.Hash != carried.Hash {
+		// Rolled now, its new pods would name config that is gone and
+		// never start, while the rollout takes running ones down.
+		return Decision{Want: want, Hold: drift.ConfigMissing}
 	}
 	if carried.Hash == "" && !l.Changed {
 		// Never stamped, and nothing changed: left to its own next write.
@@ -238,22 +258,18 @@ func decideWrite(w workload.Object, f Facts, write Write) Decision {
 	}
 	want := now(f)
 	d := Decision{Want: want}
-	if w.Type.OwnTemplate {
+	if w.Type.OwnTemplate || f.Policy.SnapshotsBlocked != "" {
 		// A bare Pod is its own template: no controller retries its
-		// creation, so it names only snapshots written already, and reads
-		// the others as they are (the controller writes their snapshots
-		// for the next pod).
-		if len(f.Unwritten) > 0 && want.Snapshots != "" {
-			kept := revision.Snapshots{}
-			for src, snap := range f.Snapshots {
-				kept[src] = snap
-			}
-			for _, src := range f.Unwritten {
-				delete(kept, src)
-			}
-			d.Want.Snapshots, d.Unpinned = kept.Encode(), f.Unwritten
+		// creation. Where snapshots cannot be written, nothing would ever
+		// let its pods start. Either names only snapshots written already,
+		// and reads the others as they are (the controller writes their
+		// snapshots for later pods where it can).
+		if want.Snapshots != "" {
+			d.Want.Snapshots, d.Unpinned = onlyWritten(f.Snapshots, f.Unwritten)
 		}
-		return d
+		if w.Type.OwnTemplate {
+			return d
+		}
 	}
 	if !f.Policy.Revisions || !write.Update || want.Hash == "" {
 		return d
@@ -277,4 +293,29 @@ func decideWrite(w workload.Object, f Facts, write Write) Decision {
 func NeedsRestorable(f Facts, update bool, written, stored workload.Stamp) bool {
 	return f.Policy.Revisions && update && f.Counted > 0 && written.Hash != "" && written.Hash != stored.Hash &&
 		written.Hash != f.Hash && written.Snapshots != ""
+}
+
+// onlyWritten encodes the snapshots of snaps that are written (not in
+// unwritten), and lists the sources left out.
+func onlyWritten(snaps revision.Snapshots, unwritten map[string]bool) (string, []revision.Source) {
+	kept := revision.Snapshots{}
+	var out []revision.Source
+	for _, src := range snaps.Sorted() {
+		if unwritten[snaps[src]] {
+			out = append(out, src)
+			continue
+		}
+		kept[src] = snaps[src]
+	}
+	return kept.Encode(), out
+}
+
+// names reports whether s names a snapshot of unwritten.
+func names(s workload.Stamp, unwritten map[string]bool) bool {
+	for _, snap := range Snapshots(s) {
+		if unwritten[snap] {
+			return true
+		}
+	}
+	return false
 }

@@ -94,6 +94,27 @@ func TestDecideLook(t *testing.T) {
 			want: workload.Stamp{Hash: "now"}, hold: drift.Flapping},
 		"flapping config does not hold a current one": {
 			w: stamped(workload.Stamp{Hash: "now"}, nil), facts: factsNow(plain), look: Look{Flapping: true}, want: workload.Stamp{Hash: "now"}},
+		"a revision whose snapshots cannot be written is re-stamped without them": {
+			w: stamped(current, nil), facts: func() Facts {
+				f := factsNow(revisions)
+				f.Policy.SnapshotsBlocked, f.Unwritten = "forbidden: refused", map[string]bool{"app-now": true}
+				return f
+			}(),
+			want: workload.Stamp{Hash: "now"}, writes: true},
+		"snapshots that are written stay where writes are blocked": {
+			w: stamped(current, nil), facts: func() Facts {
+				f := factsNow(revisions)
+				f.Policy.SnapshotsBlocked, f.Unwritten = "forbidden: refused", map[string]bool{}
+				return f
+			}(),
+			want: current},
+		"config that is gone holds a stale workload": {
+			w: stamped(workload.Stamp{Hash: "old"}, nil), facts: func() Facts {
+				f := factsNow(plain)
+				f.Missing = []revision.Source{{Kind: refs.ConfigMap, Name: "app"}}
+				return f
+			}(),
+			want: workload.Stamp{Hash: "now"}, hold: drift.ConfigMissing},
 		"the CSI record goes with a rollout": {
 			w: stamped(workload.Stamp{Hash: "old", SecretVersions: "v1"}, nil), facts: func() Facts { f := factsNow(plain); f.Versions = "v2"; return f }(),
 			want: workload.Stamp{Hash: "now", SecretVersions: "v2"}, writes: true},
@@ -149,11 +170,21 @@ func TestDecideWrite(t *testing.T) {
 			t.Fatalf("%+v", d.Want)
 		}
 	})
+	t.Run("where snapshots cannot be written, a write names only those written", func(t *testing.T) {
+		w := stamped(old, nil)
+		f := factsNow(revisions)
+		f.Policy.SnapshotsBlocked = "quota: exceeded quota"
+		f.Unwritten = map[string]bool{"app-now": true}
+		d := Decide(Input{Workload: w, Facts: f, Write: &Write{Update: true, Stored: old}})
+		if d.Want != (workload.Stamp{Hash: "now"}) || len(d.Unpinned) != 1 {
+			t.Fatalf("%+v unpinned %v", d.Want, d.Unpinned)
+		}
+	})
 	t.Run("a bare Pod names only snapshots written", func(t *testing.T) {
 		pod := mustType(schema.GroupKind{Kind: "Pod"}).Wrap(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "p"}})
 		f := factsNow(revisions)
 		f.Snapshots = revision.Snapshots{{Kind: refs.ConfigMap, Name: "app"}: "app-now", {Kind: refs.ConfigMap, Name: "db"}: "db-now"}
-		f.Unwritten = []revision.Source{{Kind: refs.ConfigMap, Name: "db"}}
+		f.Unwritten = map[string]bool{"db-now": true}
 		d := Decide(Input{Workload: pod, Facts: f, Write: &Write{}})
 		if d.Want.Snapshots != "ConfigMap/app=app-now" || len(d.Unpinned) != 1 {
 			t.Fatalf("%+v unpinned %v", d.Want, d.Unpinned)

@@ -68,6 +68,20 @@ func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time
 		}
 	}
 	for _, it := range res.Items {
+		if it.Unpinned == "" {
+			continue
+		}
+		if !blank {
+			fmt.Fprintln(w)
+			blank = true
+		}
+		name := it.Kind + "/" + it.Name
+		if allNamespaces {
+			name = it.Namespace + "/" + name
+		}
+		fmt.Fprintf(w, "%s: blocked: %s\n", name, it.Unpinned)
+	}
+	for _, it := range res.Items {
 		for _, d := range it.Deliveries {
 			if !blank {
 				fmt.Fprintln(w)

@@ -66,6 +66,9 @@ type Item struct {
 	// Deliveries say, for each open config delivery that holds or moves
 	// the workload, its wave and what that wave waits for.
 	Deliveries []string `json:"deliveries,omitempty"`
+	// Unpinned says why the revision it runs is not pinned to snapshots of
+	// its config, where revisions are on and snapshots cannot be written.
+	Unpinned string `json:"unpinned,omitempty"`
 }
 
 // Revision is one revision of a workload: its config hash, the config
@@ -97,6 +100,7 @@ var templateHolds = map[string]drift.Hold{
 	drift.OptedOut.Reason: drift.OptedOut, drift.PolicyDisabled.Reason: drift.PolicyDisabled, drift.JobImmutable.Reason: drift.JobImmutable,
 	drift.Flapping.Reason:       drift.Flapping,
 	drift.RolledBackHold.Reason: drift.RolledBackHold,
+	drift.ConfigMissing.Reason:  drift.ConfigMissing,
 }
 
 // Gather reads the cluster and judges every stamped top-level workload.
@@ -174,6 +178,9 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 				s.Changed, s.ChangedAt = report.LastChange(reports[obj.GetUID()], w.Wanted)
 			}
 			it := itemOf(s, fromReport)
+			if r != nil {
+				it.Unpinned = r.Properties[report.PropUnpinned]
+			}
 			it.Deliveries = waves[obj.GetNamespace()+"/"+t.RecordKind()+"/"+obj.GetName()]
 			if o.Name != "" {
 				if it.Revisions, err = revisionsOf(ctx, c, obj, byWorkload[obj.GetUID()]); err != nil {

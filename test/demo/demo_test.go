@@ -68,7 +68,7 @@ func TestDemoRunsToTheWait(t *testing.T) {
 	}()
 
 	var out strings.Builder
-	timeout := time.After(4 * time.Minute)
+	timeout := time.After(6 * time.Minute)
 wait:
 	for {
 		select {
@@ -81,7 +81,7 @@ wait:
 				break wait
 			}
 		case <-timeout:
-			t.Fatalf("the demo did not reach the wait within 4 minutes; its output so far:\n%s", out.String())
+			t.Fatalf("the demo did not reach the wait within 6 minutes; its output so far:\n%s", out.String())
 		}
 	}
 	t.Logf("the demo reached the wait after %s", time.Since(start).Round(100*time.Millisecond))
@@ -109,7 +109,12 @@ wait:
 		"✓ 10 as expected",
 		`denied the request: [out-of-pipeline-edit] e2e-admin changes data["app.yaml"] of ConfigMap demo/checkout-config outside the pipeline`,
 		`Warning: [out-of-pipeline-edit] break-glass by e2e-admin: changed data["app.yaml"] of ConfigMap demo/checkout-config`,
-		"✓ all 10 steps went as expected",
+		"✓ 11 as expected",
+		"✓ 12 as expected",
+		"✓ 13 as expected",
+		`[config-revision] Deployment demo-waves/web: rolled back to the revision with config hash`,
+		"message.txt=hello, world",
+		"✓ all 13 steps went as expected",
 	} {
 		if !strings.Contains(strings.ToLower(walk), strings.ToLower(want)) {
 			t.Errorf("the walkthrough does not show %q", want)

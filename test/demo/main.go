@@ -59,6 +59,11 @@ func run() int {
 	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.UseDevMode(true)))
 	klog.SetLogger(ctrl.Log.WithName("klog"))
 
+	// The kubectl plugin step 08 runs during a rollout of about ten
+	// seconds is a build of configward: built now, beside the control
+	// plane's start, it cannot eat that window on a busy machine.
+	go func() { _, _ = framework.Binary() }()
+
 	fmt.Println("Starting kube-apiserver, etcd, kube-controller-manager, kube-scheduler and two kwok nodes (from $KUBEBUILDER_ASSETS), configward's webhook and controller ...")
 	start := time.Now()
 	env, err := framework.Start(framework.Options{})
@@ -121,6 +126,7 @@ func run() int {
 	fmt.Println("    export KUBECONFIG=" + env.Kubeconfig)
 	fmt.Println("    export PATH=" + filepath.Dir(framework.KubectlPath()) + ":$PATH   # kubectl matching the server")
 	fmt.Println("    kubectl get configschemas -n " + namespace)
+	fmt.Println("    kubectl get configdeliveries,configmaps -n " + wavesNamespace + "   # revisions and waves: change greeting and watch it go canary first")
 	fmt.Println()
 	fmt.Println("Press Ctrl-C to stop.")
 	<-ctx.Done()
@@ -234,6 +240,119 @@ func (w *walkthrough) steps() {
 		res := w.kubectl("get", "events", "-n", namespace, "--field-selector", "reason=BreakGlass", "-o", "custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message")
 		return w.expect(res, 0, "INC-1042") && ok
 	})
+	w.step("11", "Revisions: every revision's pods read an immutable snapshot of its config", func() bool {
+		if !w.apply("11-revisions-delivery.yaml", 0) {
+			return false
+		}
+		w.waitUntilStampsSnapshots()
+		if !w.apply("12-greeting.yaml", 0) {
+			return false
+		}
+		ok := w.rolledOut("web-canary") && w.rolledOut("web")
+		return w.podsRead("web", "hello") && ok
+	})
+	w.step("12", "Delivery in waves: a change reaches the canary wave first, then the rest", func() bool {
+		old := w.snapshotOf("web")
+		if !w.apply("13-greeting-change.yaml", 0) {
+			return false
+		}
+		fmt.Println("  the controller starts a ConfigDelivery: wave canary (web-canary) first; web keeps reading its snapshot until the canary is healthy and soaked 3 s:")
+		ok := w.waitFor(30*time.Second, func() bool { return w.deliveryAt("Progressing", "canary") || w.deliveryAt("Succeeded", "") }) && w.snapshotOf("web") == old
+		w.kubectl("get", "configdeliveries", "-n", wavesNamespace)
+		if !ok {
+			fmt.Println("  ✗ the canary wave did not start before web moved")
+		}
+		if !w.waitFor(60*time.Second, func() bool { return w.deliveryAt("Succeeded", "") }) {
+			fmt.Println("  ✗ the delivery did not succeed within 60 s")
+			ok = false
+		}
+		w.kubectl("get", "configdeliveries", "-n", wavesNamespace)
+		ok = w.rolledOut("web-canary") && w.rolledOut("web") && ok
+		return w.podsRead("web", "hello, world") && w.podsRead("web-canary", "hello, world") && ok
+	})
+	w.step("13", "kubectl rollout undo brings the old config back with the old template", func() bool {
+		ok := w.expect(w.kubectl("rollout", "undo", "deployment/web", "-n", wavesNamespace), 0, "[config-revision]", "rolled back")
+		ok = w.rolledOut("web") && ok
+		fmt.Println("  web's pods read the old snapshot again, while greeting keeps the new content:")
+		ok = w.podsRead("web", "hello") && ok
+		return w.expect(w.kubectl("get", "configmap", "greeting", "-n", wavesNamespace, "-o", `jsonpath=message.txt={.data.message\.txt}{"\n"}`), 0, "message.txt=hello, world") && ok
+	})
+}
+
+// wavesNamespace is where steps 11 to 13 show revisions and delivery.
+const wavesNamespace = "demo-waves"
+
+// waitUntilStampsSnapshots waits until configward's webhook has seen the
+// ConfigPolicy of step 11 (a Deployment created before would start without
+// snapshots), trying a Deployment of 12 with --dry-run=server.
+func (w *walkthrough) waitUntilStampsSnapshots() {
+	w.waitFor(30*time.Second, func() bool {
+		res := w.env.Kubectl("", "create", "--dry-run=server", "-f", filepath.Join(samples, "12-greeting.yaml"), "-o", `jsonpath={.spec.template.metadata.annotations}`)
+		return strings.Contains(res.Stdout, "configward.dev/config-snapshots")
+	})
+}
+
+// waitFor polls done until it holds or timeout passes.
+func (w *walkthrough) waitFor(timeout time.Duration, done func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for w.ctx.Err() == nil {
+		if done() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return false
+}
+
+// rolledOut waits for a Deployment of demo-waves to finish its rollout.
+func (w *walkthrough) rolledOut(name string) bool {
+	return w.expect(w.quietKubectl("rollout", "status", "deployment/"+name, "-n", wavesNamespace, "--timeout=60s"), 0, "successfully rolled out")
+}
+
+// deliveryAt says whether the newest ConfigDelivery of greeting is in state
+// (and, when given, at wave).
+func (w *walkthrough) deliveryAt(state, wave string) bool {
+	res := w.quietKubectl("get", "configdeliveries", "-n", wavesNamespace, "--sort-by=.spec.sequence",
+		"-o", `jsonpath={range .items[*]}{.status.state}/{.status.currentWave}{"\n"}{end}`)
+	lines := strings.Fields(res.Stdout)
+	if len(lines) == 0 {
+		return false
+	}
+	got := lines[len(lines)-1]
+	return strings.HasPrefix(got, state+"/") && (wave == "" || got == state+"/"+wave)
+}
+
+// snapshotOf is the ConfigMap the pods of a Deployment of demo-waves read
+// (all of them, once its rollout is done): a snapshot of greeting.
+func (w *walkthrough) snapshotOf(deployment string) string {
+	res := w.quietKubectl("get", "pods", "-n", wavesNamespace, "-l", "app="+deployment, "-o", `jsonpath={range .items[*]}{.spec.volumes[0].configMap.name}{"\n"}{end}`)
+	names := slices.Compact(slices.Sorted(slices.Values(strings.Fields(res.Stdout))))
+	if len(names) != 1 {
+		return strings.Join(names, ",")
+	}
+	return names[0]
+}
+
+// podsRead shows which ConfigMap the pods of a Deployment of demo-waves
+// read and what it holds, and checks that they read one snapshot of
+// greeting holding message.
+func (w *walkthrough) podsRead(deployment, message string) bool {
+	w.waitFor(30*time.Second, func() bool { return w.snapshotContent(w.snapshotOf(deployment)) == message })
+	w.kubectl("get", "pods", "-n", wavesNamespace, "-l", "app="+deployment, "-o", "custom-columns=POD:.metadata.name,READS:.spec.volumes[0].configMap.name")
+	snap := w.snapshotOf(deployment)
+	w.kubectl("get", "configmap", snap, "-n", wavesNamespace, "-o", `jsonpath={.metadata.name}: message.txt={.data.message\.txt}{"\n"}`)
+	if !regexp.MustCompile(`^greeting-[0-9a-f]{10}$`).MatchString(snap) || w.snapshotContent(snap) != message {
+		fmt.Printf("  ✗ expected every pod of %s to read one snapshot of greeting holding %q\n", deployment, message)
+		return false
+	}
+	return true
+}
+
+func (w *walkthrough) snapshotContent(name string) string {
+	return w.quietKubectl("get", "configmap", name, "-n", wavesNamespace, "-o", `jsonpath={.data.message\.txt}`).Stdout
 }
 
 // podsWithHash lists the pods of Deployment checkout with the config hash

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,12 +25,13 @@ import (
 // does not start on bad config.
 
 // deliveryNamespace returns a namespace with revisions and the delivery
-// settings given (YAML under spec.delivery), and one ConfigMap "cfg"
+// settings given (YAML under spec.delivery; more are further lines of the
+// policy's spec), and one ConfigMap "cfg"
 // holding level=info read by ten Deployments (one labelled for the canary
 // wave), rolled out on it.
-func deliveryNamespace(tag, settings string) string {
+func deliveryNamespace(tag, settings string, more ...string) string {
 	ns := newNamespace("delivery", map[string]string{policyLabel: tag})
-	applyPolicy(policyYAML("delivery-"+tag, tag, "revisions: {enabled: true}\ndelivery:\n"+indent(settings, 2)))
+	applyPolicy(policyYAML("delivery-"+tag, tag, strings.Join(append([]string{"revisions: {enabled: true}\ndelivery:\n" + indent(settings, 2)}, more...), "\n")))
 	Eventually(policyReady("delivery-"+tag), 10*time.Second).Should(HaveField("Status", metav1.ConditionTrue))
 	var deployments []string
 	for i := range 10 {

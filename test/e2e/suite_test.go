@@ -53,6 +53,7 @@ var _ = BeforeSuite(func() {
 		Register: func(p *manager.WebhookProcess) error {
 			registerHarnessWebhook(p)
 			registerSubPathInjector(p)
+			registerSnapshotRefuser(p)
 			return nil
 		},
 		Webhook: func(o *manager.Webhook) {

@@ -352,6 +352,10 @@ func (e *Env) NewWebhookProcess(shutdownDelay, certPoll time.Duration) (*manager
 		MaxRequestBytes:  8 << 20,
 	}
 	o.HashKeyNamespace, o.HashKeySecret, o.HashKeyPoll = Namespace, HashKeySecret, time.Second
+	// As the chart does: configward's own controller is never blocked by
+	// its webhook (snapshots, delivery records). A test that changes the
+	// change-control flags sets it again, or leaves it out on purpose.
+	o.ChangeControl.ConfigwardServiceAccounts = []string{ControllerServiceAccount}
 	if e.authenticate {
 		o.ClientCAFile = filepath.Join(e.Dir, "client-ca.crt")
 	}

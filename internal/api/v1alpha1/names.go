@@ -76,6 +76,13 @@ const (
 	// SnapshotOfAnnotation on a snapshot names the object it copies (names
 	// outlive the 63-character limit of label values).
 	SnapshotOfAnnotation = "configward.dev/snapshot-of"
+	// SnapshotsBlockedAnnotation is on a Namespace while configward's
+	// controller cannot write snapshots there (a ResourceQuota, RBAC, an
+	// admission webhook refuses it); its value says why. The webhook and
+	// the controller then name no snapshot that is not written, so new pods
+	// start on the originals instead of waiting forever; the controller
+	// takes the annotation off once a write would succeed again.
+	SnapshotsBlockedAnnotation = "configward.dev/snapshots-blocked"
 )
 
 // Labels configward maintains on Namespaces. They scope the fail-closed
@@ -107,8 +114,15 @@ const (
 	ConditionRevisionsReady = "RevisionsReady"
 	// ReasonSnapshotsWritable: it may. ReasonSnapshotsForbidden: its RBAC
 	// lacks create or delete on ConfigMaps (or Secrets).
+	// ReasonSnapshotsRefused: a trial write (a server-side dry run) of a
+	// snapshot, or of a delivery record, was refused (by an admission
+	// webhook, configward's own among them, or a quota).
+	// ReasonSnapshotsBlocked: writes of snapshots fail in namespaces the
+	// policy selects (SnapshotsBlockedAnnotation).
 	ReasonSnapshotsWritable  = "SnapshotsWritable"
 	ReasonSnapshotsForbidden = "SnapshotsForbidden"
+	ReasonSnapshotsRefused   = "SnapshotsRefused"
+	ReasonSnapshotsBlocked   = "SnapshotsBlocked"
 	// ReasonCompiled: the object compiled and is in force.
 	ReasonCompiled = "Compiled"
 	// ReasonCompileFailed: the object does not compile; the last good

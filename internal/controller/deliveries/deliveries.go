@@ -231,9 +231,12 @@ func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src 
 		return reconcile.Result{RequeueAfter: time.Until(rec.Until(s.Flapping)) + time.Second}, nil
 	}
 	// The delivered content's snapshot exists before any template names
-	// it: the wave's pods would be refused otherwise.
-	if err := d.opts.Snapshots.Ensure(ctx, req.Namespace, revision.Snapshots{src: current}); err != nil {
-		return reconcile.Result{}, fmt.Errorf("writing the snapshot of %s %s/%s to deliver: %w", src.Kind, req.Namespace, src.Name, err)
+	// it: the wave's pods would be refused otherwise. One that cannot be
+	// written halts the delivery before its first wave, saying why,
+	// instead of retrying unseen.
+	blocked := d.opts.Snapshots.Ensure(ctx, req.Namespace, revision.Snapshots{src: current})
+	if blocked != nil && !revisions.Blocked(blocked) {
+		return reconcile.Result{}, fmt.Errorf("writing the snapshot of %s %s/%s to deliver: %w", src.Kind, req.Namespace, src.Name, blocked)
 	}
 	var seq int64
 	for _, r := range recs {
@@ -257,7 +260,13 @@ func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src 
 	}
 	d.forgetChange(req.NamespacedName)
 	deliveriesStarted.Inc()
-	return d.placeConsumers(ctx, rec, current, consumers)
+	res, err := d.placeConsumers(ctx, rec, current, consumers)
+	if err != nil || blocked == nil {
+		return res, err
+	}
+	why := fmt.Sprintf("the snapshot of the delivered content cannot be written (%v): no wave can take it, and every consumer keeps the revision it runs. "+
+		"Once configward's controller can write it (see the RevisionsReady condition of ConfigPolicy %s), resume the delivery or change the config again", blocked, s.DeliveryPolicy)
+	return reconcile.Result{}, d.apply(ctx, rec, delivery.Finish(rec, v1alpha1.DeliveryHalted, delivery.ReasonSnapshotsBlocked, why, "", time.Now()))
 }
 
 // supersede ends the open deliveries among older that rec replaces.
@@ -374,4 +383,21 @@ func (d *deliveries) prune(ctx context.Context, recs []*v1alpha1.ConfigDelivery)
 		}
 	}
 	return nil
+}
+
+// TryRecord returns a trial write of a delivery record in a namespace: a
+// server-side dry run of its create, which every admission webhook judges
+// (configward's own lets only configward's controller write records).
+func TryRecord(c client.Client) func(ctx context.Context, namespace string) error {
+	return func(ctx context.Context, namespace string) error {
+		rec := &v1alpha1.ConfigDelivery{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "configward-trial"},
+			Spec: v1alpha1.ConfigDeliverySpec{Config: v1alpha1.ConfigRef{Kind: string(refs.ConfigMap), Name: "configward-trial"}, Sequence: 1, Policy: "configward-trial",
+				Settings: configpolicy.DeliveryDefaults(v1alpha1.DeliverySettings{Waves: []v1alpha1.Wave{{Name: "all"}}})},
+		}
+		if err := c.Create(ctx, rec, client.DryRunAll); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return nil
+	}
 }

@@ -274,6 +274,7 @@ func (d *driftController) statuses(ctx context.Context, ns string, reports map[s
 				TemplateHold: templateHold,
 				PodHold:      drift.PodHoldOf(w),
 			}, drift.CountPods(wanted, byWorkload[obj.GetUID()]))
+			s.Unpinned = unpinned(settings, carried, facts)
 			s.Changed, s.ChangedAt = d.opts.Causes.Last(dk)
 			rotated := csiversions.Causes(versions.Rotated)
 			if len(s.Changed) == 0 || !names(s.Changed, rotated) {
@@ -398,4 +399,23 @@ func names(causes, want []string) bool {
 		}
 	}
 	return true
+}
+
+// unpinned says why a workload's revision reads config it counts unpinned:
+// snapshots cannot be written in its namespace, and its template names
+// none, or names ones not written (its pods are refused until configward
+// takes them out).
+func unpinned(p configpolicy.NamespacePolicy, carried workload.Stamp, f stamp.Facts) string {
+	if p.SnapshotsBlocked == "" || f.Counted == 0 {
+		return ""
+	}
+	for _, snap := range stamp.Snapshots(carried) {
+		if f.Unwritten[snap] {
+			return "its revision names snapshots that cannot be written (" + p.SnapshotsBlocked + "): its new pods are refused until configward takes them out of its template"
+		}
+	}
+	if carried.Snapshots == "" {
+		return "config snapshots cannot be written in its namespace (" + p.SnapshotsBlocked + "), so its revision reads the originals as they are now"
+	}
+	return ""
 }

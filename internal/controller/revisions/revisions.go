@@ -157,7 +157,26 @@ func (r *revisions) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	}
 	r.reportUnpinned(ns, n.pods)
 	requeue, err := r.collect(ctx, ns, n, snaps)
+	if settings.Revisions && settings.SnapshotsBlocked != "" {
+		// Nothing may name a snapshot that is not written while writes
+		// are blocked: a trial write tells when they are not any more.
+		if perr := r.opts.Snapshots.Probe(ctx, ns); perr != nil && !Blocked(perr) {
+			return reconcile.Result{}, perr
+		}
+		requeue = min(nonZero(requeue, blockedProbes), blockedProbes)
+	}
 	return reconcile.Result{RequeueAfter: requeue}, err
+}
+
+// blockedProbes is how often a namespace where snapshots cannot be written
+// is tried again.
+const blockedProbes = 15 * time.Second
+
+func nonZero(d, otherwise time.Duration) time.Duration {
+	if d == 0 {
+		return otherwise
+	}
+	return d
 }
 
 // snapshots lists the namespace's snapshots from the cache: the manager's

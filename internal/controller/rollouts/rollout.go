@@ -43,6 +43,7 @@ import (
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/stamp"
 	"github.com/configward/configward/internal/workload"
 )
@@ -55,7 +56,7 @@ var (
 	rolloutsSkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_rollouts_skipped_total",
 		Help: "Workloads whose consumed config changed but whose running pods were not replaced, by kind and reason: " +
-			"opted-out, policy-disabled, flapping and job-immutable leave the template as it is; on-delete, paused, replicaset and declared " +
+			"opted-out, policy-disabled, flapping, config-missing and job-immutable leave the template as it is; on-delete, paused, replicaset and declared " +
 			"(a custom kind's notRolledWhen) get the new hash, but their own update strategy does not replace running pods.",
 	}, []string{"kind", "reason"})
 )
@@ -339,6 +340,14 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		return reconcile.Result{}, nil
 	}
 	rolloutsTriggered.WithLabelValues(r.typ.Kind.Kind).Inc()
+	if len(l.d.Unpinned) > 0 {
+		log.Info("revision unpinned: its snapshots cannot be written", "kind", r.typ.Kind.Kind, "unpinned", l.d.Unpinned, "why", l.policy.SnapshotsBlocked)
+		r.events.Eventf(w.Obj, nil, corev1.EventTypeWarning, "ConfigRevisionBlocked", "Rollout",
+			"snapshots of %s cannot be written in namespace %s (%s): configward took them out of the pod template, so its pods start and read them as they are now. "+
+				"Let configward's controller write them (its ConfigPolicy's RevisionsReady condition says what refuses it); pods are pinned again at its next change after that",
+			unpinnedList(l.d.Unpinned), req.Namespace, l.policy.SnapshotsBlocked)
+		return reconcile.Result{}, nil
+	}
 	log.Info("config changed; rolling workload", "kind", r.typ.Kind.Kind, "changed", changed, "hash", hash)
 	effect := "which rolls the pods through the workload's own update strategy"
 	if r.typ.NextRunTakesTemplate {
@@ -365,6 +374,11 @@ func (r *rollout) held(ctx context.Context, req reconcile.Request, l look, what 
 			rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.JobImmutable.Reason).Inc()
 			r.events.Eventf(l.w.Obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
 				"%s changed, but %s: running pods keep the old config and a new Job is needed to use the new one", what, drift.JobImmutable.Why)
+		}
+		return reconcile.Result{}, true, nil
+	case drift.ConfigMissing:
+		if len(changed) > 0 {
+			rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.ConfigMissing.Reason).Inc()
 		}
 		return reconcile.Result{}, true, nil
 	default:
@@ -430,6 +444,9 @@ func (r *rollout) look(ctx context.Context, req reconcile.Request, changed bool)
 		}
 		return look{}, nil
 	}
+	if err := r.ensureCarried(ctx, &policy, carried, req.Namespace); err != nil {
+		return look{}, err
+	}
 	l := look{w: w, policy: policy, versions: csiversions.Versions{Record: carried.SecretVersions}}
 	if csi {
 		cl := csiversions.Look{Client: r.client, Inventory: r.inv, Key: r.keys.Current()}
@@ -463,6 +480,32 @@ func (r *rollout) look(ctx context.Context, req reconcile.Request, changed bool)
 	return l, nil
 }
 
+// ensureCarried writes the snapshots the workload's revision names, if
+// they are not yet: its pods are refused until they are, and the webhook
+// names them the moment a workload is created. Where a write is blocked,
+// policy learns it at once (the namespace's mark reaches the caches a
+// moment later), so that this look already leaves them out.
+func (r *rollout) ensureCarried(ctx context.Context, policy *configpolicy.NamespacePolicy, carried workload.Stamp, namespace string) error {
+	if !policy.Revisions || carried.Snapshots == "" {
+		return nil
+	}
+	err := r.snaps.Ensure(ctx, namespace, stamp.Snapshots(carried))
+	switch {
+	case err == nil:
+		return nil
+	case revisions.Blocked(err):
+		if policy.SnapshotsBlocked == "" {
+			policy.SnapshotsBlocked = revisions.BlockedReason(err) + ": " + err.Error()
+		}
+		return nil
+	case revisions.BlockedReason(err) != "error":
+		// The original changed or went meanwhile: the look decides on what
+		// the config is now.
+		return nil
+	}
+	return err
+}
+
 func (r *rollout) sources() stamp.Sources {
 	return stamp.Sources{Inventory: r.inv, Deliveries: r.pinner}
 }
@@ -475,3 +518,11 @@ func (r *rollout) sources() stamp.Sources {
 // +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+func unpinnedList(srcs []revision.Source) string {
+	names := make([]string, len(srcs))
+	for i, src := range srcs {
+		names[i] = src.String()
+	}
+	return strings.Join(names, ", ")
+}

@@ -67,7 +67,13 @@ func (r *rollout) wavesStarted(ctx context.Context, obj client.Object) []reconci
 		}
 		seen[name] = true
 		nn := types.NamespacedName{Namespace: rec.Namespace, Name: name}
-		r.causes.Add(r.key(nn), fmt.Sprintf("%s (delivery %s, wave %s)", src, rec.Name, wave), time.Now())
+		// A cancelled delivery moves nothing any more: its plain rollout
+		// names the config alone.
+		note := ""
+		if rec.Status.State != v1alpha1.DeliveryCancelled {
+			note = fmt.Sprintf("delivery %s, wave %s", rec.Name, wave)
+		}
+		r.causes.Note(r.key(nn), src, note, time.Now())
 		out = append(out, reconcile.Request{NamespacedName: nn})
 	}
 	for _, w := range waves {
