@@ -53,24 +53,9 @@ func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time
 	if len(res.Items) == 0 {
 		fmt.Fprintln(w, "No workloads with a config hash found.")
 	}
+	// Notes under the table, one a line, each naming its workload.
 	blank := false
-	for _, it := range res.Items {
-		if it.State == "not-rolled" || it.State == "pending" || it.State == "rolled-back" {
-			if !blank {
-				fmt.Fprintln(w)
-				blank = true
-			}
-			name := it.Kind + "/" + it.Name
-			if allNamespaces {
-				name = it.Namespace + "/" + name
-			}
-			fmt.Fprintf(w, "%s: %s\n", name, it.Message)
-		}
-	}
-	for _, it := range res.Items {
-		if it.Unpinned == "" {
-			continue
-		}
+	note := func(it Item, text string) {
 		if !blank {
 			fmt.Fprintln(w)
 			blank = true
@@ -79,19 +64,21 @@ func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time
 		if allNamespaces {
 			name = it.Namespace + "/" + name
 		}
-		fmt.Fprintf(w, "%s: blocked: %s\n", name, it.Unpinned)
+		fmt.Fprintf(w, "%s: %s\n", name, text)
+	}
+	for _, it := range res.Items {
+		if it.State == "not-rolled" || it.State == "pending" || it.State == "rolled-back" {
+			note(it, it.Message)
+		}
+	}
+	for _, it := range res.Items {
+		if it.Unpinned != "" {
+			note(it, "blocked: "+it.Unpinned)
+		}
 	}
 	for _, it := range res.Items {
 		for _, d := range it.Deliveries {
-			if !blank {
-				fmt.Fprintln(w)
-				blank = true
-			}
-			name := it.Kind + "/" + it.Name
-			if allNamespaces {
-				name = it.Namespace + "/" + name
-			}
-			fmt.Fprintf(w, "%s: %s\n", name, d)
+			note(it, d)
 		}
 	}
 	for _, it := range res.Items {

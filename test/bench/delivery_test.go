@@ -131,7 +131,7 @@ func deliveryRun(b *testing.B, workloads int) {
 	}
 	time.Sleep(3 * time.Second) // the audit log is written
 	events, err := env.AuditEvents(func(ev framework.AuditEvent) bool {
-		return ev.User.Username == framework.ControllerUser && ev.Verb != "get" && ev.Verb != "list" && ev.Verb != "watch" &&
+		return ev.User.Username == framework.ControllerUser && ev.Verb != "get" && ev.Verb != "list" && ev.Verb != "watch" && !ev.DryRun() &&
 			(ev.ObjectRef.Namespace == ns || ev.ObjectRef.Resource == "configdeliveries")
 	})
 	if err != nil {

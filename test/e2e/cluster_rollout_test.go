@@ -158,13 +158,14 @@ func rolloutStatus(ns, kindName string) {
 // controllerPatches counts the writes configward's controller made to a
 // resource in a namespace, from the API server's audit log: those the API
 // server answered with success (a write refused or timed out changed
-// nothing; controllerWriteLog shows them).
+// nothing; controllerWriteLog shows them). Dry runs, the controller's
+// trial writes, store nothing and are not counted.
 func controllerPatches(ns, resource string) func() int {
 	return func() int {
 		events, err := env.AuditEvents(func(ev framework.AuditEvent) bool {
 			return ev.User.Username == framework.ControllerUser && ev.ObjectRef.Namespace == ns &&
 				ev.ObjectRef.Resource == resource && ev.Verb != "get" && ev.Verb != "list" && ev.Verb != "watch" &&
-				ev.ResponseStatus.Code >= 200 && ev.ResponseStatus.Code < 300
+				!ev.DryRun() && ev.ResponseStatus.Code >= 200 && ev.ResponseStatus.Code < 300
 		})
 		Expect(err).NotTo(HaveOccurred())
 		return len(events)
@@ -189,7 +190,7 @@ func controllerWriteLog(ns, resource string) func() string {
 	return func() string {
 		events, err := env.AuditEvents(func(ev framework.AuditEvent) bool {
 			return ev.User.Username == framework.ControllerUser && ev.ObjectRef.Namespace == ns &&
-				ev.ObjectRef.Resource == resource && ev.Verb != "get" && ev.Verb != "list" && ev.Verb != "watch"
+				ev.ObjectRef.Resource == resource && ev.Verb != "get" && ev.Verb != "list" && ev.Verb != "watch" && !ev.DryRun()
 		})
 		if err != nil {
 			return err.Error()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -12,7 +13,9 @@ import (
 // log (audit.k8s.io/v1 Event at level Metadata).
 type AuditEvent struct {
 	Verb string `json:"verb"`
-	User struct {
+	// RequestURI carries the request's query: a dry run says dryRun=All.
+	RequestURI string `json:"requestURI"`
+	User       struct {
 		Username string   `json:"username"`
 		Groups   []string `json:"groups"`
 	} `json:"user"`
@@ -30,6 +33,10 @@ type AuditEvent struct {
 	// StageTimestamp is when the API server finished the request.
 	StageTimestamp metav1.MicroTime `json:"stageTimestamp"`
 }
+
+// DryRun reports whether the request was a server-side dry run, which
+// stores nothing.
+func (ev AuditEvent) DryRun() bool { return strings.Contains(ev.RequestURI, "dryRun=") }
 
 // AuditEvents reads the audit log written so far and returns the events
 // keep accepts.

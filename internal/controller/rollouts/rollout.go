@@ -301,8 +301,14 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 			r.putBack(req.NamespacedName, changed)
 			r.events.Eventf(w.Obj, nil, corev1.EventTypeWarning, "ConfigRevisionBlocked", "Rollout",
 				"%s changed, but a snapshot of the new config could not be written (%v): its pods keep the revision they run until it can", what, err)
-			if revisions.BlockedReason(err) == "changed" {
+			switch {
+			case revisions.BlockedReason(err) == "changed":
 				return reconcile.Result{RequeueAfter: time.Second}, nil // the next look names the newer content
+			case revisions.Blocked(err):
+				// Nothing changes until someone acts (the Event says who):
+				// look again at the pace the namespace is probed, rather
+				// than retry the write as fast as the queue allows.
+				return reconcile.Result{RequeueAfter: blockedRetry}, nil
 			}
 			return reconcile.Result{}, err
 		}
@@ -357,6 +363,10 @@ func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		"%s changed: updated %s to %s, %s", what, v1alpha1.ConfigHashAnnotation, hash, effect)
 	return reconcile.Result{}, nil
 }
+
+// blockedRetry is how soon a rollout whose snapshot a quota, RBAC or an
+// admission webhook refuses is tried again.
+const blockedRetry = 15 * time.Second
 
 // held acts on a look whose stamp a hold keeps: a Job's immutable
 // template is reported once per change; flapping config holds the
