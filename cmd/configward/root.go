@@ -44,7 +44,7 @@ Run "configward webhook" and "configward controller" as two Deployments
 		}
 		return usageError(cmd, err)
 	})
-	root.AddCommand(newWebhookCommand(), newControllerCommand(), newCheckCommand(), newStatusCommand(), newDeliveryCommand(), newVersionCommand())
+	root.AddCommand(newWebhookCommand(), newControllerCommand(), newCheckCommand(), newStatusCommand(), newDeliveryCommand(), newAgentCommand(), newVersionCommand())
 	return root
 }
 

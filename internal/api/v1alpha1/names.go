@@ -61,6 +61,28 @@ const (
 	SecretVersionsAnnotation = "configward.dev/secret-versions"
 )
 
+// Annotations on pod templates (or bare Pods) that ask for configward's
+// reload agent, a native sidecar that triggers the program's reload when
+// the kubelet swaps in new content of a hot ConfigMap or Secret, and
+// reports what the program applied.
+const (
+	// ReloadAgentAnnotation says how the program takes in a change:
+	// "signal:SIGHUP@app" (a signal to the processes of container app),
+	// "http://localhost:8080/-/reload" (a POST to a local URL), or
+	// "watch" (the program watches its files; the agent only reports).
+	ReloadAgentAnnotation = "configward.dev/reload-agent"
+	// ReloadCheckAnnotation, optional, says how the agent reads back what
+	// the program applied: a local URL whose answer says it, or a local
+	// Prometheus endpoint and metric ("http://localhost:9090/metrics#app_config_last_reload_successful",
+	// 1 applied, 0 rejected).
+	ReloadCheckAnnotation = "configward.dev/reload-check"
+)
+
+// ReloadConditionType is the Pod condition configward keeps from its reload
+// agent's reports: which content of each hot config the program applied or
+// rejected.
+const ReloadConditionType = "configward.dev/ConfigReload"
+
 // WaveLabel is the label the documentation's delivery examples select a
 // canary wave with (spec.delivery.waves[].selector). configward reads it
 // only through the selectors a ConfigPolicy names; any label does.

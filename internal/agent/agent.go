@@ -1,0 +1,335 @@
+// Package agent is `configward agent`, the reload agent configward injects
+// into pods that ask for it, as a native sidecar (internal/reload is its
+// contract with configward). It watches the hot ConfigMap and Secret
+// directories the pod mounts for the kubelet's atomic swap of ..data, reads
+// each new content whole, triggers the program's reload once per swap (a
+// signal, a local call, or nothing when the program watches its files),
+// reads back what the program applied, and reports it to configward as the
+// pod. It never restarts the program, keeps no value beyond the moment it
+// fingerprints one, and goes on reloading while configward is unreachable:
+// its reports are retried, the latest replacing any not sent yet.
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/go-logr/logr"
+
+	"github.com/configward/configward/internal/reload"
+)
+
+// Options tune the agent; the zero value is what runs in pods.
+type Options struct {
+	// Poll is how often every directory's ..data is looked at, beside the
+	// file-system events (which a full inotify queue can lose).
+	Poll time.Duration
+	// Debounce merges swaps that land together (several volumes updated in
+	// one kubelet sync) into one reload.
+	Debounce time.Duration
+	// Settle is how long after a reload the check is first read.
+	Settle time.Duration
+	// Proc is where processes are listed.
+	Proc string
+	// RetryMax bounds the wait between two tries of a report.
+	RetryMax time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Poll == 0 {
+		o.Poll = 2 * time.Second
+	}
+	if o.Debounce == 0 {
+		o.Debounce = 250 * time.Millisecond
+	}
+	if o.Settle == 0 {
+		o.Settle = time.Second
+	}
+	if o.Proc == "" {
+		o.Proc = "/proc"
+	}
+	if o.RetryMax == 0 {
+		o.RetryMax = 30 * time.Second
+	}
+	return o
+}
+
+// state is what the agent knows of one config.
+type state struct {
+	config    reload.Config
+	revision  string
+	swappedAt time.Time
+	result    reload.ConfigReport
+}
+
+// Run runs the agent until ctx ends.
+func Run(ctx context.Context, spec reload.Spec, o Options, log logr.Logger) error {
+	o = o.withDefaults()
+	trigger, err := reload.ParseTrigger(spec.Trigger)
+	if err != nil {
+		return err
+	}
+	prog := &program{trigger: trigger, client: &http.Client{Timeout: 10 * time.Second}, proc: o.Proc, settle: o.Settle}
+	if spec.Check != "" {
+		c, err := reload.ParseCheck(spec.Check)
+		if err != nil {
+			return err
+		}
+		prog.check = &c
+	}
+	rep, err := newReporter(spec, o.RetryMax, log)
+	if err != nil {
+		return err
+	}
+	states := make([]*state, len(spec.Configs))
+	for i, c := range spec.Configs {
+		states[i] = &state{config: c}
+	}
+	changed := watch(ctx, spec.Configs, o.Poll, log)
+
+	// At start the program reads what is on disk by itself: nothing to
+	// trigger. A check, where there is one, says what it runs (the agent
+	// may be a sidecar restarted beside a running program).
+	first := result{what: reload.Seen, message: "the program starts on it"}
+	if prog.check != nil {
+		if r := prog.read(ctx); r.what != reload.Triggered {
+			first = r
+		}
+	}
+	for _, s := range states {
+		s.look(first, log)
+	}
+	rep.update(states)
+
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	pending := false
+	for {
+		select {
+		case <-ctx.Done():
+			rep.stop()
+			return nil
+		case <-changed:
+			if !pending {
+				pending = true
+				timer.Reset(o.Debounce)
+			}
+		case <-timer.C:
+			pending = false
+			var swapped []*state
+			for _, s := range states {
+				if revisionOf(s.config.Dir) != s.revision {
+					swapped = append(swapped, s)
+				}
+			}
+			if len(swapped) == 0 {
+				continue
+			}
+			r := prog.reloadAndCheck(ctx)
+			for _, s := range swapped {
+				s.look(r, log)
+			}
+			rep.update(states)
+		}
+	}
+}
+
+// look reads s's config as it is on disk now and records r as what the
+// program made of it.
+func (s *state) look(r result, log logr.Logger) {
+	c, err := read(s.config)
+	if err != nil {
+		if !errors.Is(err, errSwapped) {
+			log.Error(err, "reading config", "config", s.config.ID())
+		}
+		return
+	}
+	s.revision, s.swappedAt = c.revision, c.swappedAt
+	s.result = reload.ConfigReport{Config: s.config.ID(), SwappedAt: c.swappedAt, Result: r.what, At: time.Now().UTC(), Message: r.message,
+		AllKeys: s.config.Items == nil}
+	log.Info("config", "config", s.config.ID(), "revision", c.revision, "result", r.what, "message", r.message)
+}
+
+// watch reports, on the returned channel, that some directory's ..data may
+// have swapped: a file-system event names it, or the poll is due.
+func watch(ctx context.Context, configs []reload.Config, poll time.Duration, log logr.Logger) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case out <- struct{}{}:
+		default:
+		}
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		log.Error(err, "no file-system events; polling alone")
+	} else {
+		for _, c := range configs {
+			if err := w.Add(c.Dir); err != nil {
+				log.Error(err, "no file-system events for a directory; polling it", "dir", c.Dir)
+			}
+		}
+	}
+	go func() {
+		ticker := time.NewTicker(poll)
+		defer ticker.Stop()
+		var events <-chan fsnotify.Event
+		if w != nil {
+			defer w.Close()
+			events = w.Events
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				notify()
+			case ev, ok := <-events:
+				if !ok {
+					events = nil
+					continue
+				}
+				// The kubelet renames ..data_tmp to ..data: one swap.
+				if ev.Name != "" && (ev.Has(fsnotify.Create) || ev.Has(fsnotify.Rename)) {
+					notify()
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// reporter sends the latest report to configward, retrying until it is
+// taken; a newer report replaces one not sent yet.
+type reporter struct {
+	spec     reload.Spec
+	client   *http.Client
+	retryMax time.Duration
+	log      logr.Logger
+
+	mu        sync.Mutex
+	latest    []reload.Config
+	parts     map[string]reload.ConfigReport
+	revisions map[string]string
+	wake      chan struct{}
+	done      chan struct{}
+	once      sync.Once
+}
+
+func newReporter(spec reload.Spec, retryMax time.Duration, log logr.Logger) (*reporter, error) {
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+	if spec.CA != "" {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(spec.CA)) {
+			return nil, fmt.Errorf("the agent spec's CA holds no certificate")
+		}
+		tlsConfig.RootCAs = pool
+	}
+	r := &reporter{spec: spec, retryMax: retryMax, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}}
+	go r.loop()
+	return r, nil
+}
+
+// update queues the states as the next report.
+func (r *reporter) update(states []*state) {
+	r.mu.Lock()
+	r.latest, r.parts, r.revisions = nil, map[string]reload.ConfigReport{}, map[string]string{}
+	for _, s := range states {
+		if s.revision == "" {
+			continue
+		}
+		r.latest = append(r.latest, s.config)
+		r.parts[s.config.ID()], r.revisions[s.config.ID()] = s.result, s.revision
+	}
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *reporter) stop() { r.once.Do(func() { close(r.done) }) }
+
+func (r *reporter) loop() {
+	wait := time.Duration(0)
+	sent := true
+	for {
+		var retry <-chan time.Time
+		if !sent {
+			retry = time.After(wait)
+		}
+		select {
+		case <-r.done:
+			return
+		case <-r.wake:
+		case <-retry:
+		}
+		if err := r.send(); err != nil {
+			sent = false
+			wait = min(max(2*wait, time.Second), r.retryMax)
+			r.log.Info("report not taken; retrying", "in", wait.String(), "error", err.Error())
+			continue
+		}
+		sent, wait = true, 0
+	}
+}
+
+// send sends the latest report once. Fingerprints are made now, from the
+// disk and under the key of the token read now (tokens rotate): a content
+// swapped since its result was recorded is left out, its own report
+// follows.
+func (r *reporter) send() error {
+	r.mu.Lock()
+	configs, parts, revisions := r.latest, r.parts, r.revisions
+	r.mu.Unlock()
+	token, err := os.ReadFile(r.spec.TokenFile)
+	if err != nil {
+		return fmt.Errorf("reading the agent's token: %w", err)
+	}
+	token = bytes.TrimSpace(token)
+	key := reload.FingerprintKey(token)
+	var rep reload.Report
+	for _, c := range configs {
+		got, err := read(c)
+		if err != nil || got.revision != revisions[c.ID()] {
+			continue
+		}
+		part := parts[c.ID()]
+		part.Keys = reload.Fingerprints(key, got.values)
+		rep.Configs = append(rep.Configs, part)
+	}
+	body, err := json.Marshal(rep)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.spec.Report, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+string(token))
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("configward answered %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
+	}
+	return nil
+}

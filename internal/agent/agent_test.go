@@ -1,0 +1,315 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+
+	"github.com/configward/configward/internal/digest"
+	"github.com/configward/configward/internal/reload"
+)
+
+// project writes data into dir as the kubelet's atomic writer does: a new
+// timestamped directory with the files, then ..data swapped to it in one
+// rename, each key a symlink through ..data, the old directory removed.
+func project(t *testing.T, dir string, data map[string]string) {
+	t.Helper()
+	old := revisionOf(dir)
+	ts := fmt.Sprintf("..%s.%d", time.Now().UTC().Format("2006_01_02_15_04_05"), time.Now().UnixNano())
+	if err := os.MkdirAll(filepath.Join(dir, ts), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range data {
+		if err := os.WriteFile(filepath.Join(dir, ts, k), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tmp := filepath.Join(dir, "..data_tmp")
+	if err := os.Symlink(ts, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, dataLink)); err != nil {
+		t.Fatal(err)
+	}
+	for k := range data {
+		link := filepath.Join(dir, k)
+		if _, err := os.Lstat(link); err != nil {
+			if err := os.Symlink(filepath.Join(dataLink, k), link); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if old != "" {
+		_ = os.RemoveAll(filepath.Join(dir, old))
+	}
+}
+
+// configward stands for configward's report endpoint: it keeps every
+// report with the token it came with.
+type configward struct {
+	*httptest.Server
+	mu      sync.Mutex
+	reports []reload.Report
+	tokens  []string
+	refuse  bool
+}
+
+func newConfigward(t *testing.T) *configward {
+	c := &configward{}
+	c.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.refuse {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		var rep reload.Report
+		if r.URL.Path != reload.ReportPath || json.NewDecoder(r.Body).Decode(&rep) != nil {
+			http.Error(w, "bad report", http.StatusBadRequest)
+			return
+		}
+		c.reports = append(c.reports, rep)
+		c.tokens = append(c.tokens, strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+	}))
+	t.Cleanup(c.Close)
+	return c
+}
+
+// last is the latest report's part for config, with the token it came
+// with.
+func (c *configward) last(config string) (reload.ConfigReport, string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.reports) - 1; i >= 0; i-- {
+		for _, p := range c.reports[i].Configs {
+			if p.Config == config {
+				return p, c.tokens[i], true
+			}
+		}
+	}
+	return reload.ConfigReport{}, "", false
+}
+
+func (c *configward) ca() string {
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate().Raw}))
+}
+
+// run starts the agent with spec until the test ends.
+func run(t *testing.T, spec reload.Spec, o Options) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, spec, o, testr.New(t)) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+var fast = Options{Poll: 50 * time.Millisecond, Debounce: 20 * time.Millisecond, Settle: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond}
+
+// appliedContent waits for the report of config to say result of content
+// data: its fingerprints, checked the way configward checks them.
+func appliedContent(t *testing.T, cw *configward, config, result string, data map[string]string) reload.ConfigReport {
+	t.Helper()
+	kept := digest.KeyDigests(data, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		p, token, ok := cw.last(config)
+		if ok && p.Result == result && reload.Matches(reload.FingerprintKey([]byte(token)), p.Keys, p.AllKeys, kept) {
+			return p
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p, _, _ := cw.last(config)
+	t.Fatalf("no report of %s %s with the content %v; the last: %+v", config, result, data, p)
+	return p
+}
+
+func spec(t *testing.T, cw *configward, trigger, check string, dirs ...string) reload.Spec {
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("pod-token-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := reload.Spec{Trigger: trigger, Check: check, Report: cw.URL + reload.ReportPath, CA: cw.ca(), TokenFile: token}
+	for i, d := range dirs {
+		s.Configs = append(s.Configs, reload.Config{Kind: "ConfigMap", Name: fmt.Sprintf("cfg%d", i), Dir: d})
+	}
+	return s
+}
+
+// An HTTP reload: one call per swap, the program's answer taken as what it
+// applied, or as why it rejected the content.
+func TestHTTPReload(t *testing.T) {
+	cw := newConfigward(t)
+	var mu sync.Mutex
+	calls, fail := 0, false
+	program := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+			return
+		}
+		if fail {
+			http.Error(w, "line 3: unknown field \"levl\"", http.StatusBadRequest)
+			return
+		}
+		fmt.Fprint(w, "reloaded")
+	}))
+	defer program.Close()
+	dir := t.TempDir()
+	project(t, dir, map[string]string{"app.yaml": "level: info"})
+	run(t, spec(t, cw, program.URL+"/-/reload", "", dir), fast)
+	appliedContent(t, cw, "ConfigMap/cfg0", reload.Seen, map[string]string{"app.yaml": "level: info"})
+	mu.Lock()
+	if calls != 0 {
+		t.Errorf("%d reload calls at start; the program reads its files itself", calls)
+	}
+	mu.Unlock()
+
+	project(t, dir, map[string]string{"app.yaml": "level: debug"})
+	p := appliedContent(t, cw, "ConfigMap/cfg0", reload.Applied, map[string]string{"app.yaml": "level: debug"})
+	if p.Message != "reloaded" || p.SwappedAt.IsZero() {
+		t.Errorf("%+v", p)
+	}
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	project(t, dir, map[string]string{"app.yaml": "levl: debug"})
+	p = appliedContent(t, cw, "ConfigMap/cfg0", reload.Rejected, map[string]string{"app.yaml": "levl: debug"})
+	if !strings.Contains(p.Message, "400") || !strings.Contains(p.Message, `unknown field "levl"`) {
+		t.Errorf("message %q", p.Message)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 2 {
+		t.Errorf("%d reload calls for 2 swaps", calls)
+	}
+}
+
+// A check that serves a metric: 1 applied, 0 rejected.
+func TestMetricCheck(t *testing.T) {
+	cw := newConfigward(t)
+	var mu sync.Mutex
+	value := "1"
+	program := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, "# TYPE app_config_last_reload_successful gauge\napp_config_last_reload_successful_timestamp 17\napp_config_last_reload_successful %s\n", value)
+	}))
+	defer program.Close()
+	dir := t.TempDir()
+	project(t, dir, map[string]string{"a": "1"})
+	run(t, spec(t, cw, "watch", program.URL+"/metrics#app_config_last_reload_successful", dir), fast)
+	appliedContent(t, cw, "ConfigMap/cfg0", reload.Applied, map[string]string{"a": "1"})
+	mu.Lock()
+	value = "0"
+	mu.Unlock()
+	project(t, dir, map[string]string{"a": "2"})
+	appliedContent(t, cw, "ConfigMap/cfg0", reload.Rejected, map[string]string{"a": "2"})
+}
+
+// Reports go on being tried while configward does not take them; the
+// latest arrives once it does.
+func TestReportsAreRetried(t *testing.T) {
+	cw := newConfigward(t)
+	cw.refuse = true
+	dir := t.TempDir()
+	project(t, dir, map[string]string{"a": "1"})
+	run(t, spec(t, cw, "watch", "", dir), fast)
+	time.Sleep(200 * time.Millisecond)
+	project(t, dir, map[string]string{"a": "2"})
+	time.Sleep(200 * time.Millisecond)
+	cw.mu.Lock()
+	cw.refuse = false
+	cw.mu.Unlock()
+	appliedContent(t, cw, "ConfigMap/cfg0", reload.Seen, map[string]string{"a": "2"})
+}
+
+// A signal goes to the container's main process, which goes on running.
+func TestSignalReload(t *testing.T) {
+	if os.Getenv("CONFIGWARD_AGENT_TEST_CHILD") != "" {
+		return // the child's part is in TestMain
+	}
+	marker := filepath.Join(t.TempDir(), "hup")
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), "CONFIGWARD_AGENT_TEST_CHILD="+marker, ContainerEnv+"=app")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	// The child is up once it has written its pid.
+	waitFor(t, func() bool { _, err := os.Stat(marker + ".ready"); return err == nil })
+
+	cw := newConfigward(t)
+	dir := t.TempDir()
+	project(t, dir, map[string]string{"a": "1"})
+	run(t, spec(t, cw, "signal:SIGHUP@app", "", dir), fast)
+	appliedContent(t, cw, "ConfigMap/cfg0", reload.Seen, map[string]string{"a": "1"})
+	project(t, dir, map[string]string{"a": "2"})
+	p := appliedContent(t, cw, "ConfigMap/cfg0", reload.Triggered, map[string]string{"a": "2"})
+	if !strings.Contains(p.Message, "SIGHUP sent to 1 processes of container app") {
+		t.Errorf("message %q", p.Message)
+	}
+	waitFor(t, func() bool { b, _ := os.ReadFile(marker); return string(b) == "1" })
+	if child.ProcessState != nil {
+		t.Fatal("the program stopped")
+	}
+
+	By := "a signal to a container with no process"
+	cw2 := newConfigward(t)
+	dir2 := t.TempDir()
+	project(t, dir2, map[string]string{"a": "1"})
+	run(t, spec(t, cw2, "signal:SIGHUP@nobody", "", dir2), fast)
+	appliedContent(t, cw2, "ConfigMap/cfg0", reload.Seen, map[string]string{"a": "1"})
+	project(t, dir2, map[string]string{"a": "2"})
+	p = appliedContent(t, cw2, "ConfigMap/cfg0", reload.Rejected, map[string]string{"a": "2"})
+	if !strings.Contains(p.Message, "no process of container nobody") {
+		t.Errorf("%s: message %q", By, p.Message)
+	}
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestMain doubles as the program of TestSignalReload: it counts the
+// SIGHUPs it gets into a file, and runs until it is killed.
+func TestMain(m *testing.M) {
+	if marker := os.Getenv("CONFIGWARD_AGENT_TEST_CHILD"); marker != "" {
+		hups := make(chan os.Signal, 1)
+		signal.Notify(hups, syscall.SIGHUP)
+		_ = os.WriteFile(marker+".ready", nil, 0o600)
+		n := 0
+		for range hups {
+			n++
+			_ = os.WriteFile(marker, []byte(fmt.Sprint(n)), 0o600)
+		}
+	}
+	os.Exit(m.Run())
+}

@@ -1,0 +1,229 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/configward/configward/internal/reload"
+)
+
+// ContainerEnv marks the processes of the container a signal goes to: the
+// injection sets it on that container, and the agent, sharing the pod's
+// process namespace, finds them by it.
+const ContainerEnv = "CONFIGWARD_RELOAD_CONTAINER"
+
+// program is the program the agent reloads.
+type program struct {
+	trigger reload.Trigger
+	check   *reload.Check
+	client  *http.Client
+	// proc is where processes are listed (/proc).
+	proc string
+	// settle is how long after a reload the check is first read: a program
+	// reloads after it answers the signal or the call.
+	settle time.Duration
+}
+
+// result is what came of one reload.
+type result struct {
+	what, message string
+}
+
+// reloadAndCheck triggers the program's reload and reads back what it
+// applied.
+func (p *program) reloadAndCheck(ctx context.Context) result {
+	r := p.reload(ctx)
+	if r.what == reload.Rejected || p.check == nil {
+		return r
+	}
+	select {
+	case <-ctx.Done():
+		return r
+	case <-time.After(p.settle):
+	}
+	return p.read(ctx)
+}
+
+// reload triggers the program's reload once.
+func (p *program) reload(ctx context.Context) result {
+	switch p.trigger.Mode {
+	case reload.Signal:
+		n, err := p.signal()
+		if err != nil {
+			return result{reload.Rejected, reload.Cut("the reload signal was not sent: " + err.Error())}
+		}
+		return result{reload.Triggered, fmt.Sprintf("%s sent to %d processes of container %s", signalName(p.trigger.Signal), n, p.trigger.Container)}
+	case reload.HTTP:
+		status, body, err := p.call(ctx, http.MethodPost, p.trigger.URL)
+		switch {
+		case err != nil:
+			return result{reload.Rejected, reload.Cut("the reload call failed: " + err.Error())}
+		case status/100 != 2:
+			return result{reload.Rejected, reload.Cut(fmt.Sprintf("the reload call answered %d: %s", status, body))}
+		}
+		return result{reload.Applied, reload.Cut(body)}
+	}
+	return result{reload.Seen, ""}
+}
+
+// read reads back what the program applied, as its check says.
+func (p *program) read(ctx context.Context) result {
+	status, body, err := p.call(ctx, http.MethodGet, p.check.URL)
+	switch {
+	case err != nil:
+		return result{reload.Triggered, reload.Cut("the check could not be read: " + err.Error())}
+	case p.check.Metric != "":
+		v, ok := metric(body, p.check.Metric)
+		switch {
+		case !ok:
+			return result{reload.Triggered, reload.Cut(fmt.Sprintf("the check serves no %s", p.check.Metric))}
+		case v == 1:
+			return result{reload.Applied, p.check.Metric + " 1"}
+		case v == 0:
+			return result{reload.Rejected, p.check.Metric + " 0: the program kept its last good configuration"}
+		}
+		return result{reload.Triggered, reload.Cut(fmt.Sprintf("%s is %v", p.check.Metric, v))}
+	case status/100 != 2:
+		return result{reload.Rejected, reload.Cut(fmt.Sprintf("the check answered %d: %s", status, body))}
+	}
+	return result{reload.Applied, reload.Cut(body)}
+}
+
+// maxBody bounds what the agent reads of a program's answer.
+const maxBody = 16 << 10
+
+func (p *program) call(ctx context.Context, method, url string) (int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	return resp.StatusCode, strings.TrimSpace(string(body)), err
+}
+
+// metric reads the first sample of name in Prometheus text exposition.
+func metric(text, name string) (float64, bool) {
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		if strings.HasPrefix(rest, "{") {
+			end := strings.Index(rest, "}")
+			if end < 0 {
+				continue
+			}
+			rest = rest[end+1:]
+		} else if rest == "" || (rest[0] != ' ' && rest[0] != '\t') {
+			continue // another metric whose name starts with name
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err == nil {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// signal sends the trigger's signal to the main processes of its container:
+// those marked with ContainerEnv whose parent is not (a program's own
+// children take the signal from it, as they would from a terminal).
+func (p *program) signal() (int, error) {
+	marker := []byte(ContainerEnv + "=" + p.trigger.Container + "\x00")
+	entries, err := os.ReadDir(p.proc)
+	if err != nil {
+		return 0, err
+	}
+	marked := map[int]int{} // pid -> parent
+	denied := 0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join(p.proc, e.Name(), "environ"))
+		if errors.Is(err, os.ErrPermission) {
+			denied++
+			continue
+		}
+		if err != nil || !bytes.Contains(append([]byte{0}, env...), append([]byte{0}, marker...)) {
+			continue
+		}
+		marked[pid] = parentOf(p.proc, pid)
+	}
+	n := 0
+	for pid, parent := range marked {
+		if _, child := marked[parent]; child {
+			continue
+		}
+		if err := syscall.Kill(pid, p.trigger.Signal); err != nil {
+			return n, fmt.Errorf("process %d: %w (the agent must run as the program's user: set runAsUser)", pid, err)
+		}
+		n++
+	}
+	if n == 0 {
+		why := "is it running, and does the pod share its process namespace?"
+		if denied > 0 {
+			why = fmt.Sprintf("%d processes could not be looked at: the agent must run as the program's user (set runAsUser)", denied)
+		}
+		return 0, fmt.Errorf("no process of container %s found: %s", p.trigger.Container, why)
+	}
+	return n, nil
+}
+
+// parentOf reads a process's parent from /proc/<pid>/stat (0 when it
+// cannot).
+func parentOf(proc string, pid int) int {
+	stat, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0
+	}
+	// The command may hold spaces and parentheses: the fields follow the
+	// last ')'.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
+}
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGUSR1:
+		return "SIGUSR1"
+	case syscall.SIGUSR2:
+		return "SIGUSR2"
+	}
+	return s.String()
+}

@@ -1,0 +1,68 @@
+package reload
+
+import (
+	"time"
+	"unicode/utf8"
+)
+
+// ReportPath is where configward's webhook server takes the agents'
+// reports.
+const ReportPath = "/reload-agent/report"
+
+// Report is what the agent sends, as its pod (its token says which), each
+// time what it knows changes: per config, the content on disk and what
+// the program made of it.
+type Report struct {
+	Configs []ConfigReport `json:"configs"`
+}
+
+// Results of a reload.
+const (
+	// Applied: the program says it took the content in (the reload call
+	// succeeded, or its check says so).
+	Applied = "applied"
+	// Rejected: the program refused it (the reload call or the check
+	// failed); it runs what it had.
+	Rejected = "rejected"
+	// Triggered: the reload was sent, and nothing says what came of it
+	// (a signal without a check).
+	Triggered = "triggered"
+	// Seen: the agent saw the content; the program watches its files and
+	// nothing says what it made of them (watch without a check).
+	Seen = "seen"
+)
+
+// ConfigReport is one config's state in a pod.
+type ConfigReport struct {
+	// Config is "Kind/name".
+	Config string `json:"config"`
+	// Keys fingerprint the content on disk now (see Fingerprints); AllKeys
+	// says the volume projects every key (no items), so a key the content
+	// has and the disk lacks tells another content.
+	Keys    map[string]Fingerprint `json:"keys"`
+	AllKeys bool                   `json:"allKeys"`
+	// SwappedAt is when the kubelet swapped that content in.
+	SwappedAt time.Time `json:"swappedAt"`
+	// Result is Applied, Rejected, Triggered or Seen, At when the agent
+	// learnt it, Message what the program said (cut to MaxMessage).
+	Result  string    `json:"result"`
+	At      time.Time `json:"at"`
+	Message string    `json:"message,omitempty"`
+}
+
+// MaxMessage bounds what the agent passes on of a program's answer: a
+// reason, not a body.
+const MaxMessage = 256
+
+// Cut shortens a program's message to MaxMessage bytes, on a character
+// boundary.
+func Cut(s string) string {
+	if len(s) <= MaxMessage {
+		return s
+	}
+	s = s[:MaxMessage-3]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "..."
+}
