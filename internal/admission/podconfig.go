@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -23,9 +24,10 @@ import (
 // PodConfigPath is where pods are pointed at their revision's config.
 const PodConfigPath = "/mutate-pod-config"
 
-// The Pod path sees only pods whose template names config snapshots: the
-// webhook configurations match on the annotation (a matchCondition), so the
-// pods of workloads without revisions never reach it. It fails open: while
+// The Pod path sees only pods whose template names config snapshots or asks
+// for the reload agent: the webhook configurations match on the annotations
+// (a matchCondition), so the pods of other workloads never reach it. It
+// fails open: while
 // configward is down, a pod of a revision starts on the originals' live
 // bytes rather than not at all, and the controller says so for every pod
 // that did (ConfigRevisionNotPinned). A later mutating webhook that changes
@@ -35,15 +37,22 @@ const PodConfigPath = "/mutate-pod-config"
 
 // PodConfigMatchCondition is the CEL matchCondition every installation puts
 // on the Pod path (controller-gen's markers cannot express one): only the
-// pods whose template names config snapshots are sent to it.
-const PodConfigMatchCondition = `has(object.metadata.annotations) && '` + v1alpha1.ConfigSnapshotsAnnotation + `' in object.metadata.annotations`
+// pods whose template names config snapshots or asks for the reload agent
+// are sent to it.
+const PodConfigMatchCondition = `has(object.metadata.annotations) && ('` + v1alpha1.ConfigSnapshotsAnnotation + `' in object.metadata.annotations || '` +
+	v1alpha1.ReloadAgentAnnotation + `' in object.metadata.annotations)`
 
 var podReviews = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "configward_revision_pod_reviews_total",
 	Help: "Pod creations the Pod path judged, by result: pinned (pointed at its revision's snapshots), waiting (refused until a snapshot is written), unnamed (no snapshots to pin). Dry-runs are counted too.",
 }, []string{"result"})
 
-func init() { metrics.Registry.MustRegister(podReviews) }
+var agentInjections = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "configward_reload_agent_injections_total",
+	Help: "Pod creations that asked for the reload agent, by result: injected, skipped (the pod mounts no hot config as a directory, its annotations do not parse, or the agent is there already). Dry-runs are counted too.",
+}, []string{"result"})
+
+func init() { metrics.Registry.MustRegister(podReviews, agentInjections) }
 
 // PodConfig rewrites, at a pod's creation, its references to the ConfigMaps
 // and Secrets its revision read into references to their snapshots, named
@@ -53,6 +62,8 @@ func init() { metrics.Registry.MustRegister(podReviews) }
 // creates it again.
 type PodConfig struct {
 	Inventory *inventory.Inventory
+	// Agent injects the reload agent where a pod asks for it (nil: never).
+	Agent *ReloadAgent
 	// Namespaces (a cache) say where configward cannot write snapshots.
 	Namespaces client.Reader
 	// Pending is how long a pod waits for a snapshot not written yet
@@ -87,38 +98,63 @@ func (h *PodConfig) Intake() webhookserver.Intake[string] {
 // Review implements webhookserver.Handler.
 func (h *PodConfig) Review(ctx context.Context, r *webhookserver.Review[string]) admission.Response {
 	pod := r.Object.(*corev1.Pod)
+	ops, denied, why := h.pin(ctx, r, pod)
+	if denied != nil {
+		return *denied
+	}
+	if _, asks := pod.Annotations[v1alpha1.ReloadAgentAnnotation]; asks && h.Agent != nil {
+		inject, note, err := h.Agent.inject(ctx, h.Inventory, pod)
+		if err != nil {
+			return admission.Errored(500, fmt.Errorf("configward: injecting the reload agent into Pod %s/%s: %w", r.Namespace, r.Name(), err))
+		}
+		agentInjections.WithLabelValues(map[bool]string{true: "injected", false: "skipped"}[len(inject) > 0]).Inc()
+		ops, why = append(ops, inject...), why+"; "+note
+	}
+	if len(ops) == 0 {
+		return admission.Allowed(why)
+	}
+	return admission.Patched(why, ops...)
+}
+
+// pin points the pod's references at the snapshots its revision names, or
+// refuses it while one is not written (denied).
+func (h *PodConfig) pin(ctx context.Context, r *webhookserver.Review[string], pod *corev1.Pod) ([]jsonpatch.Operation, *admission.Response, string) {
 	value, ok := pod.Annotations[v1alpha1.ConfigSnapshotsAnnotation]
 	if !ok || value == "" {
 		podReviews.WithLabelValues("unnamed").Inc()
-		return admission.Allowed("no config snapshots named")
+		return nil, nil, "no config snapshots named"
 	}
 	snaps, err := revision.Decode(value)
 	if err != nil {
-		return admission.Denied(fmt.Sprintf("[config-revision] Pod %s/%s: its %s annotation is not one configward wrote (%v), so its config cannot be pinned. "+
+		d := admission.Denied(fmt.Sprintf("[config-revision] Pod %s/%s: its %s annotation is not one configward wrote (%v), so its config cannot be pinned. "+
 			"Remove the annotation from the pod template; configward stamps it again.", r.Namespace, r.Name(), v1alpha1.ConfigSnapshotsAnnotation, err))
+		return nil, &d, ""
 	}
 	src, err := h.unwritten(ctx, r.Namespace, snaps)
 	if err != nil {
-		return admission.Errored(500, fmt.Errorf("configward: looking up the snapshots of Pod %s/%s: %w", r.Namespace, r.Name(), err))
+		d := admission.Errored(500, fmt.Errorf("configward: looking up the snapshots of Pod %s/%s: %w", r.Namespace, r.Name(), err))
+		return nil, &d, ""
 	}
 	if src != nil {
 		podReviews.WithLabelValues("waiting").Inc()
 		if why := h.blocked(ctx, r.Namespace); why != "" {
-			return admission.Denied(fmt.Sprintf("[config-revision] snapshot %s of %s %s/%s cannot be written: configward cannot write snapshots in namespace %s (%s). "+
+			d := admission.Denied(fmt.Sprintf("[config-revision] snapshot %s of %s %s/%s cannot be written: configward cannot write snapshots in namespace %s (%s). "+
 				"Pod %s/%s must read exactly its revision's config, so it is refused; configward takes the snapshot out of its workload's template, "+
 				"and the pods of the next revision start on the original. See the Events of the workload and the RevisionsReady condition of its ConfigPolicy.",
 				snaps[*src], src.Kind, r.Namespace, src.Name, r.Namespace, why, r.Namespace, r.Name()))
+			return nil, &d, ""
 		}
-		return admission.Denied(fmt.Sprintf("[config-revision] snapshot %s of %s %s/%s is not written yet: Pod %s/%s must read exactly its revision's config, "+
+		d := admission.Denied(fmt.Sprintf("[config-revision] snapshot %s of %s %s/%s is not written yet: Pod %s/%s must read exactly its revision's config, "+
 			"so it waits for configward's controller to write it (the pod's controller retries within seconds). If the refusal repeats, see the Events of the workload.",
 			snaps[*src], src.Kind, r.Namespace, src.Name, r.Namespace, r.Name()))
+		return nil, &d, ""
 	}
 	ops, _ := revision.PodPatch(&pod.Spec, snaps)
 	podReviews.WithLabelValues("pinned").Inc()
 	if len(ops) == 0 {
-		return admission.Allowed("its references name no snapshotted config")
+		return nil, nil, "its references name no snapshotted config"
 	}
-	return admission.Patched("pointed at its revision's config snapshots", ops...)
+	return ops, nil, "pointed at its revision's config snapshots"
 }
 
 // unwritten returns a source of snaps whose snapshot is not written,

@@ -33,6 +33,8 @@ type Facts struct {
 	// ChangeControl gives a namespace's change-control settings from the
 	// webhook's flags.
 	ChangeControl func(*corev1.Namespace) changecontrol.Settings
+	// Agent injects the reload agent (nil: off).
+	Agent *ReloadAgent
 	Recorder
 }
 
@@ -43,7 +45,7 @@ func Register(mux interface{ Register(string, http.Handler) }, f Facts) {
 	d := webhookserver.Decoder{Scheme: f.Scheme}
 	mux.Register(ConfigHashPath, webhookserver.Webhook("config-hash", webhookserver.Adapt(&ConfigHash{
 		Inventory: f.Inventory, Keys: f.Keys, Namespaces: f.Cache, Policies: f.Policies, Effects: f.Effects, Kinds: f.Kinds, Deliveries: f.Deliveries}, d)))
-	mux.Register(PodConfigPath, webhookserver.Webhook("pod-config", webhookserver.Adapt(&PodConfig{Inventory: f.Inventory, Namespaces: f.Cache}, d)))
+	mux.Register(PodConfigPath, webhookserver.Webhook("pod-config", webhookserver.Adapt(&PodConfig{Inventory: f.Inventory, Namespaces: f.Cache, Agent: f.Agent}, d)))
 	mux.Register(ValidateConfigMapsPath, webhookserver.Webhook("validate-configmaps", webhookserver.Adapt(&ValidateConfigMaps{
 		Schemas: f.Schemas, Policies: f.Policies, Namespaces: f.Cache, Recorder: f.Recorder}, d)))
 	mux.Register(ValidateConfigSchemasPath, webhookserver.Webhook("validate-configschemas", webhookserver.Adapt(&ValidateConfigSchemas{}, d)))

@@ -115,6 +115,11 @@ func (h *ValidateWorkloads) Review(ctx context.Context, r *webhookserver.Review[
 			return admission.Allowed(why)
 		}
 	}
+	if err := ParseReloadAnnotations(w.TemplateAnnotations()); err != nil {
+		// Found at the pod's creation instead, it would leave the pod
+		// without its agent, and nobody would read why.
+		return admission.Denied(fmt.Sprintf("[reload-agent] %s %s/%s: %v. Fix the annotation and apply again.", kind, r.Namespace, name, err))
+	}
 	ns, err := configpolicy.LookupNamespace(ctx, h.Namespaces, r.Namespace)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: %w", err))

@@ -251,7 +251,7 @@ func TestSignalReload(t *testing.T) {
 	}
 	marker := filepath.Join(t.TempDir(), "hup")
 	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), "CONFIGWARD_AGENT_TEST_CHILD="+marker, ContainerEnv+"=app")
+	child.Env = append(os.Environ(), "CONFIGWARD_AGENT_TEST_CHILD="+marker, reload.ContainerEnv+"=app")
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}

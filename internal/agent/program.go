@@ -18,11 +18,6 @@ import (
 	"github.com/configward/configward/internal/reload"
 )
 
-// ContainerEnv marks the processes of the container a signal goes to: the
-// injection sets it on that container, and the agent, sharing the pod's
-// process namespace, finds them by it.
-const ContainerEnv = "CONFIGWARD_RELOAD_CONTAINER"
-
 // program is the program the agent reloads.
 type program struct {
 	trigger reload.Trigger
@@ -153,7 +148,7 @@ func metric(text, name string) (float64, bool) {
 // those marked with ContainerEnv whose parent is not (a program's own
 // children take the signal from it, as they would from a terminal).
 func (p *program) signal() (int, error) {
-	marker := []byte(ContainerEnv + "=" + p.trigger.Container + "\x00")
+	marker := []byte(reload.ContainerEnv + "=" + p.trigger.Container + "\x00")
 	entries, err := os.ReadDir(p.proc)
 	if err != nil {
 		return 0, err

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/digest"
 	"github.com/configward/configward/internal/workload"
 )
@@ -93,14 +94,20 @@ func TransformPod(obj any) (any, error) {
 }
 
 // readyCondition keeps a pod's Ready condition, and restarts each
-// container's restart count: a delivery's health gate reads them.
+// container's restart count: a delivery's health gate reads them. It keeps
+// configward's reload condition too, which says what the pod's program
+// applied (configward writes it from its reload agent's reports).
 func readyCondition(cs []corev1.PodCondition) []corev1.PodCondition {
+	var out []corev1.PodCondition
 	for _, c := range cs {
-		if c.Type == corev1.PodReady {
-			return []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		switch c.Type {
+		case corev1.PodReady:
+			out = append(out, corev1.PodCondition{Type: c.Type, Status: c.Status})
+		case v1alpha1.ReloadConditionType:
+			out = append(out, c)
 		}
 	}
-	return nil
+	return out
 }
 
 func restarts(cs []corev1.ContainerStatus) []corev1.ContainerStatus {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/configward/configward/internal/changecontrol"
+	"github.com/configward/configward/internal/reload"
 	"github.com/configward/configward/internal/webhookscope"
 	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
@@ -185,6 +186,25 @@ type Webhook struct {
 	MaxInFlightBytes int64
 	ClientCAFile     string
 	IdleTimeout      time.Duration
+	// ReloadAgent are the settings of the reload agent the webhook injects.
+	ReloadAgent ReloadAgent
+}
+
+// ReloadAgent are the settings of configward's reload agent: what the
+// webhook injects into pods that ask for it, and where agents report.
+type ReloadAgent struct {
+	// Image holds the agent (configward's own image); empty: no pod gets
+	// the agent.
+	Image string
+	// ReportURL is the report endpoint's URL as pods reach it (the
+	// webhook Service's agent port); CAFile the PEM of the authority its
+	// certificate chains to, handed to every agent.
+	ReportURL string
+	CAFile    string
+	// BindAddress is where the report endpoint listens, apart from
+	// admission: agents authenticate with their token, not the API
+	// server's client certificate.
+	BindAddress string
 }
 
 // ChangeControl are the flags of rule out-of-pipeline-edit. They name a
@@ -285,6 +305,14 @@ func (w *Webhook) AddFlags(fs *pflag.FlagSet) {
 		"Most request-body bytes held at once (a request without a length counts as --max-request-bytes); size it with the memory limit: each byte of a large review costs several while decoded.")
 	fs.DurationVar(&w.IdleTimeout, "idle-timeout", webhookserver.DefaultIdleTimeout,
 		"How long a connection from the API server may sit idle before it is closed. Until then Go's connection buffers hold the last review it carried; the API server reconnects when it next calls.")
+	fs.StringVar(&w.ReloadAgent.Image, "reload-agent-image", "",
+		"Image of the reload agent injected into pods whose template carries configward.dev/reload-agent (configward's own; the chart sets it). Empty: no pod gets the agent.")
+	fs.StringVar(&w.ReloadAgent.ReportURL, "reload-agent-report-url", "",
+		"URL agents report to, as pods reach it: https://<webhook Service>.<namespace>.svc:<agent port>"+reload.ReportPath+" (the chart sets it).")
+	fs.StringVar(&w.ReloadAgent.CAFile, "reload-agent-ca-file", "",
+		"PEM file of the CA the report endpoint's certificate chains to, handed to every agent (the chart points it at the serving Secret's ca.crt).")
+	fs.StringVar(&w.ReloadAgent.BindAddress, "reload-agent-bind-address", ":9444",
+		"Address the agents' HTTPS report endpoint listens on, with the serving certificate; agents authenticate with a token of their own audience, checked with a TokenReview.")
 	fs.StringVar(&w.ClientCAFile, "client-ca-file", "",
 		"PEM file of the CA(s) that sign the API server's client certificate for webhooks (its admission-control kubeconfig). When set, only clients presenting such a certificate can call. When empty, anyone who can reach the port can ask; configward then leaks no Secret value and records Events and metrics only for requests whose effect the cache confirms.")
 }
@@ -299,6 +327,9 @@ func (w *Webhook) Validate() error {
 	}
 	if w.MaxRequestBytes < 1<<20 {
 		return fmt.Errorf("--max-request-bytes must be at least 1 MiB; the API server sends objects of up to 3 MiB")
+	}
+	if w.ReloadAgent.Image != "" && w.ReloadAgent.ReportURL == "" {
+		return fmt.Errorf("--reload-agent-image needs --reload-agent-report-url: an injected agent must know where to report")
 	}
 	return nil
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"os"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -26,6 +28,9 @@ import (
 type WebhookProcess struct {
 	Process
 	Server *webhookserver.Server
+	// Agents is the reload agents' report endpoint (nil when its bind
+	// address is empty).
+	Agents interface{ Addr() net.Addr }
 }
 
 // NewWebhook builds the webhook process. Handlers are registered on Server
@@ -55,7 +60,7 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating webhook manager: %w", err)
 	}
-	ready, err := registerWebhooks(mgr, srv, o)
+	ready, agents, err := registerWebhooks(mgr, srv, o)
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +70,9 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 		return nil, err
 	}
 	p := &WebhookProcess{Process: Process{Manager: mgr, delay: o.ShutdownDelay, onDrain: srv.Drain}, Server: srv}
+	if agents != nil {
+		p.Agents = agents
+	}
 	checks := append([]namedCheck{
 		{"webhook-server", srv.StartedChecker()},
 		{"serving-certificate", srv.CertificateChecker()},
@@ -78,57 +86,66 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 // registerWebhooks builds the facts the handlers read (inventory, policies,
 // schemas, the hash key) on the manager's cache and registers every
 // handler. It returns the readiness checks of what must load first.
-func registerWebhooks(mgr ctrlmanager.Manager, srv *webhookserver.Server, o Webhook) ([]namedCheck, error) {
+func registerWebhooks(mgr ctrlmanager.Manager, srv *webhookserver.Server, o Webhook) ([]namedCheck, *agentServer, error) {
 	// Every workload kind, Pods included, is cached (without managed
 	// fields) so that a delete of config still in use is refused from
 	// memory; Namespaces (watchPolicies) for their labels and whether they
 	// are terminating.
 	kinds, err := o.Kinds()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	inv, err := inventory.Start(context.Background(), mgr.GetCache(), kinds, kinds.Kinds())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Rollbacks are told from other writes by the workload's history.
 	if err := inventory.WatchHistory(context.Background(), mgr.GetCache()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	changeControl, err := o.ChangeControl.Settings()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	policies, policiesSynced, err := watchPolicies(mgr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ledger, err := confirmedEffects(mgr, srv.AuthenticatesCallers(), inv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rec := admission.Recorder{Events: mgr.GetEventRecorder("configward-webhook"), Effects: ledger}
 	keys, err := hashKeys(mgr, o.Common)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	schemaInformer, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.ConfigSchema{})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	schemas := configschema.New(mgr.GetCache())
 	schemasSynced, err := schemas.Watch(schemaInformer)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	deliveries, deliveriesSynced, err := watchDeliveries(mgr, inv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	admission.Register(srv, admission.Facts{
 		Scheme: mgr.GetScheme(), Inventory: inv, Kinds: kinds, Cache: mgr.GetCache(), Live: mgr.GetAPIReader(),
 		Keys: keys, Policies: policies, Schemas: schemas, ChangeControl: changeControl, Recorder: rec, Deliveries: deliveries,
+		Agent: reloadAgent(o.ReloadAgent),
 	})
+	var agents *agentServer
+	if o.ReloadAgent.BindAddress != "" {
+		agents = newAgentServer(o, &admission.ReloadReports{Reviews: mgr.GetClient(), Pods: mgr.GetCache(), Inventory: inv, Writer: mgr.GetClient(),
+			Events: mgr.GetEventRecorder("configward-webhook"), Kinds: kinds}, ctrl.Log.WithName("reload-agents"))
+		if err := mgr.Add(agents); err != nil {
+			return nil, nil, err
+		}
+	}
 	return []namedCheck{
 		{"policies-loaded", func(*http.Request) error {
 			if !policiesSynced() {
@@ -148,7 +165,7 @@ func registerWebhooks(mgr ctrlmanager.Manager, srv *webhookserver.Server, o Webh
 			}
 			return nil
 		}},
-	}, nil
+	}, agents, nil
 }
 
 // confirmedEffects returns the ledger of the webhook's decisions: recorded
@@ -179,4 +196,25 @@ func confirmedEffects(mgr ctrlmanager.Manager, trusted bool, inv *inventory.Inve
 		}
 	}
 	return ledger, nil
+}
+
+// reloadAgent is the injection of the reload agent, nil when no image is
+// set. The CA handed to agents is read at each injection: cert-manager
+// renews it in place.
+func reloadAgent(o ReloadAgent) *admission.ReloadAgent {
+	if o.Image == "" {
+		return nil
+	}
+	a := &admission.ReloadAgent{Image: o.Image, ReportURL: o.ReportURL}
+	if o.CAFile != "" {
+		a.CA = func() string {
+			pem, err := os.ReadFile(o.CAFile)
+			if err != nil {
+				ctrl.Log.WithName("reload-agent").Error(err, "reading the CA handed to agents; they trust the system's roots")
+				return ""
+			}
+			return string(pem)
+		}
+	}
+	return a
 }

@@ -19,6 +19,8 @@ package refs
 import (
 	"cmp"
 	"fmt"
+	"maps"
+	"path"
 	"slices"
 	"strings"
 
@@ -102,6 +104,11 @@ type Ref struct {
 	// would hide bits: 0640 > 0604, yet 0604 is the one others can read.
 	// Zero for env refs.
 	MaxMode int32 `json:"maxMode"`
+	// Files maps, for a volume source with items, each file it writes
+	// (relative to the volume) to the key it holds; nil when every key is
+	// written under its own name. The reload agent reads the files back
+	// as keys; rules have Keys.
+	Files map[string]string `json:"-"`
 }
 
 // Entry is one field through which a pod spec names a ConfigMap, a Secret
@@ -445,7 +452,7 @@ func (c container) envRefs() []Ref {
 func volumeSources(v *corev1.Volume, i int) []Ref {
 	if e, u, ok := first(Volume, v); ok {
 		r := e.ref(u, "spec", i)
-		r.Volume, r.Keys, r.MaxMode = v.Name, itemKeys(u.items), maxMode(u.mode, u.items)
+		r.Volume, r.Keys, r.MaxMode, r.Files = v.Name, itemKeys(u.items), maxMode(u.mode, u.items), itemFiles(u.items)
 		return []Ref{r}
 	}
 	if v.Projected == nil {
@@ -456,7 +463,7 @@ func volumeSources(v *corev1.Volume, i int) []Ref {
 	for k := range v.Projected.Sources {
 		if e, u, ok := first(Projected, &v.Projected.Sources[k]); ok {
 			r := e.ref(u, "spec", i, k)
-			r.Volume, r.Keys, r.MaxMode = v.Name, itemKeys(u.items), maxMode(mode, u.items)
+			r.Volume, r.Keys, r.MaxMode, r.Files = v.Name, itemKeys(u.items), maxMode(mode, u.items), itemFiles(u.items)
 			out = append(out, r)
 		}
 	}
@@ -472,7 +479,7 @@ func mounted(src Ref, cs []container) []Ref {
 				continue
 			}
 			r := src
-			r.Keys = slices.Clone(src.Keys)
+			r.Keys, r.Files = slices.Clone(src.Keys), maps.Clone(src.Files)
 			r.Container, r.ContainerType = c.name, c.typ
 			r.MountFieldPath = fmt.Sprintf("%s.volumeMounts[%d]", c.path, k)
 			r.MountPath, r.SubPath, r.SubPathExpr, r.ReadOnly = m.MountPath, m.SubPath, m.SubPathExpr, m.ReadOnly
@@ -495,6 +502,18 @@ func itemKeys(items []corev1.KeyToPath) []string {
 		keys = append(keys, it.Key)
 	}
 	return sortedUnique(keys)
+}
+
+// itemFiles maps the files items write to their keys; nil for no items.
+func itemFiles(items []corev1.KeyToPath) map[string]string {
+	if len(items) == 0 {
+		return nil
+	}
+	files := make(map[string]string, len(items))
+	for _, it := range items {
+		files[path.Clean(it.Path)] = it.Key
+	}
+	return files
 }
 
 // modeOr is a volume's defaultMode, or the API's default when it sets none.

@@ -72,7 +72,7 @@ func TestFromPodSpec(t *testing.T) {
 				Kind: ConfigMap, Name: "flags", Optional: true, Keys: []string{"a.yaml", "z.yaml"}, Via: Volume,
 				Path: "spec.volumes[0].configMap", NamePath: "spec.volumes[0].configMap.name", Container: "api", ContainerType: Regular, Volume: "cfg",
 				MountFieldPath: "spec.containers[0].volumeMounts[0]", MountPath: "/etc/app/a.yaml", SubPath: "a",
-				MaxMode: 0o400,
+				MaxMode: 0o400, Files: map[string]string{"z": "z.yaml", "a": "a.yaml", "z2": "z.yaml"},
 			}},
 		},
 		{
@@ -113,9 +113,9 @@ func TestFromPodSpec(t *testing.T) {
 			},
 			want: []Ref{
 				{Kind: Secret, Name: "s1", Via: Volume, Path: "spec.volumes[0].secret", NamePath: "spec.volumes[0].secret.secretName", Volume: "a", MaxMode: 0o400},
-				{Kind: Secret, Name: "s2", Keys: []string{"k1", "k2"}, Via: Volume, Path: "spec.volumes[1].secret", NamePath: "spec.volumes[1].secret.secretName", Volume: "b", MaxMode: 0o644},
-				{Kind: Secret, Name: "s3", Keys: []string{"k1", "k2"}, Via: Volume, Path: "spec.volumes[2].secret", NamePath: "spec.volumes[2].secret.secretName", Volume: "c", MaxMode: 0o600},
-				{Kind: Secret, Name: "s4", Keys: []string{"k1"}, Via: Volume, Path: "spec.volumes[3].secret", NamePath: "spec.volumes[3].secret.secretName", Volume: "d", MaxMode: 0o400},
+				{Kind: Secret, Name: "s2", Keys: []string{"k1", "k2"}, Via: Volume, Path: "spec.volumes[1].secret", NamePath: "spec.volumes[1].secret.secretName", Volume: "b", MaxMode: 0o644, Files: map[string]string{"k1": "k1", "k2": "k2"}},
+				{Kind: Secret, Name: "s3", Keys: []string{"k1", "k2"}, Via: Volume, Path: "spec.volumes[2].secret", NamePath: "spec.volumes[2].secret.secretName", Volume: "c", MaxMode: 0o600, Files: map[string]string{"k1": "k1", "k2": "k2"}},
+				{Kind: Secret, Name: "s4", Keys: []string{"k1"}, Via: Volume, Path: "spec.volumes[3].secret", NamePath: "spec.volumes[3].secret.secretName", Volume: "d", MaxMode: 0o400, Files: map[string]string{"k1": "k1"}},
 			},
 		},
 		{
@@ -140,12 +140,12 @@ func TestFromPodSpec(t *testing.T) {
 				{
 					Kind: ConfigMap, Name: "app", Keys: []string{"a", "b"}, Via: Projected, Path: "spec.volumes[0].projected.sources[1].configMap", NamePath: "spec.volumes[0].projected.sources[1].configMap.name",
 					Container: "api", ContainerType: Regular, Volume: "all", MountFieldPath: "spec.containers[0].volumeMounts[0]",
-					MountPath: "/etc/all", SubPathExpr: "$(POD_NAME)", MaxMode: 0o440,
+					MountPath: "/etc/all", SubPathExpr: "$(POD_NAME)", MaxMode: 0o440, Files: map[string]string{"a": "a", "b": "b"},
 				},
 				{
 					Kind: Secret, Name: "creds", Optional: true, Keys: []string{"pw"}, Via: Projected, Path: "spec.volumes[0].projected.sources[3].secret", NamePath: "spec.volumes[0].projected.sources[3].secret.name",
 					Container: "api", ContainerType: Regular, Volume: "all", MountFieldPath: "spec.containers[0].volumeMounts[0]",
-					MountPath: "/etc/all", SubPathExpr: "$(POD_NAME)", MaxMode: 0o404,
+					MountPath: "/etc/all", SubPathExpr: "$(POD_NAME)", MaxMode: 0o404, Files: map[string]string{"pw": "pw"},
 				},
 				{
 					Kind: Secret, Name: "ca", Via: Projected, Path: "spec.volumes[0].projected.sources[4].secret", NamePath: "spec.volumes[0].projected.sources[4].secret.name",

@@ -41,6 +41,11 @@ type Config struct {
 // ID names the config in reports: "ConfigMap/flags".
 func (c Config) ID() string { return c.Kind + "/" + c.Name }
 
+// ContainerEnv marks the processes of the container a signal goes to: the
+// injection sets it on that container, and the agent, sharing the pod's
+// process namespace, finds them by it.
+const ContainerEnv = "CONFIGWARD_RELOAD_CONTAINER"
+
 // Audience is the audience of the agent's token: configward accepts no
 // other, so a token the pod uses elsewhere cannot report.
 const Audience = "configward.dev/reload-agent"

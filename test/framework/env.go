@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/internal/reload"
 	"github.com/configward/configward/internal/scheme"
 )
 
@@ -38,6 +39,10 @@ const Namespace = "configward-system"
 
 // HashKeySecret is the Secret of the config-hash key.
 const HashKeySecret = "configward-hash-key"
+
+// AgentImage is the reload agent's image the in-process webhook injects
+// (kwok runs no container; the node suite installs the chart's).
+const AgentImage = "ghcr.io/configward/configward:e2e"
 
 // Options configure Start.
 type Options struct {
@@ -356,6 +361,14 @@ func (e *Env) NewWebhookProcess(shutdownDelay, certPoll time.Duration) (*manager
 	// its webhook (snapshots, delivery records). A test that changes the
 	// change-control flags sets it again, or leaves it out on purpose.
 	o.ChangeControl.ConfigwardServiceAccounts = []string{ControllerServiceAccount}
+	// The reload agent, as the chart sets it up: injected where pods ask,
+	// reporting to its own port with the test CA.
+	agentPorts, err := FreePorts(1)
+	if err != nil {
+		return nil, "", err
+	}
+	o.ReloadAgent = manager.ReloadAgent{Image: AgentImage, BindAddress: fmt.Sprintf("127.0.0.1:%d", agentPorts[0]),
+		ReportURL: fmt.Sprintf("https://127.0.0.1:%d%s", agentPorts[0], reload.ReportPath), CAFile: filepath.Join(e.Dir, "client-ca.crt")}
 	if e.authenticate {
 		o.ClientCAFile = filepath.Join(e.Dir, "client-ca.crt")
 	}

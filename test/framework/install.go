@@ -78,7 +78,7 @@ func pinOnlyRevisionPods(o client.Object) {
 		if c.Webhooks[i].ClientConfig.Service != nil && c.Webhooks[i].ClientConfig.Service.Path != nil && *c.Webhooks[i].ClientConfig.Service.Path == admission.PodConfigPath ||
 			c.Webhooks[i].ClientConfig.URL != nil && strings.HasSuffix(*c.Webhooks[i].ClientConfig.URL, admission.PodConfigPath) {
 			c.Webhooks[i].MatchConditions = append(c.Webhooks[i].MatchConditions,
-				admissionregistrationv1.MatchCondition{Name: "names-config-snapshots", Expression: admission.PodConfigMatchCondition})
+				admissionregistrationv1.MatchCondition{Name: "pod-config-annotations", Expression: admission.PodConfigMatchCondition})
 		}
 	}
 }

@@ -1,0 +1,197 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"gomodules.xyz/jsonpatch/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/reload"
+)
+
+// ReloadAgent injects configward's reload agent, at a pod's creation, into
+// pods whose template asks for it (v1alpha1.ReloadAgentAnnotation): a
+// native sidecar (an init container that restarts) that mounts the hot
+// ConfigMaps and Secrets the pod mounts as directories, read-only, with a
+// projected token of its own audience to report with. The pod's own
+// template stays as written.
+type ReloadAgent struct {
+	// Image is configward's image, which holds the agent.
+	Image string
+	// ReportURL is where agents report; CA the PEM of the authority the
+	// report endpoint's certificate chains to, handed to each agent.
+	ReportURL string
+	CA        func() string
+}
+
+// Names of what the injection adds to a pod.
+const (
+	AgentContainer   = "configward-agent"
+	agentTokenVolume = "configward-agent-token"
+	agentTokenDir    = "/var/run/configward/agent"
+	agentConfigDir   = "/configward/config/"
+	// agentTokenSeconds is the token's life; the kubelet renews it before
+	// it ends.
+	agentTokenSeconds = 3600
+)
+
+// ParseReloadAnnotations checks a pod template's reload annotations.
+func ParseReloadAnnotations(annotations map[string]string) error {
+	v, ok := annotations[v1alpha1.ReloadAgentAnnotation]
+	if !ok {
+		if _, check := annotations[v1alpha1.ReloadCheckAnnotation]; check {
+			return fmt.Errorf("%s is set without %s: say how the program reloads (watch, if it watches its files)", v1alpha1.ReloadCheckAnnotation, v1alpha1.ReloadAgentAnnotation)
+		}
+		return nil
+	}
+	if _, err := reload.ParseTrigger(v); err != nil {
+		return fmt.Errorf("%s: %w", v1alpha1.ReloadAgentAnnotation, err)
+	}
+	if c, ok := annotations[v1alpha1.ReloadCheckAnnotation]; ok {
+		if _, err := reload.ParseCheck(c); err != nil {
+			return fmt.Errorf("%s: %w", v1alpha1.ReloadCheckAnnotation, err)
+		}
+	}
+	return nil
+}
+
+// inject returns the patch that adds the agent to pod, or why it adds none.
+func (a *ReloadAgent) inject(ctx context.Context, inv *inventory.Inventory, pod *corev1.Pod) ([]jsonpatch.Operation, string, error) {
+	if err := ParseReloadAnnotations(pod.Annotations); err != nil {
+		return nil, "no reload agent: " + err.Error(), nil
+	}
+	if hasContainer(pod.Spec.InitContainers, AgentContainer) {
+		return nil, "the reload agent is in the pod already", nil
+	}
+	trigger, _ := reload.ParseTrigger(pod.Annotations[v1alpha1.ReloadAgentAnnotation])
+	target := -1
+	if trigger.Mode == reload.Signal {
+		if target = containerIndex(pod.Spec.Containers, trigger.Container); target < 0 {
+			return nil, fmt.Sprintf("no reload agent: %s names container %s, which the pod does not have", v1alpha1.ReloadAgentAnnotation, trigger.Container), nil
+		}
+	}
+	configs, mounts, err := hotDirectories(ctx, inv, pod)
+	if err != nil || len(configs) == 0 {
+		return nil, "no reload agent: the pod mounts no hot ConfigMap or Secret as a directory", err
+	}
+	spec := reload.Spec{Trigger: pod.Annotations[v1alpha1.ReloadAgentAnnotation], Check: pod.Annotations[v1alpha1.ReloadCheckAnnotation],
+		Report: a.ReportURL, TokenFile: agentTokenDir + "/token", Configs: configs}
+	if a.CA != nil {
+		spec.CA = a.CA()
+	}
+	specJSON, err := json.Marshal(spec)
+	if err != nil {
+		return nil, "", err
+	}
+	c := a.container(string(specJSON), append(mounts, corev1.VolumeMount{Name: agentTokenVolume, MountPath: agentTokenDir, ReadOnly: true}))
+	if target >= 0 {
+		// Signals need the program's user: the agent runs as the
+		// container it signals does, where that is set.
+		c.SecurityContext.RunAsUser = runAsUser(pod, &pod.Spec.Containers[target])
+	}
+	var ops []jsonpatch.Operation
+	ops = appendItem(ops, "/spec/initContainers", len(pod.Spec.InitContainers), c)
+	ops = appendItem(ops, "/spec/volumes", len(pod.Spec.Volumes), corev1.Volume{Name: agentTokenVolume, VolumeSource: corev1.VolumeSource{
+		Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+			Audience: reload.Audience, ExpirationSeconds: ptr.To[int64](agentTokenSeconds), Path: "token"}}}}}})
+	if target >= 0 {
+		// The agent finds the program's processes, and signals them, in the
+		// pod's one process namespace.
+		ops = append(ops, jsonpatch.Operation{Operation: "add", Path: "/spec/shareProcessNamespace", Value: true})
+		ops = appendItem(ops, fmt.Sprintf("/spec/containers/%d/env", target), len(pod.Spec.Containers[target].Env),
+			corev1.EnvVar{Name: reload.ContainerEnv, Value: trigger.Container})
+	}
+	return ops, fmt.Sprintf("reload agent injected for %d hot configs", len(configs)), nil
+}
+
+// container is the agent's container: restricted (non-root, read-only
+// root, no capabilities, no privilege escalation) and small.
+func (a *ReloadAgent) container(spec string, mounts []corev1.VolumeMount) corev1.Container {
+	return corev1.Container{
+		Name:          AgentContainer,
+		Image:         a.Image,
+		Args:          []string{"agent"},
+		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		Env:           []corev1.EnvVar{{Name: reload.SpecEnv, Value: spec}},
+		VolumeMounts:  mounts,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("5m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("48Mi")},
+		},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             ptr.To(true),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
+}
+
+// hotDirectories lists the hot ConfigMaps and Secrets pod mounts as their
+// own volumes (hot config mounted with subPath or read as env is refused
+// before a pod is created), each with the mount the agent reads it
+// through. A hot source inside a projected volume shares its directory
+// with other sources, so the agent cannot tell its files apart: it is
+// left out, and the pod's report lists only what the agent watches.
+func hotDirectories(ctx context.Context, inv *inventory.Inventory, pod *corev1.Pod) ([]reload.Config, []corev1.VolumeMount, error) {
+	var configs []reload.Config
+	var mounts []corev1.VolumeMount
+	seen := map[string]bool{}
+	for _, r := range refs.FromPodSpec(&pod.Spec) {
+		if r.Via != refs.Volume || seen[r.Volume] {
+			continue
+		}
+		seen[r.Volume] = true
+		o, err := inv.Get(ctx, r.Kind, pod.Namespace, r.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !o.Exists || o.Mode != inventory.Hot {
+			continue
+		}
+		c := reload.Config{Kind: string(r.Kind), Name: r.Name, Dir: agentConfigDir + r.Volume, Items: r.Files}
+		configs = append(configs, c)
+		mounts = append(mounts, corev1.VolumeMount{Name: r.Volume, MountPath: c.Dir, ReadOnly: true})
+	}
+	return configs, mounts, nil
+}
+
+// appendItem adds item at the end of the list at path, which holds n
+// items (a JSON patch cannot append to a list that is not there).
+func appendItem(ops []jsonpatch.Operation, path string, n int, item any) []jsonpatch.Operation {
+	if n == 0 {
+		return append(ops, jsonpatch.Operation{Operation: "add", Path: path, Value: []any{item}})
+	}
+	return append(ops, jsonpatch.Operation{Operation: "add", Path: path + "/-", Value: item})
+}
+
+func hasContainer(cs []corev1.Container, name string) bool { return containerIndex(cs, name) >= 0 }
+
+func containerIndex(cs []corev1.Container, name string) int {
+	for i := range cs {
+		if cs[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// runAsUser is the user a container runs as, where the pod says: its own
+// securityContext, or the pod's.
+func runAsUser(pod *corev1.Pod, c *corev1.Container) *int64 {
+	if c.SecurityContext != nil && c.SecurityContext.RunAsUser != nil {
+		return c.SecurityContext.RunAsUser
+	}
+	if pod.Spec.SecurityContext != nil {
+		return pod.Spec.SecurityContext.RunAsUser
+	}
+	return nil
+}

@@ -1,0 +1,316 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/reload"
+	"github.com/configward/configward/internal/workload"
+)
+
+// The webhook takes the reports of reload agents and keeps what they say
+// on each pod (the ConfigReload condition), and records an Event on the
+// workload when a program rejects a change.
+//
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
+
+var (
+	agentReports = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configward_reload_reports_total",
+		Help: "Reports of reload agents, by outcome: recorded, unchanged (what the pod said is already on it), refused (no token, a token of another audience or not a pod's, a pod that is gone), invalid (a body that is not a report).",
+	}, []string{"outcome"})
+	reloadResults = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configward_reload_results_total",
+		Help: "What pods' programs made of a swap of hot config, as their reload agents report it: applied, rejected, triggered (a signal without a check), seen (a program that watches its files, without a check).",
+	}, []string{"result"})
+	kubeletLag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "configward_reload_kubelet_lag_seconds",
+		Help:    "Time from a hot ConfigMap's or Secret's write to the kubelet's swap of it into a pod's volume, as the pod's reload agent reports it (the API server records writes to the second).",
+		Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 90, 120, 180, 300},
+	})
+)
+
+func init() { metrics.Registry.MustRegister(agentReports, reloadResults, kubeletLag) }
+
+// ReloadReports takes reload agents' reports. Each is authenticated with a
+// TokenReview of its bearer token, which must be of reload.Audience and
+// bound to a pod: the pod is the token's, never the report's, so a pod
+// reports only for itself. Its fingerprints are checked against the
+// content of the config now (reload.Matches) and only the verdict is kept.
+type ReloadReports struct {
+	// Reviews creates TokenReviews.
+	Reviews client.Client
+	// Pods (a cache) and Inventory give the pod and its config; Writer
+	// patches the pod's status.
+	Pods      client.Reader
+	Inventory *inventory.Inventory
+	Writer    client.Client
+	Events    recorder.EventRecorder
+	Kinds     *workload.Registry
+}
+
+// maxReport bounds a report's body: a few configs' fingerprints.
+const maxReport = 64 << 10
+
+// reloadEntry is one config's state as the condition keeps it.
+type reloadEntry struct {
+	Config string `json:"config"`
+	// Content says which content the pod has on disk: current, or other
+	// (not the config's content now).
+	Content   string    `json:"content"`
+	Result    string    `json:"result"`
+	Message   string    `json:"message,omitempty"`
+	SwappedAt time.Time `json:"swappedAt"`
+	At        time.Time `json:"at"`
+}
+
+// Content verdicts.
+const (
+	ContentCurrent = "current"
+	ContentOther   = "other"
+)
+
+func (h *ReloadReports) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST a report", http.StatusMethodNotAllowed)
+		return
+	}
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || token == "" {
+		agentReports.WithLabelValues("refused").Inc()
+		http.Error(w, "no bearer token", http.StatusUnauthorized)
+		return
+	}
+	var rep reload.Report
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxReport))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		agentReports.WithLabelValues("invalid").Inc()
+		http.Error(w, "not a report: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	ctx := r.Context()
+	pod, status, err := h.podOf(ctx, token)
+	if err != nil {
+		agentReports.WithLabelValues("refused").Inc()
+		ctrl.Log.WithName("reload-reports").Info("report refused", "why", err.Error())
+		http.Error(w, err.Error(), status)
+		return
+	}
+	outcome, err := h.record(ctx, pod, []byte(token), rep)
+	if err != nil {
+		ctrl.Log.WithName("reload-reports").Error(err, "recording a report", "pod", client.ObjectKeyFromObject(pod))
+		http.Error(w, "not recorded: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	agentReports.WithLabelValues(outcome).Inc()
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"outcome":%q}`, outcome)
+}
+
+// podOf authenticates token and returns the pod it is bound to.
+func (h *ReloadReports) podOf(ctx context.Context, token string) (*corev1.Pod, int, error) {
+	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{reload.Audience}}}
+	if err := h.Reviews.Create(ctx, review); err != nil {
+		return nil, http.StatusServiceUnavailable, fmt.Errorf("reviewing the token: %w", err)
+	}
+	st := review.Status
+	if !st.Authenticated || !slices.Contains(st.Audiences, reload.Audience) {
+		return nil, http.StatusUnauthorized, errors.New("the token is not one of a reload agent (audience " + reload.Audience + ")")
+	}
+	name, uid := first(st.User.Extra["authentication.kubernetes.io/pod-name"]), first(st.User.Extra["authentication.kubernetes.io/pod-uid"])
+	parts := strings.Split(st.User.Username, ":")
+	if name == "" || uid == "" || len(parts) != 4 || parts[0] != "system" || parts[1] != "serviceaccount" {
+		return nil, http.StatusUnauthorized, errors.New("the token is not bound to a pod")
+	}
+	var pod corev1.Pod
+	if err := h.Pods.Get(ctx, types.NamespacedName{Namespace: parts[2], Name: name}, &pod); err != nil || string(pod.UID) != uid {
+		return nil, http.StatusForbidden, fmt.Errorf("pod %s/%s of the token is gone", parts[2], name)
+	}
+	return &pod, 0, nil
+}
+
+func first(v authenticationv1.ExtraValue) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}
+
+// record keeps what rep says of pod on the pod's ConfigReload condition,
+// when it changes.
+func (h *ReloadReports) record(ctx context.Context, pod *corev1.Pod, token []byte, rep reload.Report) (string, error) {
+	consumed := map[string]bool{}
+	for _, c := range refs.Consumed(refs.FromPodSpec(&pod.Spec)) {
+		consumed[string(c.Kind)+"/"+c.Name] = true
+	}
+	key := reload.FingerprintKey(token)
+	previous := reloadEntries(pod)
+	var entries []reloadEntry
+	for _, part := range rep.Configs {
+		kind, name, _ := strings.Cut(part.Config, "/")
+		if !consumed[part.Config] || (kind != string(refs.ConfigMap) && kind != string(refs.Secret)) {
+			continue // a pod reports on the config it reads, nothing else
+		}
+		o, err := h.Inventory.Get(ctx, refs.Kind(kind), pod.Namespace, name)
+		if err != nil {
+			return "", err
+		}
+		e := reloadEntry{Config: part.Config, Content: ContentOther, Result: part.Result, Message: reload.Cut(part.Message), SwappedAt: part.SwappedAt.UTC(), At: part.At.UTC()}
+		if o.Exists && reload.Matches(key, part.Keys, part.AllKeys, o.KeyDigests) {
+			e.Content = ContentCurrent
+			if at := changedAt(ctx, h.Pods, refs.Kind(kind), pod.Namespace, name); !at.IsZero() && e.SwappedAt.After(at) && isNewSwap(previous, e) {
+				kubeletLag.Observe(e.SwappedAt.Sub(at).Seconds())
+			}
+		}
+		if isNewSwap(previous, e) || previous[e.Config].Result != e.Result {
+			reloadResults.WithLabelValues(e.Result).Inc()
+			if e.Result == reload.Rejected {
+				h.rejected(ctx, pod, e)
+			}
+		}
+		entries = append(entries, e)
+	}
+	slices.SortFunc(entries, func(a, b reloadEntry) int { return strings.Compare(a.Config, b.Config) })
+	cond := reloadCondition(entries)
+	if old := podCondition(pod, v1alpha1.ReloadConditionType); old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message {
+		return "unchanged", nil
+	}
+	before := pod.DeepCopy()
+	setPodCondition(pod, cond)
+	if err := h.Writer.Status().Patch(ctx, pod, client.StrategicMergeFrom(before)); err != nil {
+		return "", fmt.Errorf("writing the pod's %s condition: %w", v1alpha1.ReloadConditionType, err)
+	}
+	return "recorded", nil
+}
+
+// reloadCondition sums entries up: True when every config's current content
+// is applied, False when a program rejected one, Unknown otherwise (a
+// content not current yet, or a result nothing confirms).
+func reloadCondition(entries []reloadEntry) corev1.PodCondition {
+	c := corev1.PodCondition{Type: v1alpha1.ReloadConditionType, Status: corev1.ConditionTrue, Reason: "Applied", LastTransitionTime: metav1.Now()}
+	for _, e := range entries {
+		switch {
+		case e.Result == reload.Rejected:
+			c.Status, c.Reason = corev1.ConditionFalse, "Rejected"
+		case c.Status == corev1.ConditionFalse:
+		case e.Content != ContentCurrent:
+			c.Status, c.Reason = corev1.ConditionUnknown, "NotCurrent"
+		case e.Result != reload.Applied && c.Reason != "NotCurrent":
+			c.Status, c.Reason = corev1.ConditionUnknown, "Unconfirmed"
+		}
+	}
+	msg, _ := json.Marshal(entries)
+	c.Message = string(msg)
+	return c
+}
+
+// ReloadEntries reads what a pod's ConfigReload condition says of each
+// config, by config.
+func reloadEntries(pod *corev1.Pod) map[string]reloadEntry {
+	out := map[string]reloadEntry{}
+	c := podCondition(pod, v1alpha1.ReloadConditionType)
+	if c == nil {
+		return out
+	}
+	var entries []reloadEntry
+	_ = json.Unmarshal([]byte(c.Message), &entries)
+	for _, e := range entries {
+		out[e.Config] = e
+	}
+	return out
+}
+
+// isNewSwap says e is about a swap previous did not know.
+func isNewSwap(previous map[string]reloadEntry, e reloadEntry) bool {
+	p, ok := previous[e.Config]
+	return !ok || !p.SwappedAt.Equal(e.SwappedAt)
+}
+
+// rejected records a Warning Event on the pod's workload.
+func (h *ReloadReports) rejected(ctx context.Context, pod *corev1.Pod, e reloadEntry) {
+	var regarding client.Object = pod
+	top := workload.TopOwner(metav1.GetControllerOf(pod), func(ref *metav1.OwnerReference) *metav1.OwnerReference {
+		t, ok := h.Kinds.Type(schemaGroupKind(ref))
+		if !ok {
+			return nil
+		}
+		o := t.New()
+		if err := h.Pods.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, o); err != nil {
+			return nil
+		}
+		return metav1.GetControllerOf(o)
+	})
+	if top != nil {
+		if t, ok := h.Kinds.Type(schemaGroupKind(top)); ok {
+			o := t.New()
+			if err := h.Pods.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: top.Name}, o); err == nil {
+				regarding = o
+			}
+		}
+	}
+	h.Events.Eventf(regarding, pod, corev1.EventTypeWarning, "ConfigReloadFailed", "Reload",
+		"pod %s rejected %s (%s content): %s; it runs the configuration it had", pod.Name, e.Config, e.Content, e.Message)
+}
+
+// changedAt is when a cached ConfigMap or Secret was last written, to the
+// second (its last writer's managed-fields time), zero when unknown.
+func changedAt(ctx context.Context, c client.Reader, kind refs.Kind, namespace, name string) time.Time {
+	var obj client.Object = &corev1.ConfigMap{}
+	if kind == refs.Secret {
+		obj = &corev1.Secret{}
+	}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj); err != nil {
+		return time.Time{}
+	}
+	if mf := obj.GetManagedFields(); len(mf) > 0 && mf[0].Time != nil {
+		return mf[0].Time.Time
+	}
+	return time.Time{}
+}
+
+func podCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == t {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func setPodCondition(pod *corev1.Pod, c corev1.PodCondition) {
+	if old := podCondition(pod, c.Type); old != nil {
+		if old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+		*old = c
+		return
+	}
+	pod.Status.Conditions = append(pod.Status.Conditions, c)
+}
+
+func schemaGroupKind(ref *metav1.OwnerReference) schema.GroupKind {
+	return schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).GroupKind()
+}

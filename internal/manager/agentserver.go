@@ -1,0 +1,109 @@
+package manager
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+
+	"github.com/configward/configward/internal/reload"
+)
+
+// agentServer serves the reload agents' reports, apart from admission: the
+// admission port may require the API server's client certificate, which
+// agents do not have; they present a token of their own audience instead,
+// which the handler reviews. It shares the serving certificate, reloaded
+// as it is renewed, and bounds what it holds: a report's size, the reports
+// in flight, the time a connection may take.
+type agentServer struct {
+	bind     string
+	certPath string
+	keyPath  string
+	handler  http.Handler
+	log      logr.Logger
+
+	addr atomic.Pointer[net.Addr]
+}
+
+// maxReportsInFlight bounds the reports handled at once: a thousand pods
+// reporting one change arrive over the kubelet's sync period, and each
+// costs a TokenReview.
+const maxReportsInFlight = 32
+
+// NeedLeaderElection: every replica takes reports.
+func (s *agentServer) NeedLeaderElection() bool { return false }
+
+// Addr is where the server listens, nil before it does.
+func (s *agentServer) Addr() net.Addr {
+	if a := s.addr.Load(); a != nil {
+		return *a
+	}
+	return nil
+}
+
+func (s *agentServer) Start(ctx context.Context) error {
+	watcher, err := certwatcher.New(s.certPath, s.keyPath)
+	if err != nil {
+		return fmt.Errorf("reload agent reports: loading the serving certificate: %w", err)
+	}
+	go func() {
+		if err := watcher.Start(ctx); err != nil {
+			s.log.Error(err, "certificate watcher of the agent report endpoint stopped")
+		}
+	}()
+	ln, err := net.Listen("tcp", s.bind)
+	if err != nil {
+		return fmt.Errorf("reload agent reports: listening on %s: %w", s.bind, err)
+	}
+	addr := ln.Addr()
+	s.addr.Store(&addr)
+	slots := make(chan struct{}, maxReportsInFlight)
+	mux := http.NewServeMux()
+	mux.Handle(reload.ReportPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+		case <-time.After(time.Second):
+			// The agent retries with a growing wait.
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		s.handler.ServeHTTP(w, r)
+	}))
+	srv := &http.Server{
+		Handler:           mux,
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: watcher.GetCertificate, NextProtos: []string{"http/1.1"}},
+		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      15 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+	}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	s.log.Info("serving reload agent reports", "address", addr.String())
+	if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("reload agent reports: %w", err)
+	}
+	return nil
+}
+
+// newAgentServer is the report endpoint of o, serving handler.
+func newAgentServer(o Webhook, handler http.Handler, log logr.Logger) *agentServer {
+	return &agentServer{bind: o.ReloadAgent.BindAddress, certPath: filepath.Join(o.CertDir, o.CertName), keyPath: filepath.Join(o.CertDir, o.KeyName),
+		handler: handler, log: log}
+}

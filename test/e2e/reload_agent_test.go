@@ -1,0 +1,293 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/configward/configward/internal/admission"
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/reload"
+)
+
+// hotConfigMap is a ConfigMap marked hot.
+func hotConfigMap(ns, name string, data map[string]string) string {
+	return configMap(ns, name, data, map[string]string{v1alpha1.ReloadAnnotation: v1alpha1.ReloadHot})
+}
+
+// agentWorkload is a workload of kind whose pods mount hot ConfigMap flags
+// as a directory and ask for the reload agent with trigger.
+func agentWorkload(kind, ns, name, trigger string) string {
+	template := fmt.Sprintf(`metadata:
+  labels: {app: %[1]s}
+  annotations: {configward.dev/reload-agent: %[2]q}
+spec:
+  restartPolicy: %[3]s
+  containers:
+  - name: app
+    image: registry.example/app:1
+    volumeMounts: [{name: flags, mountPath: /etc/flags}]
+  volumes: [{name: flags, configMap: {name: flags}}]`, name, trigger, map[bool]string{true: "OnFailure", false: "Always"}[kind == "Job" || kind == "CronJob"])
+	head := fmt.Sprintf("metadata: {name: %s, namespace: %s}\n", name, ns)
+	switch kind {
+	case "Pod":
+		return "apiVersion: v1\nkind: Pod\n" + fmt.Sprintf("metadata: {name: %s, namespace: %s, labels: {app: %s}, annotations: {configward.dev/reload-agent: %q}}\n", name, ns, name, trigger) +
+			strings.TrimPrefix(template[strings.Index(template, "spec:"):], "")
+	case "Job":
+		return "apiVersion: batch/v1\nkind: Job\n" + head + "spec:\n  template:\n" + indent(template, 4)
+	case "CronJob":
+		return "apiVersion: batch/v1\nkind: CronJob\n" + head + "spec:\n  schedule: \"* * * * *\"\n  jobTemplate:\n    spec:\n      template:\n" + indent(template, 8)
+	case "DaemonSet":
+		return "apiVersion: apps/v1\nkind: DaemonSet\n" + head + fmt.Sprintf("spec:\n  selector: {matchLabels: {app: %s}}\n  template:\n", name) + indent(template, 4)
+	case "StatefulSet":
+		return "apiVersion: apps/v1\nkind: StatefulSet\n" + head + fmt.Sprintf("spec:\n  serviceName: %s\n  selector: {matchLabels: {app: %s}}\n  template:\n", name, name) + indent(template, 4)
+	}
+	return "apiVersion: apps/v1\nkind: Deployment\n" + head + fmt.Sprintf("spec:\n  replicas: 1\n  selector: {matchLabels: {app: %s}}\n  template:\n", name) + indent(template, 4)
+}
+
+// podsOf lists the pods labelled app=<app> in ns.
+func podsOf(ns, app string) func() []corev1.Pod {
+	return func() []corev1.Pod {
+		var list corev1.PodList
+		Expect(env.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{"app": app})).To(Succeed())
+		return list.Items
+	}
+}
+
+// agentOf is the agent container of a pod, and the spec it was handed.
+func agentOf(p corev1.Pod) (*corev1.Container, reload.Spec) {
+	for i := range p.Spec.InitContainers {
+		if c := &p.Spec.InitContainers[i]; c.Name == admission.AgentContainer {
+			for _, e := range c.Env {
+				if e.Name == reload.SpecEnv {
+					s, err := reload.ParseSpec(e.Value)
+					Expect(err).NotTo(HaveOccurred())
+					return c, s
+				}
+			}
+			return c, reload.Spec{}
+		}
+	}
+	return nil, reload.Spec{}
+}
+
+// registrySum sums the series of a metric of this process (the webhook and
+// the controller run in it).
+func registrySum(name string) float64 {
+	families, err := metrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum
+}
+
+// agentToken is a token of pod's service account, of audience, bound to
+// the pod, as the kubelet projects it for the agent.
+func agentToken(p corev1.Pod, audience string) string {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Spec.ServiceAccountName}}
+	if sa.Name == "" {
+		sa.Name = "default"
+	}
+	Eventually(func() error { return env.Client.Get(context.Background(), client.ObjectKeyFromObject(sa), sa) }, 30*time.Second).Should(Succeed())
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: new(int64(600)),
+		BoundObjectRef: &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID}}}
+	Expect(env.Client.SubResource("token").Create(context.Background(), sa, req)).To(Succeed())
+	return req.Status.Token
+}
+
+// sendReport posts rep to the webhook's agent endpoint with token, as an
+// agent does, and returns the status and body.
+func sendReport(token string, rep reload.Report) (int, string) {
+	pool := x509.NewCertPool()
+	pool.AddCert(env.CA.Cert)
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	body, err := json.Marshal(rep)
+	Expect(err).NotTo(HaveOccurred())
+	req, err := http.NewRequest(http.MethodPost, "https://"+env.Webhook.Agents.Addr().String()+reload.ReportPath, bytes.NewReader(body))
+	Expect(err).NotTo(HaveOccurred())
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
+}
+
+// agentReport is an agent's report of data as ConfigMap flags, under token.
+func agentReport(token string, data map[string]string, result, message string) reload.Report {
+	values := map[string][]byte{}
+	for k, v := range data {
+		values[k] = []byte(v)
+	}
+	return reload.Report{Configs: []reload.ConfigReport{{Config: "ConfigMap/flags", AllKeys: true, Keys: reload.Fingerprints(reload.FingerprintKey([]byte(token)), values),
+		SwappedAt: time.Now().UTC().Truncate(time.Second), Result: result, At: time.Now().UTC(), Message: message}}}
+}
+
+// reloadCondition is a pod's ConfigReload condition, as stored.
+func reloadCondition(p corev1.Pod) func() corev1.PodCondition {
+	return func() corev1.PodCondition {
+		Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(&p), &p)).To(Succeed())
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1alpha1.ReloadConditionType {
+				return c
+			}
+		}
+		return corev1.PodCondition{}
+	}
+}
+
+var _ = Describe("the reload agent", func() {
+	It("is injected at pod creation into the pods of every workload kind that ask for it, and into no other pod", func() {
+		ns := rolloutNamespace()
+		apply(hotConfigMap(ns, "flags", map[string]string{"flags.yaml": "beta: false"}))
+		awaitHotSeen(ns, "flags")
+		unnamed := registrySum("configward_revision_pod_reviews_total")
+		for _, kind := range []string{"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod"} {
+			name := strings.ToLower(kind)
+			trigger := "signal:SIGHUP@app"
+			if kind == "Job" || kind == "CronJob" {
+				trigger = "watch"
+			}
+			apply(agentWorkload(kind, ns, name, trigger))
+			if kind == "CronJob" {
+				Expect(env.Kubectl("", "create", "job", "from-cronjob", "--from=cronjob/cronjob", "-n", ns).ExitCode).To(Equal(0))
+				name = "cronjob" // the Job's pods carry the template's app label
+			}
+			Eventually(podsOf(ns, name), rolloutTimeout).ShouldNot(BeEmpty(), kind)
+			for _, p := range podsOf(ns, name)() {
+				c, spec := agentOf(p)
+				Expect(c).NotTo(BeNil(), "%s pod %s has no agent", kind, p.Name)
+				Expect(c.RestartPolicy).To(HaveValue(Equal(corev1.ContainerRestartPolicyAlways)), "a native sidecar")
+				Expect(c.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()))
+				Expect(c.SecurityContext.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()))
+				Expect(c.SecurityContext.Capabilities.Drop).To(ContainElement(corev1.Capability("ALL")))
+				Expect(spec.Configs).To(ConsistOf(HaveField("Name", "flags")))
+				Expect(spec.Report).To(HaveSuffix(reload.ReportPath))
+				Expect(p.Spec.ShareProcessNamespace).To(HaveValue(Equal(trigger != "watch")), "only a signal needs the shared process namespace")
+				var audience string
+				for _, v := range p.Spec.Volumes {
+					if v.Projected != nil && len(v.Projected.Sources) == 1 && v.Projected.Sources[0].ServiceAccountToken != nil {
+						audience = v.Projected.Sources[0].ServiceAccountToken.Audience
+					}
+				}
+				Expect(audience).To(Equal(reload.Audience))
+			}
+		}
+		By("a pod that asks for nothing is never sent to the Pod path")
+		before := registrySum("configward_revision_pod_reviews_total")
+		apply(replicatedDeployment(ns, "plain", "flags", 2))
+		rolloutStatus(ns, "deployment/plain")
+		Expect(registrySum("configward_revision_pod_reviews_total")).To(Equal(before))
+		for _, p := range podsOf(ns, "plain")() {
+			c, _ := agentOf(p)
+			Expect(c).To(BeNil())
+		}
+		Expect(before).To(BeNumerically(">", unnamed), "the pods that asked were sent")
+
+		By("an annotation that does not parse is refused with the workload")
+		res := env.Kubectl(agentWorkload("Deployment", ns, "bad", "signal:SIGKILL@app"), "apply", "-f", "-")
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Stderr).To(ContainSubstring("[reload-agent]"))
+		Expect(res.Stderr).To(ContainSubstring("never stops the program"))
+	})
+
+	It("records what a pod's agent reports, as the pod, and refuses reports that are not a pod's agent's", func() {
+		ns := rolloutNamespace()
+		data := map[string]string{"flags.yaml": "beta: false"}
+		apply(hotConfigMap(ns, "flags", data))
+		awaitHotSeen(ns, "flags")
+		apply(agentWorkload("Deployment", ns, "web", "http://localhost:8080/-/reload"))
+		rolloutStatus(ns, "deployment/web")
+		pod := podsOf(ns, "web")()[0]
+		token := agentToken(pod, reload.Audience)
+
+		status, body := sendReport(token, agentReport(token, data, reload.Applied, "reloaded"))
+		Expect(status).To(Equal(http.StatusOK), body)
+		Eventually(reloadCondition(pod), 10*time.Second).Should(And(HaveField("Status", corev1.ConditionTrue), HaveField("Reason", "Applied"),
+			HaveField("Message", ContainSubstring(`"content":"current","result":"applied"`))))
+
+		By("the same report again writes nothing")
+		status, body = sendReport(token, agentReport(token, data, reload.Applied, "reloaded"))
+		Expect(status).To(Equal(http.StatusOK))
+		Expect(body).To(ContainSubstring("unchanged"))
+
+		By("a change the program rejects: the pod's condition and an Event on the Deployment say so")
+		bad := map[string]string{"flags.yaml": "beta: [unclosed"}
+		apply(hotConfigMap(ns, "flags", bad))
+		Eventually(func() string {
+			status, body := sendReport(token, agentReport(token, bad, reload.Rejected, "line 1: did not find expected node content"))
+			Expect(status).To(Equal(http.StatusOK), body)
+			return reloadCondition(pod)().Message
+		}, 10*time.Second, 500*time.Millisecond).Should(ContainSubstring(`"content":"current","result":"rejected"`))
+		Expect(reloadCondition(pod)()).To(And(HaveField("Status", corev1.ConditionFalse), HaveField("Reason", "Rejected")))
+		Eventually(func() []string { return eventsFor(ns, "web", "ConfigReloadFailed") }, 10*time.Second).Should(ContainElement(And(
+			ContainSubstring("pod "+pod.Name+" rejected ConfigMap/flags"), ContainSubstring("did not find expected node content"))))
+
+		By("content that is not the config's now is told apart")
+		status, _ = sendReport(token, agentReport(token, data, reload.Applied, "reloaded"))
+		Expect(status).To(Equal(http.StatusOK))
+		Expect(reloadCondition(pod)()).To(And(HaveField("Status", corev1.ConditionUnknown), HaveField("Reason", "NotCurrent"),
+			HaveField("Message", ContainSubstring(`"content":"other"`))))
+
+		By("reports that are not this pod's agent's are refused")
+		status, _ = sendReport("", agentReport("x", bad, reload.Applied, ""))
+		Expect(status).To(Equal(http.StatusUnauthorized), "no token")
+		other := agentToken(pod, "https://kubernetes.default.svc")
+		status, _ = sendReport(other, agentReport(other, bad, reload.Applied, ""))
+		Expect(status).To(Equal(http.StatusUnauthorized), "a token of another audience")
+		status, _ = sendReport(token+"x", agentReport(token, bad, reload.Applied, ""))
+		Expect(status).To(Equal(http.StatusUnauthorized), "a forged token")
+		Expect(env.Client.Delete(context.Background(), &pod)).To(Succeed())
+		Eventually(func() int {
+			status, _ := sendReport(token, agentReport(token, bad, reload.Applied, ""))
+			return status
+		}, 30*time.Second, time.Second).Should(Or(Equal(http.StatusForbidden), Equal(http.StatusUnauthorized)), "the token of a pod that is gone")
+		Expect(registrySum("configward_reload_reports_total")).To(BeNumerically(">", 0))
+	})
+})
+
+// awaitHotSeen waits until the webhook's cache knows ConfigMap name of ns
+// is hot: a dry-run Deployment mounting it with subPath is refused.
+func awaitHotSeen(ns, name string) {
+	probe := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: hot-probe, namespace: %[1]s}
+spec:
+  selector: {matchLabels: {app: hot-probe}}
+  template:
+    metadata: {labels: {app: hot-probe}}
+    spec:
+      containers:
+      - name: app
+        image: registry.example/app:1
+        volumeMounts: [{name: c, mountPath: /etc/c/x, subPath: x}]
+      volumes: [{name: c, configMap: {name: %[2]s}}]
+`, ns, name)
+	Eventually(func() string {
+		return env.Kubectl(probe, "create", "--dry-run=server", "-f", "-").Stderr
+	}, 15*time.Second).Should(ContainSubstring("[subpath-config]"))
+}
