@@ -18,7 +18,9 @@ import (
 // left as written, saying why.
 func TestReloadAgentInjection(t *testing.T) {
 	hot := map[string]string{v1alpha1.ReloadAnnotation: v1alpha1.ReloadHot}
-	volume := func(name string, src corev1.VolumeSource) corev1.Volume { return corev1.Volume{Name: name, VolumeSource: src} }
+	volume := func(name string, src corev1.VolumeSource) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: src}
+	}
 	cm := func(name string, items ...corev1.KeyToPath) corev1.VolumeSource {
 		return corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Items: items}}
 	}
