@@ -23,7 +23,8 @@ var statusFormats = []string{"table", "wide", "json", "yaml"}
 func newStatusCommand() *cobra.Command {
 	var (
 		namespace, kubeconfig, kubeContext, output, kindsFile string
-		allNamespaces                                         bool
+		allNamespaces, wait                                   bool
+		timeout                                               time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "status [KIND/NAME]",
@@ -38,11 +39,23 @@ controller writes (openreports.io/v1alpha1) and the workloads, ReplicaSets,
 Jobs and Pods; never a Secret. Without Reports it compares pods with their
 pod template's hash and says so on stderr.
 
-Exit codes: 0 every pod runs current config; 1 some pod runs stale config;
-2 bad usage or the cluster could not be read. Use it as a check after a
-deploy:
+For hot config (configward.dev/reload: hot), which pods reload in place,
+it shows where each workload's pods stand with the current content, as
+the reload agent in each pod reports it: applied, unconfirmed (the
+program was told and nothing checks), rejected by the program, still on
+older content, not reported yet, or without an agent (unknown).
+
+Exit codes: 0 every pod runs current config; 1 some pod runs stale config
+(or, with --wait, still did when the timeout ran out); 2 bad usage or the
+cluster could not be read; 3 a program rejected the current content of a
+hot config. Use it as a check after a deploy:
 
   configward status -n shop deployment/web || echo "web still runs old config"
+
+or, with --wait, as the step of a pipeline that goes on only once every
+pod runs the new config (a rotation's "all pods report using B"):
+
+  configward status -n shop deployment/web --wait --timeout 10m
 
 Also a kubectl plugin: put the binary on PATH as kubectl-configward and run
 "kubectl configward status".`,
@@ -77,6 +90,11 @@ Also a kubectl plugin: put the binary on PATH as kubectl-configward and run
 			if err != nil {
 				return exitError{2, err}
 			}
+			if wait {
+				if res, err = waitSettled(cmd, c, opts, res, timeout); err != nil {
+					return exitError{2, err}
+				}
+			}
 			out := cmd.OutOrStdout()
 			switch output {
 			case "json":
@@ -97,7 +115,10 @@ Also a kubectl plugin: put the binary on PATH as kubectl-configward and run
 			for _, n := range res.Notes {
 				fmt.Fprintln(cmd.ErrOrStderr(), "note:", n)
 			}
-			if res.Stale() {
+			switch {
+			case res.Rejected():
+				return exitError{3, fmt.Errorf("a program rejected the current content of hot config (see the notes above)")}
+			case res.Stale() || (wait && !res.Settled()):
 				// The table said which; stderr gets no repeat (exitCode
 				// prints nothing for code 1).
 				return exitError{1, fmt.Errorf("workloads run stale config")}
@@ -111,8 +132,36 @@ Also a kubectl plugin: put the binary on PATH as kubectl-configward and run
 	f.StringVarP(&output, "output", "o", "table", "Output format: table, wide (with hashes), json or yaml.")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "Path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
 	f.StringVar(&kubeContext, "context", "", "The kubeconfig context to use.")
+	f.BoolVar(&wait, "wait", false, "Wait until every pod runs the current config and every pod with a reload agent reports the current hot content (or a program rejects it), then print.")
+	f.DurationVar(&timeout, "timeout", 5*time.Minute, "With --wait, how long to wait before giving up (exit 1).")
 	f.StringVar(&kindsFile, "workload-kinds", "", "A file declaring custom workload kinds (the chart's workloadKinds, as for check), shown like the built-in ones.")
 	return cmd
+}
+
+// waitPoll is how often status --wait looks again.
+const waitPoll = 2 * time.Second
+
+// waitSettled gathers again until res is settled, a program rejects hot
+// content, or timeout runs out, saying on stderr what it waits for.
+func waitSettled(cmd *cobra.Command, c client.Reader, opts status.Options, res status.Result, timeout time.Duration) (status.Result, error) {
+	deadline := time.Now().Add(timeout)
+	said := ""
+	for !res.Settled() && !res.Rejected() && time.Now().Before(deadline) {
+		if w := status.Waiting(res); w != said {
+			fmt.Fprintln(cmd.ErrOrStderr(), "waiting:", w)
+			said = w
+		}
+		select {
+		case <-cmd.Context().Done():
+			return res, cmd.Context().Err()
+		case <-time.After(min(waitPoll, time.Until(deadline))):
+		}
+		var err error
+		if res, err = status.Gather(cmd.Context(), c, opts); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
 }
 
 // parseWorkloadArg reads KIND/NAME the way kubectl does: the kind by its

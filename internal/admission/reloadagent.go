@@ -12,7 +12,6 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/reload"
 )
 
@@ -29,11 +28,13 @@ type ReloadAgent struct {
 	// report endpoint's certificate chains to, handed to each agent.
 	ReportURL string
 	CA        func() string
+	// ServerName is the name agents check the endpoint's certificate
+	// against, where ReportURL names it by address.
+	ServerName string
 }
 
 // Names of what the injection adds to a pod.
 const (
-	AgentContainer   = "configward-agent"
 	agentTokenVolume = "configward-agent-token"
 	agentTokenDir    = "/var/run/configward/agent"
 	agentConfigDir   = "/configward/config/"
@@ -67,7 +68,7 @@ func (a *ReloadAgent) inject(ctx context.Context, inv *inventory.Inventory, pod 
 	if err := ParseReloadAnnotations(pod.Annotations); err != nil {
 		return nil, "no reload agent: " + err.Error(), nil
 	}
-	if hasContainer(pod.Spec.InitContainers, AgentContainer) {
+	if reload.HasAgent(pod) {
 		return nil, "the reload agent is in the pod already", nil
 	}
 	trigger, _ := reload.ParseTrigger(pod.Annotations[v1alpha1.ReloadAgentAnnotation])
@@ -82,7 +83,7 @@ func (a *ReloadAgent) inject(ctx context.Context, inv *inventory.Inventory, pod 
 		return nil, "no reload agent: the pod mounts no hot ConfigMap or Secret as a directory", err
 	}
 	spec := reload.Spec{Trigger: pod.Annotations[v1alpha1.ReloadAgentAnnotation], Check: pod.Annotations[v1alpha1.ReloadCheckAnnotation],
-		Report: a.ReportURL, TokenFile: agentTokenDir + "/token", Configs: configs}
+		Report: a.ReportURL, ServerName: a.ServerName, TokenFile: agentTokenDir + "/token", Configs: configs}
 	if a.CA != nil {
 		spec.CA = a.CA()
 	}
@@ -115,7 +116,7 @@ func (a *ReloadAgent) inject(ctx context.Context, inv *inventory.Inventory, pod 
 // root, no capabilities, no privilege escalation) and small.
 func (a *ReloadAgent) container(spec string, mounts []corev1.VolumeMount) corev1.Container {
 	return corev1.Container{
-		Name:          AgentContainer,
+		Name:          reload.AgentContainer,
 		Image:         a.Image,
 		Args:          []string{"agent"},
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
@@ -135,31 +136,19 @@ func (a *ReloadAgent) container(spec string, mounts []corev1.VolumeMount) corev1
 	}
 }
 
-// hotDirectories lists the hot ConfigMaps and Secrets pod mounts as their
-// own volumes (hot config mounted with subPath or read as env is refused
-// before a pod is created), each with the mount the agent reads it
-// through. A hot source inside a projected volume shares its directory
-// with other sources, so the agent cannot tell its files apart: it is
-// left out, and the pod's report lists only what the agent watches.
+// hotDirectories lists the hot config pod mounts as volumes of their own
+// (inventory.HotMounts), each with the mount the agent reads it through.
 func hotDirectories(ctx context.Context, inv *inventory.Inventory, pod *corev1.Pod) ([]reload.Config, []corev1.VolumeMount, error) {
+	hot, err := inv.HotMounts(ctx, pod.Namespace, &pod.Spec)
+	if err != nil {
+		return nil, nil, err
+	}
 	var configs []reload.Config
 	var mounts []corev1.VolumeMount
-	seen := map[string]bool{}
-	for _, r := range refs.FromPodSpec(&pod.Spec) {
-		if r.Via != refs.Volume || seen[r.Volume] {
-			continue
-		}
-		seen[r.Volume] = true
-		o, err := inv.Get(ctx, r.Kind, pod.Namespace, r.Name)
-		if err != nil {
-			return nil, nil, err
-		}
-		if !o.Exists || o.Mode != inventory.Hot {
-			continue
-		}
-		c := reload.Config{Kind: string(r.Kind), Name: r.Name, Dir: agentConfigDir + r.Volume, Items: r.Files}
+	for _, m := range hot {
+		c := reload.Config{Kind: string(m.Ref.Kind), Name: m.Ref.Name, Dir: agentConfigDir + m.Ref.Volume, Items: m.Ref.Files}
 		configs = append(configs, c)
-		mounts = append(mounts, corev1.VolumeMount{Name: r.Volume, MountPath: c.Dir, ReadOnly: true})
+		mounts = append(mounts, corev1.VolumeMount{Name: m.Ref.Volume, MountPath: c.Dir, ReadOnly: true})
 	}
 	return configs, mounts, nil
 }
@@ -172,8 +161,6 @@ func appendItem(ops []jsonpatch.Operation, path string, n int, item any) []jsonp
 	}
 	return append(ops, jsonpatch.Operation{Operation: "add", Path: path + "/-", Value: item})
 }
-
-func hasContainer(cs []corev1.Container, name string) bool { return containerIndex(cs, name) >= 0 }
 
 func containerIndex(cs []corev1.Container, name string) int {
 	for i := range cs {

@@ -59,7 +59,7 @@ func TestReloadAgentInjection(t *testing.T) {
 		}
 		var c corev1.Container
 		decode(t, got["/spec/initContainers"].([]any)[0], &c)
-		if c.Name != AgentContainer || c.Image != "configward:test" || c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		if c.Name != reload.AgentContainer || c.Image != "configward:test" || c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 			t.Errorf("agent container %s %s %v", c.Name, c.Image, c.RestartPolicy)
 		}
 		if s := c.SecurityContext; s.RunAsUser == nil || *s.RunAsUser != uid || !*s.RunAsNonRoot || !*s.ReadOnlyRootFilesystem || *s.AllowPrivilegeEscalation {
@@ -132,7 +132,7 @@ func TestReloadAgentInjection(t *testing.T) {
 
 	t.Run("already there: the webhook's reinvocation adds nothing", func(t *testing.T) {
 		p := agentPod("watch", volume("flags", cm("flags")))
-		p.Spec.InitContainers = []corev1.Container{{Name: AgentContainer}}
+		p.Spec.InitContainers = []corev1.Container{{Name: reload.AgentContainer}}
 		resp := serve(h).Handle(context.Background(), req{op: admissionv1.Create, kind: podKind, object: p}.build(t))
 		if len(resp.Patches) != 0 || !strings.Contains(resp.Result.Message, "in the pod already") {
 			t.Fatalf("%d patches: %q", len(resp.Patches), resp.Result.Message)

@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/digest"
+	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/reload"
@@ -39,7 +41,7 @@ import (
 var (
 	agentReports = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_reload_reports_total",
-		Help: "Reports of reload agents, by outcome: recorded, unchanged (what the pod said is already on it), refused (no token, a token of another audience or not a pod's, a pod that is gone), invalid (a body that is not a report).",
+		Help: "Reports of reload agents, by outcome: recorded, unchanged (what the pod said is already on it), ignored (about no config the pod reads), refused (no token, a token of another audience or not a pod's, a pod that is gone), invalid (a body that is not a report).",
 	}, []string{"outcome"})
 	reloadResults = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_reload_results_total",
@@ -69,28 +71,16 @@ type ReloadReports struct {
 	Writer    client.Client
 	Events    recorder.EventRecorder
 	Kinds     *workload.Registry
+	// Keys name content (reload.ContentID) as the config hash does.
+	Keys *hashkey.Source
+	// Live reads a config from the API server when the cache does not
+	// know the content a pod reports: the pod may have it before the
+	// cache does.
+	Live client.Reader
 }
 
 // maxReport bounds a report's body: a few configs' fingerprints.
 const maxReport = 64 << 10
-
-// reloadEntry is one config's state as the condition keeps it.
-type reloadEntry struct {
-	Config string `json:"config"`
-	// Content says which content the pod has on disk: current, or other
-	// (not the config's content now).
-	Content   string    `json:"content"`
-	Result    string    `json:"result"`
-	Message   string    `json:"message,omitempty"`
-	SwappedAt time.Time `json:"swappedAt"`
-	At        time.Time `json:"at"`
-}
-
-// Content verdicts.
-const (
-	ContentCurrent = "current"
-	ContentOther   = "other"
-)
 
 func (h *ReloadReports) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
@@ -166,26 +156,30 @@ func (h *ReloadReports) record(ctx context.Context, pod *corev1.Pod, token []byt
 	for _, c := range refs.Consumed(refs.FromPodSpec(&pod.Spec)) {
 		consumed[string(c.Kind)+"/"+c.Name] = true
 	}
-	key := reload.FingerprintKey(token)
-	previous := reloadEntries(pod)
-	var entries []reloadEntry
+	fingerprintKey := reload.FingerprintKey(token)
+	key := h.Keys.Current().Bytes()
+	previous := reload.EntriesOf(pod)
+	var entries []reload.PodEntry
 	for _, part := range rep.Configs {
 		kind, name, _ := strings.Cut(part.Config, "/")
 		if !consumed[part.Config] || (kind != string(refs.ConfigMap) && kind != string(refs.Secret)) {
 			continue // a pod reports on the config it reads, nothing else
 		}
-		o, err := h.Inventory.Get(ctx, refs.Kind(kind), pod.Namespace, name)
+		e := reload.PodEntry{Config: part.Config, Result: part.Result, Message: reload.Cut(part.Message), SwappedAt: part.SwappedAt.UTC(), At: part.At.UTC()}
+		kd, at, err := h.contentOf(ctx, refs.Kind(kind), pod.Namespace, name, func(kd map[string]string) bool {
+			return reload.Matches(fingerprintKey, part.Keys, part.AllKeys, kd)
+		})
 		if err != nil {
 			return "", err
 		}
-		e := reloadEntry{Config: part.Config, Content: ContentOther, Result: part.Result, Message: reload.Cut(part.Message), SwappedAt: part.SwappedAt.UTC(), At: part.At.UTC()}
-		if o.Exists && reload.Matches(key, part.Keys, part.AllKeys, o.KeyDigests) {
-			e.Content = ContentCurrent
-			if at := changedAt(ctx, h.Pods, refs.Kind(kind), pod.Namespace, name); !at.IsZero() && e.SwappedAt.After(at) && isNewSwap(previous, e) {
-				kubeletLag.Observe(e.SwappedAt.Sub(at).Seconds())
-			}
+		if kd != nil {
+			e.Content = reload.ContentID(key, pod.Namespace, kind, name, kd)
 		}
-		if isNewSwap(previous, e) || previous[e.Config].Result != e.Result {
+		newSwap := isNewSwap(previous, e)
+		if e.Content != "" && newSwap && !at.IsZero() && e.SwappedAt.After(at) {
+			kubeletLag.Observe(e.SwappedAt.Sub(at).Seconds())
+		}
+		if newSwap || previous[e.Config].Result != e.Result {
 			reloadResults.WithLabelValues(e.Result).Inc()
 			if e.Result == reload.Rejected {
 				h.rejected(ctx, pod, e)
@@ -193,8 +187,10 @@ func (h *ReloadReports) record(ctx context.Context, pod *corev1.Pod, token []byt
 		}
 		entries = append(entries, e)
 	}
-	slices.SortFunc(entries, func(a, b reloadEntry) int { return strings.Compare(a.Config, b.Config) })
-	cond := reloadCondition(entries)
+	if len(entries) == 0 {
+		return "ignored", nil // nothing the pod reads: nothing to keep
+	}
+	cond := reload.Condition(entries)
 	if old := podCondition(pod, v1alpha1.ReloadConditionType); old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message {
 		return "unchanged", nil
 	}
@@ -206,51 +202,52 @@ func (h *ReloadReports) record(ctx context.Context, pod *corev1.Pod, token []byt
 	return "recorded", nil
 }
 
-// reloadCondition sums entries up: True when every config's current content
-// is applied, False when a program rejected one, Unknown otherwise (a
-// content not current yet, or a result nothing confirms).
-func reloadCondition(entries []reloadEntry) corev1.PodCondition {
-	c := corev1.PodCondition{Type: v1alpha1.ReloadConditionType, Status: corev1.ConditionTrue, Reason: "Applied", LastTransitionTime: metav1.Now()}
-	for _, e := range entries {
-		switch {
-		case e.Result == reload.Rejected:
-			c.Status, c.Reason = corev1.ConditionFalse, "Rejected"
-		case c.Status == corev1.ConditionFalse:
-		case e.Content != ContentCurrent:
-			c.Status, c.Reason = corev1.ConditionUnknown, "NotCurrent"
-		case e.Result != reload.Applied && c.Reason != "NotCurrent":
-			c.Status, c.Reason = corev1.ConditionUnknown, "Unconfirmed"
+// contentOf returns the key digests of the config's content now, when
+// matches says they are what the pod has, and when the content was
+// written. The cache is asked first; where it does not match, the API
+// server, which the pod's kubelet may have read before the cache caught
+// up. Nothing of a value is kept: the digests are compared and dropped.
+func (h *ReloadReports) contentOf(ctx context.Context, kind refs.Kind, namespace, name string, matches func(map[string]string) bool) (map[string]string, time.Time, error) {
+	o, err := h.Inventory.Get(ctx, kind, namespace, name)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if o.Exists && matches(o.KeyDigests) {
+		return o.KeyDigests, changedAt(ctx, h.Pods, kind, namespace, name), nil
+	}
+	if h.Live == nil {
+		return nil, time.Time{}, nil
+	}
+	var kd map[string]string
+	var obj client.Object
+	switch kind {
+	case refs.Secret:
+		s := &corev1.Secret{}
+		if err := h.Live.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, s); err != nil {
+			return nil, time.Time{}, client.IgnoreNotFound(err)
 		}
+		kd, obj = digest.SecretKeyDigests(s.Data), s
+	default:
+		cm := &corev1.ConfigMap{}
+		if err := h.Live.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, cm); err != nil {
+			return nil, time.Time{}, client.IgnoreNotFound(err)
+		}
+		kd, obj = digest.KeyDigests(cm.Data, cm.BinaryData), cm
 	}
-	msg, _ := json.Marshal(entries)
-	c.Message = string(msg)
-	return c
-}
-
-// ReloadEntries reads what a pod's ConfigReload condition says of each
-// config, by config.
-func reloadEntries(pod *corev1.Pod) map[string]reloadEntry {
-	out := map[string]reloadEntry{}
-	c := podCondition(pod, v1alpha1.ReloadConditionType)
-	if c == nil {
-		return out
+	if !matches(kd) {
+		return nil, time.Time{}, nil
 	}
-	var entries []reloadEntry
-	_ = json.Unmarshal([]byte(c.Message), &entries)
-	for _, e := range entries {
-		out[e.Config] = e
-	}
-	return out
+	return kd, writtenAt(obj), nil
 }
 
 // isNewSwap says e is about a swap previous did not know.
-func isNewSwap(previous map[string]reloadEntry, e reloadEntry) bool {
+func isNewSwap(previous map[string]reload.PodEntry, e reload.PodEntry) bool {
 	p, ok := previous[e.Config]
 	return !ok || !p.SwappedAt.Equal(e.SwappedAt)
 }
 
 // rejected records a Warning Event on the pod's workload.
-func (h *ReloadReports) rejected(ctx context.Context, pod *corev1.Pod, e reloadEntry) {
+func (h *ReloadReports) rejected(ctx context.Context, pod *corev1.Pod, e reload.PodEntry) {
 	var regarding client.Object = pod
 	top := workload.TopOwner(metav1.GetControllerOf(pod), func(ref *metav1.OwnerReference) *metav1.OwnerReference {
 		t, ok := h.Kinds.Type(schemaGroupKind(ref))
@@ -272,7 +269,7 @@ func (h *ReloadReports) rejected(ctx context.Context, pod *corev1.Pod, e reloadE
 		}
 	}
 	h.Events.Eventf(regarding, pod, corev1.EventTypeWarning, "ConfigReloadFailed", "Reload",
-		"pod %s rejected %s (%s content): %s; it runs the configuration it had", pod.Name, e.Config, e.Content, e.Message)
+		"pod %s rejected %s: %s; it runs the configuration it had", pod.Name, e.Config, e.Message)
 }
 
 // changedAt is when a cached ConfigMap or Secret was last written, to the
@@ -285,10 +282,19 @@ func changedAt(ctx context.Context, c client.Reader, kind refs.Kind, namespace, 
 	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj); err != nil {
 		return time.Time{}
 	}
-	if mf := obj.GetManagedFields(); len(mf) > 0 && mf[0].Time != nil {
-		return mf[0].Time.Time
+	return writtenAt(obj)
+}
+
+// writtenAt is when obj was last written, to the second: the latest time
+// of its managed fields.
+func writtenAt(obj client.Object) time.Time {
+	var at time.Time
+	for _, mf := range obj.GetManagedFields() {
+		if mf.Time != nil && mf.Time.After(at) {
+			at = mf.Time.Time
+		}
 	}
-	return time.Time{}
+	return at
 }
 
 func podCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {

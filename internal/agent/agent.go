@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"sync"
@@ -44,6 +45,11 @@ type Options struct {
 	Proc string
 	// RetryMax bounds the wait between two tries of a report.
 	RetryMax time.Duration
+	// Resend is how often a taken report is sent again, unchanged: it
+	// costs configward one TokenReview and no write when nothing changed,
+	// and puts right what configward could not judge when it came (a new
+	// installation key, a content its cache had not seen).
+	Resend time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -61,6 +67,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RetryMax == 0 {
 		o.RetryMax = 30 * time.Second
+	}
+	if o.Resend == 0 {
+		o.Resend = 10 * time.Minute
 	}
 	return o
 }
@@ -88,7 +97,7 @@ func Run(ctx context.Context, spec reload.Spec, o Options, log logr.Logger) erro
 		}
 		prog.check = &c
 	}
-	rep, err := newReporter(spec, o.RetryMax, log)
+	rep, err := newReporter(spec, o.RetryMax, o.Resend, log)
 	if err != nil {
 		return err
 	}
@@ -216,6 +225,7 @@ type reporter struct {
 	spec     reload.Spec
 	client   *http.Client
 	retryMax time.Duration
+	resend   time.Duration
 	log      logr.Logger
 
 	mu        sync.Mutex
@@ -227,8 +237,8 @@ type reporter struct {
 	once      sync.Once
 }
 
-func newReporter(spec reload.Spec, retryMax time.Duration, log logr.Logger) (*reporter, error) {
-	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+func newReporter(spec reload.Spec, retryMax, resend time.Duration, log logr.Logger) (*reporter, error) {
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: spec.ServerName}
 	if spec.CA != "" {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM([]byte(spec.CA)) {
@@ -236,7 +246,7 @@ func newReporter(spec reload.Spec, retryMax time.Duration, log logr.Logger) (*re
 		}
 		tlsConfig.RootCAs = pool
 	}
-	r := &reporter{spec: spec, retryMax: retryMax, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}),
+	r := &reporter{spec: spec, retryMax: retryMax, resend: resend, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}),
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}}
 	go r.loop()
 	return r, nil
@@ -266,10 +276,14 @@ func (r *reporter) loop() {
 	wait := time.Duration(0)
 	sent := true
 	for {
-		var retry <-chan time.Time
+		// Taken, it is sent again after resend, a little before or after
+		// (so pods started together do not report together); not taken,
+		// after wait.
+		next := r.resend - r.resend/10 + rand.N(r.resend/5+1)
 		if !sent {
-			retry = time.After(wait)
+			next = wait
 		}
+		retry := time.After(next)
 		select {
 		case <-r.done:
 			return
@@ -309,6 +323,9 @@ func (r *reporter) send() error {
 		part := parts[c.ID()]
 		part.Keys = reload.Fingerprints(key, got.values)
 		rep.Configs = append(rep.Configs, part)
+	}
+	if len(rep.Configs) == 0 {
+		return nil // nothing learnt yet, or each content is on its way out
 	}
 	body, err := json.Marshal(rep)
 	if err != nil {

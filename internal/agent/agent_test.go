@@ -244,6 +244,32 @@ func TestReportsAreRetried(t *testing.T) {
 	appliedContent(t, cw, "ConfigMap/cfg0", reload.Seen, map[string]string{"a": "2"})
 }
 
+// A taken report is sent again, unchanged, now and then: configward may
+// not have been able to judge it (a new installation key, a content its
+// cache had not seen yet).
+func TestReportsAreSentAgain(t *testing.T) {
+	cw := newConfigward(t)
+	dir := t.TempDir()
+	project(t, dir, map[string]string{"a": "1"})
+	o := fast
+	o.Resend = 100 * time.Millisecond
+	run(t, spec(t, cw, "watch", "", dir), o)
+	appliedContent(t, cw, "ConfigMap/cfg0", reload.Seen, map[string]string{"a": "1"})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		cw.mu.Lock()
+		n := len(cw.reports)
+		cw.mu.Unlock()
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reports of one swap in 5s, want it sent again every 100ms", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // A signal goes to the container's main process, which goes on running.
 func TestSignalReload(t *testing.T) {
 	if os.Getenv("CONFIGWARD_AGENT_TEST_CHILD") != "" {

@@ -46,7 +46,9 @@ func (c *Causes) Add(w Key, object string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.open(w, now)
-	b.objects[object] = b.objects[object]
+	if _, named := b.objects[object]; !named {
+		b.objects[object] = ""
+	}
 }
 
 // Note records that object changed and reaches w, noting how ("delivery

@@ -221,6 +221,20 @@ func PodsOfCluster(pods []corev1.Pod, rss []appsv1.ReplicaSet, jobs []batchv1.Jo
 	return PodsByWorkload(running, OwnersOf(rss, jobs))
 }
 
+// LivePods groups the live pods of pods by the UID of their top-level
+// workload, reached through owners; bare pods are left out.
+func LivePods(pods []corev1.Pod, owners Owners) map[types.UID][]*corev1.Pod {
+	out := map[types.UID][]*corev1.Pod{}
+	for i := range pods {
+		p := &pods[i]
+		if c := metav1.GetControllerOf(p); c != nil && Live(p) {
+			top := owners.Top(c)
+			out[top] = append(out[top], p)
+		}
+	}
+	return out
+}
+
 // Live says a pod has not finished: a Succeeded or Failed pod runs no
 // config and mounts nothing.
 func Live(p *corev1.Pod) bool {

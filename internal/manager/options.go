@@ -6,6 +6,7 @@ package manager
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"time"
 
@@ -201,6 +202,9 @@ type ReloadAgent struct {
 	// certificate chains to, handed to every agent.
 	ReportURL string
 	CAFile    string
+	// ServerName is the name agents check the endpoint's certificate
+	// against, where ReportURL names it by address.
+	ServerName string
 	// BindAddress is where the report endpoint listens, apart from
 	// admission: agents authenticate with their token, not the API
 	// server's client certificate.
@@ -308,9 +312,11 @@ func (w *Webhook) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&w.ReloadAgent.Image, "reload-agent-image", "",
 		"Image of the reload agent injected into pods whose template carries configward.dev/reload-agent (configward's own; the chart sets it). Empty: no pod gets the agent.")
 	fs.StringVar(&w.ReloadAgent.ReportURL, "reload-agent-report-url", "",
-		"URL agents report to, as pods reach it: https://<webhook Service>.<namespace>.svc:<agent port>"+reload.ReportPath+" (the chart sets it).")
+		"URL agents report to, as pods reach it: https://<webhook Service>.<namespace>.svc:<agent port> (the chart sets it); without a path, "+reload.ReportPath+" is added.")
 	fs.StringVar(&w.ReloadAgent.CAFile, "reload-agent-ca-file", "",
 		"PEM file of the CA the report endpoint's certificate chains to, handed to every agent (the chart points it at the serving Secret's ca.crt).")
+	fs.StringVar(&w.ReloadAgent.ServerName, "reload-agent-server-name", "",
+		"Name agents check the report endpoint's certificate against, where --reload-agent-report-url names it by address (a cluster without DNS for Services). Empty: the URL's host.")
 	fs.StringVar(&w.ReloadAgent.BindAddress, "reload-agent-bind-address", ":9444",
 		"Address the agents' HTTPS report endpoint listens on, with the serving certificate; agents authenticate with a token of their own audience, checked with a TokenReview.")
 	fs.StringVar(&w.ClientCAFile, "client-ca-file", "",
@@ -330,6 +336,12 @@ func (w *Webhook) Validate() error {
 	}
 	if w.ReloadAgent.Image != "" && w.ReloadAgent.ReportURL == "" {
 		return fmt.Errorf("--reload-agent-image needs --reload-agent-report-url: an injected agent must know where to report")
+	}
+	if w.ReloadAgent.ReportURL != "" {
+		u, err := url.Parse(w.ReloadAgent.ReportURL)
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			return fmt.Errorf("--reload-agent-report-url must be an https:// URL with a host, not %q: agents send their tokens", w.ReloadAgent.ReportURL)
+		}
 	}
 	return nil
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -19,6 +21,7 @@ import (
 	"github.com/configward/configward/internal/configschema"
 	"github.com/configward/configward/internal/effects"
 	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/reload"
 	"github.com/configward/configward/internal/webhookserver"
 )
 
@@ -141,7 +144,7 @@ func registerWebhooks(mgr ctrlmanager.Manager, srv *webhookserver.Server, o Webh
 	var agents *agentServer
 	if o.ReloadAgent.BindAddress != "" {
 		agents = newAgentServer(o, &admission.ReloadReports{Reviews: mgr.GetClient(), Pods: mgr.GetCache(), Inventory: inv, Writer: mgr.GetClient(),
-			Events: mgr.GetEventRecorder("configward-webhook"), Kinds: kinds}, ctrl.Log.WithName("reload-agents"))
+			Events: mgr.GetEventRecorder("configward-webhook"), Kinds: kinds, Keys: keys, Live: mgr.GetAPIReader()}, ctrl.Log.WithName("reload-agents"))
 		if err := mgr.Add(agents); err != nil {
 			return nil, nil, err
 		}
@@ -205,7 +208,11 @@ func reloadAgent(o ReloadAgent) *admission.ReloadAgent {
 	if o.Image == "" {
 		return nil
 	}
-	a := &admission.ReloadAgent{Image: o.Image, ReportURL: o.ReportURL}
+	a := &admission.ReloadAgent{Image: o.Image, ReportURL: o.ReportURL, ServerName: o.ServerName}
+	if u, err := url.Parse(o.ReportURL); err == nil && strings.Trim(u.Path, "/") == "" {
+		u.Path = reload.ReportPath
+		a.ReportURL = u.String()
+	}
 	if o.CAFile != "" {
 		a.CA = func() string {
 			pem, err := os.ReadFile(o.CAFile)

@@ -18,6 +18,10 @@ type Spec struct {
 	// authority its serving certificate chains to.
 	Report string `json:"report"`
 	CA     string `json:"ca,omitempty"`
+	// ServerName, when set, is the name the endpoint's certificate is
+	// checked against, where Report names it by address (a cluster
+	// without DNS for Services).
+	ServerName string `json:"serverName,omitempty"`
 	// TokenFile is the projected service-account token the agent reports
 	// with (audience Audience).
 	TokenFile string `json:"tokenFile"`

@@ -3,11 +3,14 @@ package status
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/configward/configward/internal/reload"
 )
 
 // PrintTable writes the table a person reads at a glance: one row per
@@ -23,10 +26,11 @@ func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time
 	if wide {
 		header = append(header, "WANTED", "TEMPLATE")
 	}
-	if len(res.Items) > 0 {
+	stamped := slices.DeleteFunc(slices.Clone(res.Items), func(it Item) bool { return it.State == HotOnly })
+	if len(stamped) > 0 {
 		fmt.Fprintln(tw, strings.Join(header, "\t"))
 	}
-	for _, it := range res.Items {
+	for _, it := range stamped {
 		age := "-"
 		if it.ChangedAt != nil {
 			age = duration.HumanDuration(now.Sub(*it.ChangedAt))
@@ -51,7 +55,10 @@ func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time
 		return err
 	}
 	if len(res.Items) == 0 {
-		fmt.Fprintln(w, "No workloads with a config hash found.")
+		fmt.Fprintln(w, "No workloads with a config hash or hot config found.")
+	}
+	if err := printReloads(w, res, allNamespaces); err != nil {
+		return err
 	}
 	// Notes under the table, one a line, each naming its workload.
 	blank := false
@@ -82,6 +89,16 @@ func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time
 		}
 	}
 	for _, it := range res.Items {
+		for _, h := range it.Reloads {
+			for _, r := range h.Rejections {
+				note(it, fmt.Sprintf("the program of pod %s rejected %s: %s", r.Pod, h.Config, r.Message))
+			}
+			if n := h.Pods[reload.StateNoAgent]; n > 0 {
+				note(it, fmt.Sprintf("%d pod(s) run no reload agent: nothing says which content of %s they applied", n, h.Config))
+			}
+		}
+	}
+	for _, it := range res.Items {
 		if len(it.Revisions) == 0 {
 			continue
 		}
@@ -100,4 +117,38 @@ func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time
 		}
 	}
 	return nil
+}
+
+// printReloads writes, under the first table, where each workload's pods
+// stand with each hot config: one row per workload and config.
+func printReloads(w io.Writer, res Result, allNamespaces bool) error {
+	if !slices.ContainsFunc(res.Items, func(it Item) bool { return len(it.Reloads) > 0 }) {
+		return nil
+	}
+	if slices.ContainsFunc(res.Items, func(it Item) bool { return it.State != HotOnly }) {
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "Hot config (reloaded in place; pods as their reload agents report):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := []string{"WORKLOAD", "CONFIG"}
+	for _, s := range reload.States {
+		header = append(header, strings.ToUpper(strings.ReplaceAll(string(s), "-", " ")))
+	}
+	if allNamespaces {
+		header = append([]string{"NAMESPACE"}, header...)
+	}
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, it := range res.Items {
+		for _, h := range it.Reloads {
+			row := []string{it.Kind + "/" + it.Name, h.Config}
+			for _, s := range reload.States {
+				row = append(row, fmt.Sprint(h.Pods[s]))
+			}
+			if allNamespaces {
+				row = append([]string{it.Namespace}, row...)
+			}
+			fmt.Fprintln(tw, strings.Join(row, "\t"))
+		}
+	}
+	return tw.Flush()
 }

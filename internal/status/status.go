@@ -17,6 +17,7 @@ import (
 
 	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,7 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/reload"
 	"github.com/configward/configward/internal/report"
 	"github.com/configward/configward/internal/stamp"
 	"github.com/configward/configward/internal/workload"
@@ -69,6 +71,22 @@ type Item struct {
 	// Unpinned says why the revision it runs is not pinned to snapshots of
 	// its config, where revisions are on and snapshots cannot be written.
 	Unpinned string `json:"unpinned,omitempty"`
+	// Reloads say, for each hot ConfigMap and Secret the workload mounts,
+	// where its running pods stand with the current content, as their
+	// reload agents report it. A workload whose config is all hot carries
+	// no config hash: its State is HotOnly.
+	Reloads []Reload `json:"reloads,omitempty"`
+}
+
+// HotOnly is the State of a workload whose config is all reloaded in
+// place: nothing rolls it, and only its Reloads say what its pods run.
+const HotOnly = "hot-only"
+
+// Reload is where a workload's pods stand with one hot config.
+type Reload struct {
+	// Config is "Kind/name".
+	Config string `json:"config"`
+	reload.Tally
 }
 
 // Revision is one revision of a workload: its config hash, the config
@@ -89,9 +107,31 @@ type Result struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// Stale reports whether any workload runs a pod on stale config.
+// Stale reports whether any workload runs a pod on stale config: one that
+// started with other config than its ConfigMaps and Secrets give now, or
+// whose agent reports other hot content than the current one, or whose
+// program rejected it.
 func (r Result) Stale() bool {
-	return slices.ContainsFunc(r.Items, func(i Item) bool { return i.Pods.Stale > 0 })
+	return slices.ContainsFunc(r.Items, func(i Item) bool {
+		return i.Pods.Stale > 0 || slices.ContainsFunc(i.Reloads, func(h Reload) bool { return h.Stale() > 0 })
+	})
+}
+
+// Rejected reports whether a program rejected the current content of a
+// hot config, in any pod.
+func (r Result) Rejected() bool {
+	return slices.ContainsFunc(r.Items, func(i Item) bool {
+		return slices.ContainsFunc(i.Reloads, func(h Reload) bool { return h.Pods[reload.StateRejected] > 0 })
+	})
+}
+
+// Settled reports whether every pod runs the current config and every pod
+// with a reload agent has said it has the current hot content: what
+// status --wait waits for.
+func (r Result) Settled() bool {
+	return !r.Stale() && !slices.ContainsFunc(r.Items, func(i Item) bool {
+		return slices.ContainsFunc(i.Reloads, func(h Reload) bool { return !h.Done() })
+	})
 }
 
 // templateHolds are the holds a Report can name that the live object
@@ -117,7 +157,7 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 	if note != "" {
 		res.Notes = append(res.Notes, note)
 	}
-	byWorkload, err := countPods(ctx, c, in)
+	byWorkload, live, err := countPods(ctx, c, in)
 	if err != nil {
 		return res, err
 	}
@@ -151,7 +191,15 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 			found = true
 			wl := t.Wrap(obj)
 			template, stamped := wl.ConfigHash()
-			if !stamped || wl.Controlled() || obj.GetDeletionTimestamp() != nil {
+			if wl.Controlled() || obj.GetDeletionTimestamp() != nil {
+				continue
+			}
+			reloads := reloadsOf(reports[obj.GetUID()], live[obj.GetUID()])
+			if !stamped {
+				if len(reloads) > 0 {
+					res.Items = append(res.Items, Item{APIVersion: k.GroupVersionKind().GroupVersion().String(), Kind: k.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+						State: HotOnly, Message: "its config is all reloaded in place: see its reloads", FromReport: true, Reloads: reloads})
+				}
 				continue
 			}
 			w := drift.Workload{
@@ -181,6 +229,7 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 			if r != nil {
 				it.Unpinned = r.Properties[report.PropUnpinned]
 			}
+			it.Reloads = reloads
 			it.Deliveries = waves[obj.GetNamespace()+"/"+t.RecordKind()+"/"+obj.GetName()]
 			if o.Name != "" {
 				if it.Revisions, err = revisionsOf(ctx, c, obj, byWorkload[obj.GetUID()]); err != nil {
@@ -247,13 +296,24 @@ func readReports(ctx context.Context, c client.Reader, in []client.ListOption) (
 }
 
 // countPods counts running pods by top-level workload and hash, as the
-// controller does.
-func countPods(ctx context.Context, c client.Reader, in []client.ListOption) (map[types.UID]map[string]int, error) {
+// controller does, and returns them by workload too.
+func countPods(ctx context.Context, c client.Reader, in []client.ListOption) (map[types.UID]map[string]int, map[types.UID][]*corev1.Pod, error) {
 	pods, rss, jobs, err := drift.PodsAndOwners(ctx, c, in...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return drift.PodsOfCluster(pods, rss, jobs), nil
+	return drift.PodsOfCluster(pods, rss, jobs), drift.LivePods(pods, drift.OwnersOf(rss, jobs)), nil
+}
+
+// reloadsOf judges pods, live, on each hot config the workload's Report
+// names, against the content the controller says is current: the content
+// takes the installation's key to name, the pods' states do not.
+func reloadsOf(r *openreports.Report, pods []*corev1.Pod) []Reload {
+	var out []Reload
+	for _, h := range report.StoredReloads(r) {
+		out = append(out, Reload{Config: h.Config, Tally: reload.Count(pods, h.Config, h.Content)})
+	}
+	return out
 }
 
 // joinChanged prints the changed objects in a table cell.
@@ -300,4 +360,24 @@ func revisionsOf(ctx context.Context, c client.Reader, obj client.Object, pods m
 	}
 	slices.SortFunc(out, func(a, b Revision) int { return b.Created.Compare(a.Created) })
 	return out, nil
+}
+
+// Waiting says, in a line, what keeps res from being settled.
+func Waiting(res Result) string {
+	var parts []string
+	for _, it := range res.Items {
+		name := it.Namespace + "/" + it.Kind + "/" + it.Name
+		if it.Pods.Stale > 0 {
+			parts = append(parts, fmt.Sprintf("%s: %d pod(s) on old config", name, it.Pods.Stale))
+		}
+		for _, h := range it.Reloads {
+			if n := h.Pods[reload.StateOlder] + h.Pods[reload.StatePending]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%s: %d pod(s) not reporting the current %s yet", name, n, h.Config))
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, "; ")
 }

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/manager"
 	"github.com/configward/configward/internal/workload"
@@ -461,6 +462,43 @@ var _ = Describe("the chart, rendered", func() {
 		res := helm("template", "configward", chartDir, "--kube-version", "1.37.2", "--set", "webhook.networkPolicy.enabled=true")
 		Expect(res.ExitCode).NotTo(Equal(0))
 		Expect(res.Stderr).To(ContainSubstring("webhook.networkPolicy.enabled needs webhook.networkPolicy.apiServerCIDRs"))
+	})
+
+	It("runs the reload agent's report endpoint: injection flags, its own port on the Service, its peers in the NetworkPolicy, the RBAC it needs, and the Pod path's matchCondition", func() {
+		objs := render("--set", "webhook.networkPolicy.enabled=true", "--set", "webhook.networkPolicy.apiServerCIDRs={172.16.0.0/28}")
+		web := typed[appsv1.Deployment](objs, "Deployment", "configward-webhook")
+		c := web.Spec.Template.Spec.Containers[0]
+		Expect(c.Args).To(ContainElement(HavePrefix("--reload-agent-image=ghcr.io/configward/configward:")))
+		Expect(c.Args).To(ContainElements("--reload-agent-report-url=https://configward-webhook.configward.svc:9444", "--reload-agent-ca-file=/etc/configward/tls/ca.crt",
+			"--reload-agent-bind-address=:9444"))
+		Expect(c.Ports).To(ContainElement(And(HaveField("Name", "agents"), HaveField("ContainerPort", int32(9444)))))
+		svc := typed[corev1.Service](objs, "Service", "configward-webhook")
+		Expect(svc.Spec.Ports).To(ContainElement(And(HaveField("Name", "agents"), HaveField("Port", int32(9444)))))
+		np := typed[networkingv1.NetworkPolicy](objs, "NetworkPolicy", "configward-webhook")
+		Expect(np.Spec.Ingress).To(ContainElement(And(HaveField("Ports", ContainElement(HaveField("Port.IntVal", int32(9444)))), HaveField("From", BeEmpty()))),
+			"agents run in any namespace: any pod may report, and the token says which pod it is")
+		role := typed[rbacv1.ClusterRole](objs, "ClusterRole", "configward-webhook")
+		Expect(role.Rules).To(ContainElements(
+			rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"patch"}}))
+		mutating := typed[admissionregistrationv1.MutatingWebhookConfiguration](objs, "MutatingWebhookConfiguration", "configward")
+		var podConfig []admissionregistrationv1.MatchCondition
+		for _, w := range mutating.Webhooks {
+			if w.Name == "pod-config.configward.dev" {
+				podConfig = w.MatchConditions
+			}
+		}
+		Expect(podConfig).To(ContainElement(admissionregistrationv1.MatchCondition{Name: "pod-config-annotations", Expression: admission.PodConfigMatchCondition}),
+			"the chart sends the Pod path what the handler expects, and no other pod")
+
+		objs = render("--set", "reloadAgent.enabled=false")
+		web = typed[appsv1.Deployment](objs, "Deployment", "configward-webhook")
+		Expect(web.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement(HavePrefix("--reload-agent")))
+		Expect(typed[corev1.Service](objs, "Service", "configward-webhook").Spec.Ports).NotTo(ContainElement(HaveField("Name", "agents")))
+		Expect(typed[rbacv1.ClusterRole](objs, "ClusterRole", "configward-webhook").Rules).NotTo(ContainElement(HaveField("Resources", ContainElement("tokenreviews"))))
+
+		web = typed[appsv1.Deployment](render("--set", "reloadAgent.reportURL=https://10.96.0.20:9444", "--set", "reloadAgent.serverName=configward-webhook.configward.svc"), "Deployment", "configward-webhook")
+		Expect(web.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--reload-agent-report-url=https://10.96.0.20:9444", "--reload-agent-server-name=configward-webhook.configward.svc"))
 	})
 
 	It("refuses one webhook replica under a PodDisruptionBudget, which would block every node drain", func() {

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/reload"
 )
@@ -72,7 +71,7 @@ func podsOf(ns, app string) func() []corev1.Pod {
 // agentOf is the agent container of a pod, and the spec it was handed.
 func agentOf(p corev1.Pod) (*corev1.Container, reload.Spec) {
 	for i := range p.Spec.InitContainers {
-		if c := &p.Spec.InitContainers[i]; c.Name == admission.AgentContainer {
+		if c := &p.Spec.InitContainers[i]; c.Name == reload.AgentContainer {
 			for _, e := range c.Env {
 				if e.Name == reload.SpecEnv {
 					s, err := reload.ParseSpec(e.Value)

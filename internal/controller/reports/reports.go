@@ -175,11 +175,19 @@ func (d *driftController) Reconcile(ctx context.Context, req reconcile.Request) 
 			return reconcile.Result{}, err
 		}
 	}
-	statuses, objs, err := d.statuses(ctx, ns, reports)
+	pods, rss, jobs, err := drift.PodsAndOwners(ctx, d.client, client.InNamespace(ns))
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	statuses, objs, err := d.statuses(ctx, ns, drift.PodsOfCluster(pods, rss, jobs), reports)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	publishGauges(ns, statuses)
+	reloads, err := d.reloads(ctx, ns, objs, drift.LivePods(pods, drift.OwnersOf(rss, jobs)))
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	if !d.opts.Reports {
 		return reconcile.Result{}, nil
 	}
@@ -196,6 +204,9 @@ func (d *driftController) Reconcile(ctx context.Context, req reconcile.Request) 
 		results[uid] = append(results[uid], subjectResults{subject: report.Subject(s.APIVersion, s.Kind, ns, s.Name, uid),
 			results: append([]openreports.ReportResult{report.ConfigCurrentResult(s)}, delivered[i]...)})
 	}
+	for _, r := range reloads {
+		results[r.subject.UID] = append(results[r.subject.UID], r)
+	}
 	return reconcile.Result{}, d.writeReports(ctx, ns, results, reports)
 }
 
@@ -207,11 +218,7 @@ type subjectResults struct {
 
 // judge computes the drift of every stamped top-level workload of ns, and
 // returns every top-level workload too, for the rules.
-func (d *driftController) statuses(ctx context.Context, ns string, reports map[string]*openreports.Report) ([]drift.Status, []workload.Object, error) {
-	byWorkload, err := d.podsByWorkload(ctx, ns)
-	if err != nil {
-		return nil, nil, err
-	}
+func (d *driftController) statuses(ctx context.Context, ns string, byWorkload map[types.UID]map[string]int, reports map[string]*openreports.Report) ([]drift.Status, []workload.Object, error) {
 	settings, err := d.opts.Policies.For(ctx, d.client, ns)
 	if err != nil {
 		return nil, nil, err
@@ -290,16 +297,6 @@ func (d *driftController) statuses(ctx context.Context, ns string, reports map[s
 	}
 	d.opts.Causes.Retain(ns, func(k drift.Key) bool { return seen[k] })
 	return out, objs, nil
-}
-
-// podsByWorkload counts the running pods of ns by top-level workload and
-// config hash.
-func (d *driftController) podsByWorkload(ctx context.Context, ns string) (map[types.UID]map[string]int, error) {
-	pods, rss, jobs, err := drift.PodsAndOwners(ctx, d.client, client.InNamespace(ns))
-	if err != nil {
-		return nil, err
-	}
-	return drift.PodsOfCluster(pods, rss, jobs), nil
 }
 
 // publishGauges sets the namespace's series, and removes them when it has
