@@ -14,6 +14,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -214,7 +215,7 @@ var _ = Describe("the reload agent", func() {
 		Expect(res.Stderr).To(ContainSubstring("never stops the program"))
 	})
 
-	It("records what a pod's agent reports, as the pod, and refuses reports that are not a pod's agent's", func() {
+	It("records what a pod's agent reports, as the pod, shows it in status, Reports, Events and metrics, and refuses reports that are not a pod's agent's", func() {
 		ns := rolloutNamespace()
 		data := map[string]string{"flags.yaml": "beta: false"}
 		apply(hotConfigMap(ns, "flags", data))
@@ -223,43 +224,71 @@ var _ = Describe("the reload agent", func() {
 		rolloutStatus(ns, "deployment/web")
 		pod := podsOf(ns, "web")()[0]
 		token := agentToken(pod, reload.Audience)
+		web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
+
+		By("before any report: the pod is pending, and status says the workload is hot-only")
+		Eventually(reloadStatus(ns), 30*time.Second).Should(HaveKeyWithValue("ConfigMap/flags", HaveKeyWithValue("pending", 1)))
+		Expect(env.KubectlPlugin("status", "-n", ns).Stdout).To(ContainSubstring("Hot config (reloaded in place"))
 
 		status, body := sendReport(token, agentReport(token, data, reload.Applied, "reloaded"))
 		Expect(status).To(Equal(http.StatusOK), body)
-		Eventually(reloadCondition(pod), 10*time.Second).Should(And(HaveField("Status", corev1.ConditionTrue), HaveField("Reason", "Applied"),
-			HaveField("Message", ContainSubstring(`"content":"current","result":"applied"`))))
+		Eventually(reloadCondition(pod), 10*time.Second).Should(And(HaveField("Status", corev1.ConditionTrue), HaveField("Reason", reload.ReasonApplied)))
+		Eventually(reloadStatus(ns), 30*time.Second).Should(HaveKeyWithValue("ConfigMap/flags", HaveKeyWithValue("applied", 1)))
+		Eventually(reportOf(ns, web), 30*time.Second).Should(ContainElement("config-reload pass Deployment/web"))
+		Expect(env.KubectlPlugin("status", "-n", ns, "deploy/web", "--wait", "--timeout", "5s").ExitCode).To(Equal(0), "every pod reports the current content")
 
 		By("the same report again writes nothing")
 		status, body = sendReport(token, agentReport(token, data, reload.Applied, "reloaded"))
 		Expect(status).To(Equal(http.StatusOK))
 		Expect(body).To(ContainSubstring("unchanged"))
 
-		By("a change the program rejects: the pod's condition and an Event on the Deployment say so")
+		By("a change the pod has not reported yet: it is on older content, and a wait runs out")
 		bad := map[string]string{"flags.yaml": "beta: [unclosed"}
 		apply(hotConfigMap(ns, "flags", bad))
+		Eventually(reloadStatus(ns), 30*time.Second).Should(HaveKeyWithValue("ConfigMap/flags", HaveKeyWithValue("older", 1)))
+		res := env.KubectlPlugin("status", "-n", ns, "deploy/web", "--wait", "--timeout", "3s")
+		Expect(res.ExitCode).To(Equal(1), res.Stdout+res.Stderr)
+		Expect(res.Stderr).To(ContainSubstring("not reporting the current ConfigMap/flags yet"))
+		Eventually(func() float64 { return registryGauge("configward_reload_pods", ns, "older") }, 30*time.Second).Should(BeEquivalentTo(1))
+
+		By("the program rejects it: the pod's condition, status, the Report, an Event on the Deployment and the gauge say so")
 		Eventually(func() string {
 			status, body := sendReport(token, agentReport(token, bad, reload.Rejected, "line 1: did not find expected node content"))
 			Expect(status).To(Equal(http.StatusOK), body)
-			return reloadCondition(pod)().Message
-		}, 10*time.Second, 500*time.Millisecond).Should(ContainSubstring(`"content":"current","result":"rejected"`))
-		Expect(reloadCondition(pod)()).To(And(HaveField("Status", corev1.ConditionFalse), HaveField("Reason", "Rejected")))
+			return reloadCondition(pod)().Reason
+		}, 10*time.Second, 500*time.Millisecond).Should(Equal(reload.ReasonRejected))
+		Expect(reloadCondition(pod)().Status).To(Equal(corev1.ConditionFalse))
 		Eventually(func() []string { return eventsFor(ns, "web", "ConfigReloadFailed") }, 10*time.Second).Should(ContainElement(And(
 			ContainSubstring("pod "+pod.Name+" rejected ConfigMap/flags"), ContainSubstring("did not find expected node content"))))
+		Eventually(reloadStatus(ns), 30*time.Second).Should(HaveKeyWithValue("ConfigMap/flags", HaveKeyWithValue("rejected", 1)))
+		res = env.KubectlPlugin("status", "-n", ns, "deploy/web", "--wait", "--timeout", "30s")
+		Expect(res.ExitCode).To(Equal(3), "a rejection ends a wait at once: "+res.Stdout+res.Stderr)
+		Expect(res.Stdout).To(ContainSubstring("the program of pod " + pod.Name + " rejected ConfigMap/flags: line 1: did not find expected node content"))
+		Eventually(reportOf(ns, web), 30*time.Second).Should(ContainElement("config-reload fail Deployment/web"))
+		Eventually(func() float64 { return registryGauge("configward_reload_pods", ns, "rejected") }, 30*time.Second).Should(BeEquivalentTo(1))
 
-		By("content that is not the config's now is told apart")
-		status, _ = sendReport(token, agentReport(token, data, reload.Applied, "reloaded"))
-		Expect(status).To(Equal(http.StatusOK))
-		Expect(reloadCondition(pod)()).To(And(HaveField("Status", corev1.ConditionUnknown), HaveField("Reason", "NotCurrent"),
-			HaveField("Message", ContainSubstring(`"content":"other"`))))
+		By("a later valid change, applied, clears it")
+		good := map[string]string{"flags.yaml": "beta: true"}
+		apply(hotConfigMap(ns, "flags", good))
+		Eventually(func() string {
+			status, body := sendReport(token, agentReport(token, good, reload.Applied, "reloaded"))
+			Expect(status).To(Equal(http.StatusOK), body)
+			return reloadCondition(pod)().Reason
+		}, 10*time.Second, 500*time.Millisecond).Should(Equal(reload.ReasonApplied))
+		res = env.KubectlPlugin("status", "-n", ns, "deploy/web", "--wait", "--timeout", "30s")
+		Expect(res.ExitCode).To(Equal(0), res.Stdout+res.Stderr)
+		Eventually(reportOf(ns, web), 30*time.Second).Should(ContainElement("config-reload pass Deployment/web"))
 
-		By("reports that are not this pod's agent's are refused")
-		status, _ = sendReport("", agentReport("x", bad, reload.Applied, ""))
+		By("reports that are not this pod's agent's are refused, and the pod's record stays as it was")
+		before := reloadCondition(pod)()
+		status, _ = sendReport("", agentReport("x", bad, reload.Rejected, ""))
 		Expect(status).To(Equal(http.StatusUnauthorized), "no token")
 		other := agentToken(pod, "https://kubernetes.default.svc")
-		status, _ = sendReport(other, agentReport(other, bad, reload.Applied, ""))
+		status, _ = sendReport(other, agentReport(other, bad, reload.Rejected, ""))
 		Expect(status).To(Equal(http.StatusUnauthorized), "a token of another audience")
-		status, _ = sendReport(token+"x", agentReport(token, bad, reload.Applied, ""))
+		status, _ = sendReport(token+"x", agentReport(token, bad, reload.Rejected, ""))
 		Expect(status).To(Equal(http.StatusUnauthorized), "a forged token")
+		Expect(reloadCondition(pod)()).To(Equal(before))
 		Expect(env.Client.Delete(context.Background(), &pod)).To(Succeed())
 		Eventually(func() int {
 			status, _ := sendReport(token, agentReport(token, bad, reload.Applied, ""))
@@ -268,6 +297,54 @@ var _ = Describe("the reload agent", func() {
 		Expect(registrySum("configward_reload_reports_total")).To(BeNumerically(">", 0))
 	})
 })
+
+// reloadStatus is what `configward status -o json` says of the hot config
+// of ns's workloads: pods by state, by config.
+func reloadStatus(ns string) func() map[string]map[string]int {
+	return func() map[string]map[string]int {
+		res := env.KubectlPlugin("status", "-n", ns, "-o", "json")
+		var out struct {
+			Items []struct {
+				Reloads []struct {
+					Config string         `json:"config"`
+					Pods   map[string]int `json:"pods"`
+				} `json:"reloads"`
+			} `json:"items"`
+		}
+		if json.Unmarshal([]byte(res.Stdout), &out) != nil {
+			return nil
+		}
+		got := map[string]map[string]int{}
+		for _, it := range out.Items {
+			for _, r := range it.Reloads {
+				got[r.Config] = r.Pods
+			}
+		}
+		return got
+	}
+}
+
+// registryGauge is the value of a gauge of this process with the labels
+// namespace and state.
+func registryGauge(name, ns, state string) float64 {
+	families, err := metrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] == ns && labels["state"] == state {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
 
 // awaitHotSeen waits until the webhook's cache knows ConfigMap name of ns
 // is hot: a dry-run Deployment mounting it with subPath is refused.
