@@ -317,8 +317,8 @@ func (w *Webhook) AddFlags(fs *pflag.FlagSet) {
 		"PEM file of the CA the report endpoint's certificate chains to, handed to every agent (the chart points it at the serving Secret's ca.crt).")
 	fs.StringVar(&w.ReloadAgent.ServerName, "reload-agent-server-name", "",
 		"Name agents check the report endpoint's certificate against, where --reload-agent-report-url names it by address (a cluster without DNS for Services). Empty: the URL's host.")
-	fs.StringVar(&w.ReloadAgent.BindAddress, "reload-agent-bind-address", ":9444",
-		"Address the agents' HTTPS report endpoint listens on, with the serving certificate; agents authenticate with a token of their own audience, checked with a TokenReview.")
+	fs.StringVar(&w.ReloadAgent.BindAddress, "reload-agent-bind-address", "",
+		"Address the agents' HTTPS report endpoint listens on (the chart: :9444), with the serving certificate; agents authenticate with a token of their own audience, checked with a TokenReview. Empty: no endpoint (agents added by hand report nowhere either).")
 	fs.StringVar(&w.ClientCAFile, "client-ca-file", "",
 		"PEM file of the CA(s) that sign the API server's client certificate for webhooks (its admission-control kubeconfig). When set, only clients presenting such a certificate can call. When empty, anyone who can reach the port can ask; configward then leaks no Secret value and records Events and metrics only for requests whose effect the cache confirms.")
 }

@@ -177,7 +177,9 @@ var _ = Describe("the reload agent", func() {
 				Expect(env.Kubectl("", "create", "job", "from-cronjob", "--from=cronjob/cronjob", "-n", ns).ExitCode).To(Equal(0))
 				name = "cronjob" // the Job's pods carry the template's app label
 			}
-			Eventually(podsOf(ns, name), rolloutTimeout).ShouldNot(BeEmpty(), kind)
+			Eventually(podsOf(ns, name), rolloutTimeout).ShouldNot(BeEmpty(), func() string {
+				return kind + "\n" + env.Kubectl("", "get", "events", "-n", ns).Stdout
+			})
 			for _, p := range podsOf(ns, name)() {
 				c, spec := agentOf(p)
 				Expect(c).NotTo(BeNil(), "%s pod %s has no agent", kind, p.Name)
