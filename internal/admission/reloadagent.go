@@ -98,6 +98,13 @@ func (a *ReloadAgent) inject(ctx context.Context, inv *inventory.Inventory, pod 
 		c.SecurityContext.RunAsUser = runAsUser(pod, &pod.Spec.Containers[target])
 	}
 	var ops []jsonpatch.Operation
+	if pod.Spec.ServiceAccountName == "" {
+		// The agent's token is the pod's service account's. The API
+		// server's ServiceAccount admission names "default" before
+		// webhooks run; where it is off, a projected token without a
+		// named account is invalid, so name the one it would.
+		ops = append(ops, jsonpatch.Operation{Operation: "add", Path: "/spec/serviceAccountName", Value: "default"})
+	}
 	ops = appendItem(ops, "/spec/initContainers", len(pod.Spec.InitContainers), c)
 	ops = appendItem(ops, "/spec/volumes", len(pod.Spec.Volumes), corev1.Volume{Name: agentTokenVolume, VolumeSource: corev1.VolumeSource{
 		Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
