@@ -18,6 +18,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -106,35 +107,57 @@ func registrySum(name string) float64 {
 // agentToken is a token of pod's service account, of audience, bound to
 // the pod, as the kubelet projects it for the agent.
 func agentToken(p corev1.Pod, audience string) string {
+	var token string
+	Eventually(func() (err error) { token, err = podToken(p, audience); return err }, 30*time.Second).Should(Succeed())
+	return token
+}
+
+// podToken requests a token of pod's service account, of audience, bound
+// to the pod.
+func podToken(p corev1.Pod, audience string) (string, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Spec.ServiceAccountName}}
 	if sa.Name == "" {
 		sa.Name = "default"
 	}
-	Eventually(func() error { return env.Client.Get(context.Background(), client.ObjectKeyFromObject(sa), sa) }, 30*time.Second).Should(Succeed())
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: new(int64(600)),
 		BoundObjectRef: &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID}}}
-	Expect(env.Client.SubResource("token").Create(context.Background(), sa, req)).To(Succeed())
-	return req.Status.Token
+	if err := env.Client.SubResource("token").Create(context.Background(), sa, req); err != nil {
+		return "", err
+	}
+	return req.Status.Token, nil
 }
 
 // sendReport posts rep to the webhook's agent endpoint with token, as an
 // agent does, and returns the status and body.
 func sendReport(token string, rep reload.Report) (int, string) {
+	status, body, err := postReport(token, rep)
+	Expect(err).NotTo(HaveOccurred())
+	return status, body
+}
+
+// postReport is sendReport without assertions, for many goroutines.
+func postReport(token string, rep reload.Report) (int, string, error) {
 	pool := x509.NewCertPool()
 	pool.AddCert(env.CA.Cert)
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	body, err := json.Marshal(rep)
-	Expect(err).NotTo(HaveOccurred())
+	if err != nil {
+		return 0, "", err
+	}
 	req, err := http.NewRequest(http.MethodPost, "https://"+env.Webhook.Agents.Addr().String()+reload.ReportPath, bytes.NewReader(body))
-	Expect(err).NotTo(HaveOccurred())
+	if err != nil {
+		return 0, "", err
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := c.Do(req)
-	Expect(err).NotTo(HaveOccurred())
+	if err != nil {
+		return 0, "", err
+	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(out)
+	return resp.StatusCode, string(out), nil
 }
 
 // agentReport is an agent's report of data as ConfigMap flags, under token.
@@ -189,7 +212,7 @@ var _ = Describe("the reload agent", func() {
 				Expect(c.SecurityContext.Capabilities.Drop).To(ContainElement(corev1.Capability("ALL")))
 				Expect(spec.Configs).To(ConsistOf(HaveField("Name", "flags")))
 				Expect(spec.Report).To(HaveSuffix(reload.ReportPath))
-				Expect(p.Spec.ShareProcessNamespace).To(HaveValue(Equal(trigger != "watch")), "only a signal needs the shared process namespace")
+				Expect(ptr.Deref(p.Spec.ShareProcessNamespace, false)).To(Equal(trigger != "watch"), "only a signal needs the shared process namespace")
 				var audience string
 				for _, v := range p.Spec.Volumes {
 					if v.Projected != nil && len(v.Projected.Sources) == 1 && v.Projected.Sources[0].ServiceAccountToken != nil {
@@ -232,15 +255,16 @@ var _ = Describe("the reload agent", func() {
 		Eventually(reloadStatus(ns), 30*time.Second).Should(HaveKeyWithValue("ConfigMap/flags", HaveKeyWithValue("pending", 1)))
 		Expect(env.KubectlPlugin("status", "-n", ns).Stdout).To(ContainSubstring("Hot config (reloaded in place"))
 
-		status, body := sendReport(token, agentReport(token, data, reload.Applied, "reloaded"))
+		first := agentReport(token, data, reload.Applied, "reloaded")
+		status, body := sendReport(token, first)
 		Expect(status).To(Equal(http.StatusOK), body)
 		Eventually(reloadCondition(pod), 10*time.Second).Should(And(HaveField("Status", corev1.ConditionTrue), HaveField("Reason", reload.ReasonApplied)))
 		Eventually(reloadStatus(ns), 30*time.Second).Should(HaveKeyWithValue("ConfigMap/flags", HaveKeyWithValue("applied", 1)))
 		Eventually(reportOf(ns, web), 30*time.Second).Should(ContainElement("config-reload pass Deployment/web"))
 		Expect(env.KubectlPlugin("status", "-n", ns, "deploy/web", "--wait", "--timeout", "5s").ExitCode).To(Equal(0), "every pod reports the current content")
 
-		By("the same report again writes nothing")
-		status, body = sendReport(token, agentReport(token, data, reload.Applied, "reloaded"))
+		By("the same report again, as an agent re-sends it, writes nothing")
+		status, body = sendReport(token, first)
 		Expect(status).To(Equal(http.StatusOK))
 		Expect(body).To(ContainSubstring("unchanged"))
 
