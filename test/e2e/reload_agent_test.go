@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -15,7 +11,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -24,6 +19,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/reload"
+	"github.com/configward/configward/test/framework"
 )
 
 // hotConfigMap is a ConfigMap marked hot.
@@ -108,66 +104,21 @@ func registrySum(name string) float64 {
 // the pod, as the kubelet projects it for the agent.
 func agentToken(p corev1.Pod, audience string) string {
 	var token string
-	Eventually(func() (err error) { token, err = podToken(p, audience); return err }, 30*time.Second).Should(Succeed())
+	Eventually(func() (err error) { token, err = env.PodToken(context.Background(), &p, audience); return err }, 30*time.Second).Should(Succeed())
 	return token
-}
-
-// podToken requests a token of pod's service account, of audience, bound
-// to the pod.
-func podToken(p corev1.Pod, audience string) (string, error) {
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Spec.ServiceAccountName}}
-	if sa.Name == "" {
-		sa.Name = "default"
-	}
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: new(int64(600)),
-		BoundObjectRef: &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID}}}
-	if err := env.Client.SubResource("token").Create(context.Background(), sa, req); err != nil {
-		return "", err
-	}
-	return req.Status.Token, nil
 }
 
 // sendReport posts rep to the webhook's agent endpoint with token, as an
 // agent does, and returns the status and body.
 func sendReport(token string, rep reload.Report) (int, string) {
-	status, body, err := postReport(token, rep)
+	status, body, err := env.PostReport(token, rep)
 	Expect(err).NotTo(HaveOccurred())
 	return status, body
 }
 
-// postReport is sendReport without assertions, for many goroutines.
-func postReport(token string, rep reload.Report) (int, string, error) {
-	pool := x509.NewCertPool()
-	pool.AddCert(env.CA.Cert)
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	body, err := json.Marshal(rep)
-	if err != nil {
-		return 0, "", err
-	}
-	req, err := http.NewRequest(http.MethodPost, "https://"+env.Webhook.Agents.Addr().String()+reload.ReportPath, bytes.NewReader(body))
-	if err != nil {
-		return 0, "", err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(out), nil
-}
-
 // agentReport is an agent's report of data as ConfigMap flags, under token.
 func agentReport(token string, data map[string]string, result, message string) reload.Report {
-	values := map[string][]byte{}
-	for k, v := range data {
-		values[k] = []byte(v)
-	}
-	return reload.Report{Configs: []reload.ConfigReport{{Config: "ConfigMap/flags", AllKeys: true, Keys: reload.Fingerprints(reload.FingerprintKey([]byte(token)), values),
-		SwappedAt: time.Now().UTC().Truncate(time.Second), Result: result, At: time.Now().UTC(), Message: message}}}
+	return framework.AgentReport(token, "ConfigMap/flags", data, result, message)
 }
 
 // reloadCondition is a pod's ConfigReload condition, as stored.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -40,13 +41,13 @@ var _ = Describe("the reload agent's reports from a fleet", func() {
 		pods := podsOf(ns, "fleet")()
 		tokens := make([]string, len(pods))
 		inParallel(len(pods), 16, func(i int) (err error) {
-			tokens[i], err = podToken(pods[i], reload.Audience)
+			tokens[i], err = env.PodToken(context.Background(), &pods[i], reload.Audience)
 			return err
 		})
 		reportAll := func(content map[string]string) time.Duration {
 			start := time.Now()
 			inParallel(len(pods), 32, func(i int) error {
-				status, body, err := postReport(tokens[i], agentReport(tokens[i], content, reload.Applied, "reloaded"))
+				status, body, err := env.PostReport(tokens[i], agentReport(tokens[i], content, reload.Applied, "reloaded"))
 				if err == nil && status != http.StatusOK {
 					err = fmt.Errorf("%d %s", status, body)
 				}
@@ -78,7 +79,7 @@ var _ = Describe("the reload agent's reports from a fleet", func() {
 
 		statusWrites, err := env.AuditEvents(func(ev framework.AuditEvent) bool {
 			return ev.ObjectRef.Namespace == ns && ev.ObjectRef.Resource == "pods" && ev.ObjectRef.Subresource == "status" &&
-				ev.Verb == "patch" && !strings.HasPrefix(ev.User.Username, "system:") && ev.StageTimestamp.After(since) &&
+				ev.Verb == "patch" && ev.User.Username != "system:kube-scheduler" && ev.StageTimestamp.After(since) &&
 				ev.ResponseStatus.Code == http.StatusOK
 		})
 		Expect(err).NotTo(HaveOccurred())

@@ -1,0 +1,82 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/configward/configward/internal/reload"
+)
+
+// Where kwok runs a pod, nothing runs its reload agent: a spec or the demo
+// reports for the pod what its agent would, with a token of the pod's own
+// (PodToken) and fingerprints of the content it says the pod has
+// (AgentReport), to the webhook's agent endpoint (PostReport).
+
+// PodToken requests a token of pod's service account, of audience, bound
+// to the pod, as the kubelet projects it for the agent.
+func (e *Env) PodToken(ctx context.Context, p *corev1.Pod, audience string) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Spec.ServiceAccountName}}
+	if sa.Name == "" {
+		sa.Name = "default"
+	}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: ptr.To[int64](600),
+		BoundObjectRef: &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID}}}
+	if err := e.Client.SubResource("token").Create(ctx, sa, req); err != nil {
+		return "", fmt.Errorf("a token of pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return req.Status.Token, nil
+}
+
+// AgentReport is an agent's report, under token, that its pod has data as
+// config ("ConfigMap/flags", every key projected) and what its program made
+// of it.
+func AgentReport(token, config string, data map[string]string, result, message string) reload.Report {
+	values := map[string][]byte{}
+	for k, v := range data {
+		values[k] = []byte(v)
+	}
+	now := time.Now().UTC()
+	return reload.Report{Configs: []reload.ConfigReport{{Config: config, AllKeys: true, Keys: reload.Fingerprints(reload.FingerprintKey([]byte(token)), values),
+		SwappedAt: now.Truncate(time.Second), Result: result, At: now, Message: message}}}
+}
+
+// PostReport posts rep with token to the webhook's agent endpoint, as an
+// agent does, and returns the status and body.
+func (e *Env) PostReport(token string, rep reload.Report) (int, string, error) {
+	if e.Webhook == nil || e.Webhook.Agents == nil || e.Webhook.Agents.Addr() == nil {
+		return 0, "", fmt.Errorf("no reload agent endpoint runs")
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(e.CA.Cert)
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	body, err := json.Marshal(rep)
+	if err != nil {
+		return 0, "", err
+	}
+	req, err := http.NewRequest(http.MethodPost, "https://"+e.Webhook.Agents.Addr().String()+reload.ReportPath, bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode, string(out), nil
+}
