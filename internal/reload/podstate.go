@@ -183,6 +183,15 @@ func Count(pods []*corev1.Pod, config, current string) Tally {
 	return t
 }
 
+// Total counts the pods.
+func (t Tally) Total() int {
+	n := 0
+	for _, c := range t.Pods {
+		n += c
+	}
+	return n
+}
+
 // Done says every pod that can say so has the current content and its
 // program did not reject it: what a pipeline waits for. Pods without an
 // agent cannot say, and do not hold it up.

@@ -33,12 +33,7 @@ func ReloadResult(config, content string, t reload.Tally) openreports.ReportResu
 		Rule: ConfigReload, Category: "Config reload",
 		Properties: map[string]string{PropConfig: config, PropContent: content},
 	}
-	withAgent := 0
-	for _, s := range reload.States {
-		if s != reload.StateNoAgent {
-			withAgent += t.Pods[s]
-		}
-	}
+	withAgent := t.Total() - t.Pods[reload.StateNoAgent]
 	switch {
 	case len(t.Rejections) > 0:
 		r := t.Rejections[0]

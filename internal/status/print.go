@@ -93,8 +93,10 @@ func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time
 			for _, r := range h.Rejections {
 				note(it, fmt.Sprintf("the program of pod %s rejected %s: %s", r.Pod, h.Config, r.Message))
 			}
-			if n := h.Pods[reload.StateNoAgent]; n > 0 {
-				note(it, fmt.Sprintf("%d pod(s) run no reload agent: nothing says which content of %s they applied", n, h.Config))
+			// Only beside pods that have one: a workload that never asked
+			// for the agent shows its pods in NO AGENT, and that is all.
+			if n := h.Pods[reload.StateNoAgent]; n > 0 && n < h.Total() {
+				note(it, fmt.Sprintf("%d pod(s) run no reload agent (created while configward's Pod path was down, or before the workload asked for it): nothing says which content of %s they applied", n, h.Config))
 			}
 		}
 	}

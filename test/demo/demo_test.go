@@ -114,7 +114,12 @@ wait:
 		"✓ 13 as expected",
 		`[config-revision] Deployment demo-waves/web: rolled back to the revision with config hash`,
 		"message.txt=hello, world",
-		"✓ all 13 steps went as expected",
+		"✓ 14 as expected",
+		"configward-agent",
+		"Hot config (reloaded in place",
+		"the program of pod storefront-",
+		"rejected ConfigMap/storefront-flags",
+		"✓ all 14 steps went as expected",
 	} {
 		if !strings.Contains(strings.ToLower(walk), strings.ToLower(want)) {
 			t.Errorf("the walkthrough does not show %q", want)

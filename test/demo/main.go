@@ -13,21 +13,26 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/internal/reload"
 	"github.com/configward/configward/test/framework"
 )
 
@@ -277,9 +282,81 @@ func (w *walkthrough) steps() {
 		ok = w.podsRead("web", "hello") && ok
 		return w.expect(w.kubectl("get", "configmap", "greeting", "-n", wavesNamespace, "-o", `jsonpath=message.txt={.data.message\.txt}{"\n"}`), 0, "message.txt=hello, world") && ok
 	})
+	w.step("14", "Hot reload you can see: the reload agent reports which content each pod applied", func() bool {
+		if !w.apply("14-reload-agent.yaml", 0) || !w.rolledOut("storefront") {
+			return false
+		}
+		fmt.Println("  configward injected its agent into each pod, as a native sidecar:")
+		ok := w.expect(w.kubectl("get", "pods", "-n", wavesNamespace, "-l", "app=storefront", "-o", "custom-columns=POD:.metadata.name,SIDECARS:.spec.initContainers[*].name"), 0, "configward-agent")
+		fmt.Println("  kwok runs no containers, so the demo reports for each pod what its agent would, with the pod's own token: the app applied storefront-flags")
+		ok = w.agentsReport(func(int) (string, string) { return reload.Applied, "reloaded" }) && ok
+		ok = w.reloadStatus(0, "--wait", "--timeout", "30s") && ok
+		if !w.apply("14-flags-rejected.yaml", 0) {
+			return false
+		}
+		fmt.Println("  the app cannot parse the new flags: it keeps the ones it had, and its agent says so (the demo plays one pod's agent; the other pod's has not reported yet)")
+		ok = w.agentsReport(func(i int) (string, string) {
+			if i == 0 {
+				return reload.Rejected, "the reload call answered 422: flags.yaml: yaml: line 1: did not find expected ',' or ']'"
+			}
+			return "", ""
+		}) && ok
+		ok = w.reloadStatus(3, "--wait", "--timeout", "30s") && ok
+		w.waitFor(10*time.Second, func() bool {
+			return strings.Contains(w.quietKubectl("get", "events", "-n", wavesNamespace, "--field-selector", "reason=ConfigReloadFailed").Stdout, "storefront")
+		})
+		return w.expect(w.kubectl("get", "events", "-n", wavesNamespace, "--field-selector", "reason=ConfigReloadFailed",
+			"-o", "custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message"), 0, "rejected ConfigMap/storefront-flags") && ok
+	})
 }
 
-// wavesNamespace is where steps 11 to 13 show revisions and delivery.
+// agentsReport reports, for each pod of storefront, what its agent would
+// (kwok runs no agent): that the pod has storefront-flags as stored now,
+// and what result says the app made of it (nothing, for "").
+func (w *walkthrough) agentsReport(result func(i int) (string, string)) bool {
+	var cm corev1.ConfigMap
+	var pods corev1.PodList
+	if err := w.env.Client.Get(w.ctx, client.ObjectKey{Namespace: wavesNamespace, Name: "storefront-flags"}, &cm); err != nil {
+		fmt.Println("  ✗", err)
+		return false
+	}
+	if err := w.env.Client.List(w.ctx, &pods, client.InNamespace(wavesNamespace), client.MatchingLabels{"app": "storefront"}); err != nil {
+		fmt.Println("  ✗", err)
+		return false
+	}
+	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
+	for i := range pods.Items {
+		what, message := result(i)
+		if what == "" {
+			continue
+		}
+		token, err := w.env.PodToken(w.ctx, &pods.Items[i], reload.Audience)
+		if err == nil {
+			var status int
+			var body string
+			status, body, err = w.env.PostReport(token, framework.AgentReport(token, "ConfigMap/storefront-flags", cm.Data, what, message))
+			if err == nil && status != http.StatusOK {
+				err = fmt.Errorf("%d %s", status, body)
+			}
+		}
+		if err != nil {
+			fmt.Printf("  ✗ the report of pod %s: %v\n", pods.Items[i].Name, err)
+			return false
+		}
+	}
+	return true
+}
+
+// reloadStatus runs `kubectl configward status` on storefront with args
+// and expects wantExit.
+func (w *walkthrough) reloadStatus(wantExit int, args ...string) bool {
+	args = append([]string{"status", "-n", wavesNamespace, "deployment/storefront"}, args...)
+	fmt.Println("  $ kubectl configward " + shellJoin(args))
+	return w.expect(w.show(w.env.KubectlPlugin(args...)), wantExit, "Hot config")
+}
+
+// wavesNamespace is where steps 11 to 14 show revisions, delivery and the
+// reload agent.
 const wavesNamespace = "demo-waves"
 
 // waitUntilStampsSnapshots waits until configward's webhook has seen the
