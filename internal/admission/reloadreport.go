@@ -159,6 +159,13 @@ func (h *ReloadReports) record(ctx context.Context, pod *corev1.Pod, token []byt
 	fingerprintKey := reload.FingerprintKey(token)
 	key := h.Keys.Current().Bytes()
 	previous := reload.EntriesOf(pod)
+	var reported []string
+	for _, part := range rep.Configs {
+		reported = append(reported, part.Config)
+	}
+	// The agent withholds a program's messages where a Secret is among its
+	// config; a report that did not is not trusted to have.
+	shareable := reload.Shareable(reported)
 	var entries []reload.PodEntry
 	for _, part := range rep.Configs {
 		kind, name, _ := strings.Cut(part.Config, "/")
@@ -166,6 +173,9 @@ func (h *ReloadReports) record(ctx context.Context, pod *corev1.Pod, token []byt
 			continue // a pod reports on the config it reads, nothing else
 		}
 		e := reload.PodEntry{Config: part.Config, Result: part.Result, Message: reload.Cut(part.Message), SwappedAt: part.SwappedAt.UTC(), At: part.At.UTC()}
+		if !shareable && e.Message != "" {
+			e.Message = reload.Withheld
+		}
 		kd, at, err := h.contentOf(ctx, refs.Kind(kind), pod.Namespace, name, func(kd map[string]string) bool {
 			return reload.Matches(fingerprintKey, part.Keys, part.AllKeys, kd)
 		})

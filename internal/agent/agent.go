@@ -102,8 +102,19 @@ func Run(ctx context.Context, spec reload.Spec, o Options, log logr.Logger) erro
 		return err
 	}
 	states := make([]*state, len(spec.Configs))
+	var ids []string
 	for i, c := range spec.Configs {
 		states[i] = &state{config: c}
+		ids = append(ids, c.ID())
+	}
+	// What the program says stays in the pod, and out of the agent's own
+	// log, where it might quote a Secret.
+	shareable := reload.Shareable(ids)
+	told := func(r result) result {
+		if !shareable && r.message != "" {
+			r.message = reload.Withheld
+		}
+		return r
 	}
 	changed := watch(ctx, spec.Configs, o.Poll, log)
 
@@ -117,7 +128,7 @@ func Run(ctx context.Context, spec reload.Spec, o Options, log logr.Logger) erro
 		}
 	}
 	for _, s := range states {
-		s.look(first, log)
+		s.look(told(first), log)
 	}
 	rep.update(states)
 
@@ -145,7 +156,7 @@ func Run(ctx context.Context, spec reload.Spec, o Options, log logr.Logger) erro
 			if len(swapped) == 0 {
 				continue
 			}
-			r := prog.reloadAndCheck(ctx)
+			r := told(prog.reloadAndCheck(ctx))
 			for _, s := range swapped {
 				s.look(r, log)
 			}

@@ -227,6 +227,37 @@ func TestMetricCheck(t *testing.T) {
 	appliedContent(t, cw, "ConfigMap/cfg0", reload.Rejected, map[string]string{"a": "2"})
 }
 
+// A program that quotes what it could not parse never has its words
+// leave a pod whose hot config includes a Secret.
+func TestSecretsKeepProgramMessagesInThePod(t *testing.T) {
+	cw := newConfigward(t)
+	program := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "bad password line: hunter2-canary", http.StatusUnprocessableEntity)
+	}))
+	defer program.Close()
+	flags, creds := t.TempDir(), t.TempDir()
+	project(t, flags, map[string]string{"a": "1"})
+	project(t, creds, map[string]string{"password": "hunter2-canary"})
+	s := spec(t, cw, program.URL+"/-/reload", "", flags, creds)
+	s.Configs[1].Kind = "Secret"
+	run(t, s, fast)
+	appliedContent(t, cw, "Secret/cfg1", reload.Seen, map[string]string{"password": "hunter2-canary"})
+	project(t, creds, map[string]string{"password": "hunter2-canary\n"})
+	p := appliedContent(t, cw, "Secret/cfg1", reload.Rejected, map[string]string{"password": "hunter2-canary\n"})
+	if p.Message != reload.Withheld {
+		t.Errorf("message %q, want it withheld", p.Message)
+	}
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	for _, rep := range cw.reports {
+		for _, c := range rep.Configs {
+			if strings.Contains(c.Message, "hunter2") {
+				t.Errorf("%s's report carries the program's words: %q", c.Config, c.Message)
+			}
+		}
+	}
+}
+
 // Reports go on being tried while configward does not take them; the
 // latest arrives once it does.
 func TestReportsAreRetried(t *testing.T) {

@@ -1,6 +1,7 @@
 package reload
 
 import (
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -48,6 +49,22 @@ type ConfigReport struct {
 	Result  string    `json:"result"`
 	At      time.Time `json:"at"`
 	Message string    `json:"message,omitempty"`
+}
+
+// Withheld stands for a program's message where a hot Secret is among the
+// config its agent watches: the program may quote what it could not
+// parse, and no Secret value leaves the pod, so its messages stay inside.
+const Withheld = "(the program's message is not passed on: this pod's hot config includes a Secret, which it might quote)"
+
+// Shareable says whether a program's messages may leave a pod whose agent
+// watches configs ("Kind/name"): not when one is a Secret.
+func Shareable(configs []string) bool {
+	for _, c := range configs {
+		if strings.HasPrefix(c, "Secret/") {
+			return false
+		}
+	}
+	return true
 }
 
 // MaxMessage bounds what the agent passes on of a program's answer: a

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -52,12 +53,24 @@ func AgentReport(token, config string, data map[string]string, result, message s
 		SwappedAt: now.Truncate(time.Second), Result: result, At: now, Message: message}}}
 }
 
-// PostReport posts rep with token to the webhook's agent endpoint, as an
-// agent does, and returns the status and body.
+// PostReport posts rep with token to the in-process webhook's agent
+// endpoint, as an agent does, and returns the status and body.
 func (e *Env) PostReport(token string, rep reload.Report) (int, string, error) {
 	if e.Webhook == nil || e.Webhook.Agents == nil || e.Webhook.Agents.Addr() == nil {
 		return 0, "", fmt.Errorf("no reload agent endpoint runs")
 	}
+	return e.PostReportTo(e.Webhook.Agents.Addr().String(), token, rep)
+}
+
+// AgentFlags are the flags that make a webhook binary inject the agent
+// and take reports on addr, as the chart does.
+func (e *Env) AgentFlags(addr string) []string {
+	return []string{"--reload-agent-image=" + AgentImage, "--reload-agent-bind-address=" + addr,
+		"--reload-agent-report-url=https://" + addr, "--reload-agent-ca-file=" + filepath.Join(e.Dir, "client-ca.crt")}
+}
+
+// PostReportTo posts rep with token to the agent endpoint at addr.
+func (e *Env) PostReportTo(addr, token string, rep reload.Report) (int, string, error) {
 	pool := x509.NewCertPool()
 	pool.AddCert(e.CA.Cert)
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
@@ -65,7 +78,7 @@ func (e *Env) PostReport(token string, rep reload.Report) (int, string, error) {
 	if err != nil {
 		return 0, "", err
 	}
-	req, err := http.NewRequest(http.MethodPost, "https://"+e.Webhook.Agents.Addr().String()+reload.ReportPath, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, "https://"+addr+reload.ReportPath, bytes.NewReader(body))
 	if err != nil {
 		return 0, "", err
 	}

@@ -3,8 +3,11 @@ package security
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,7 +20,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/digest"
+	"github.com/configward/configward/internal/reload"
 	"github.com/configward/configward/test/framework"
 )
 
@@ -123,12 +131,65 @@ spec:
 			return kubectl("", "", "get", "events", "-n", ns, "--field-selector", "reason=BreakGlass").Stdout
 		}, 30*time.Second, 250*time.Millisecond).Should(ContainSubstring("INC-1"))
 
+		By("a reload agent reports on a hot Secret, and its program quotes the value it could not take")
+		res = kubectl(pipeline, fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: hot-creds, namespace: %s, annotations: {configward.dev/reload: hot}}\nstringData: {password: %s}\n",
+			ns, newCanary("hot-secret")), "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		res = kubectl("", fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: reloader, namespace: %s}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: reloader}}
+  template:
+    metadata: {labels: {app: reloader}, annotations: {configward.dev/reload-agent: "http://localhost:8080/-/reload"}}
+    spec:
+      containers:
+      - {name: app, image: registry.example/app:1, volumeMounts: [{name: creds, mountPath: /etc/creds}]}
+      volumes: [{name: creds, secret: {secretName: hot-creds}}]
+`, ns), "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		var pod corev1.Pod
+		Eventually(func() []string {
+			var pods corev1.PodList
+			Expect(env.Client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{"app": "reloader"})).To(Succeed())
+			var agents []string
+			for _, p := range pods.Items {
+				pod = p
+				for _, c := range p.Spec.InitContainers {
+					agents = append(agents, c.Name)
+				}
+			}
+			return agents
+		}, 60*time.Second, 250*time.Millisecond).Should(ContainElement("configward-agent"))
+		token, err := env.PodToken(context.Background(), &pod, reload.Audience)
+		Expect(err).NotTo(HaveOccurred())
+		hot := map[string]string{"password": canary("hot-secret")}
+		status, body, err := env.PostReportTo(agents, token, framework.AgentReport(token, "Secret/hot-creds", hot, reload.Rejected,
+			"the reload call answered 422: bad password "+newCanary("program-message")))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(status).To(Equal(http.StatusOK), body)
+		Eventually(func() string {
+			Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(&pod), &pod)).To(Succeed())
+			for _, c := range pod.Status.Conditions {
+				if c.Type == v1alpha1.ReloadConditionType {
+					return c.Reason
+				}
+			}
+			return ""
+		}, 30*time.Second, 250*time.Millisecond).Should(Equal(reload.ReasonRejected))
+		bin, err := framework.Binary()
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() string {
+			out, _ := exec.Command(bin, "status", "-n", ns, "--kubeconfig", env.Kubeconfig, "-o", "json").CombinedOutput()
+			transcript.Write(out)
+			return string(out)
+		}, 60*time.Second, time.Second).Should(ContainSubstring(`"rejected": 1`))
+
 		By("configward check reads the same kind of manifests offline")
 		dir := GinkgoT().TempDir()
 		Expect(os.WriteFile(filepath.Join(dir, "m.yaml"), []byte(fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: shop}\nstringData: {password: %s}\n---\n%s",
 			newCanary("check"), "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: shop}\nspec:\n  containers:\n  - {name: a, image: a, env: [{name: P, valueFrom: {secretKeyRef: {name: db, key: password}}}]}\n")), 0o600)).To(Succeed())
-		bin, err := framework.Binary()
-		Expect(err).NotTo(HaveOccurred())
 		out, _ := exec.Command(bin, "check", "-f", dir, "-o", "json").CombinedOutput()
 		Expect(string(out)).To(ContainSubstring("secret-in-env"))
 		transcript.Write(out)
@@ -138,6 +199,7 @@ spec:
 		artifacts := map[string][]byte{"kubectl output, warnings and denials": []byte(transcript.String())}
 		artifacts["Events"] = []byte(env.Kubectl("", "get", "events", "-A", "-o", "yaml").Stdout)
 		artifacts["ConfigPolicy and ConfigSchema status"] = []byte(env.Kubectl("", "get", "configpolicies,configschemas", "-A", "-o", "yaml").Stdout)
+		artifacts["pods, their reload conditions and Reports"] = []byte(env.Kubectl("", "get", "pods,reports.openreports.io", "-A", "-o", "yaml").Stdout)
 		for name, p := range map[string]*framework.Process{"webhook": webhook, "controller": controller} {
 			artifacts[name+" metrics"] = get(p.MetricsURL)
 			log, err := os.ReadFile(p.Log)
@@ -148,7 +210,7 @@ spec:
 		Expect(err).NotTo(HaveOccurred())
 		artifacts["API server audit log"] = audit
 
-		Expect(canaries).To(HaveLen(10))
+		Expect(canaries).To(HaveLen(12))
 		var leaks []string
 		for what, data := range artifacts {
 			Expect(data).NotTo(BeEmpty(), what)
@@ -207,12 +269,16 @@ func reusePooledReadBuffers(addr string, n int) []*tls.Conn {
 	return conns
 }
 
-// canaryForms are the canaries as given and as base64, the form a Secret's
-// data takes in JSON.
+// canaryForms are the canaries as given, as base64 (the form a Secret's
+// data takes in JSON), and as unkeyed digests, the SHA-256 and the key
+// digest configward keeps in memory: anyone holding one could test a
+// guess of the value against it.
 func canaryForms() [][]byte {
 	var forms [][]byte
 	for _, c := range canaries {
-		forms = append(forms, []byte(c), []byte(base64.StdEncoding.EncodeToString([]byte(c))))
+		sum := sha256.Sum256([]byte(c))
+		forms = append(forms, []byte(c), []byte(base64.StdEncoding.EncodeToString([]byte(c))), []byte(hex.EncodeToString(sum[:])),
+			[]byte(digest.SecretKeyDigests(map[string][]byte{"k": []byte(c)})["k"]))
 	}
 	return forms
 }

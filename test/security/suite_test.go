@@ -7,6 +7,7 @@ package security
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,8 @@ var (
 	env        *framework.Env
 	webhook    *framework.Process
 	controller *framework.Process
+	// agents is where the webhook takes reload agents' reports.
+	agents string
 )
 
 // changeControlFlags are the pipeline both processes are given.
@@ -57,7 +60,10 @@ var _ = BeforeSuite(func() {
 	// each object.
 	env.BinaryEnv = []string{"GODEBUG=memprofilerate=1"}
 	defer func() { env.BinaryEnv = nil }()
-	webhook, err = env.StartWebhookBinary("webhook", append(changeControlFlags, "--idle-timeout="+idleTimeout.String())...)
+	ports, err := framework.FreePorts(1)
+	Expect(err).NotTo(HaveOccurred())
+	agents = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	webhook, err = env.StartWebhookBinary("webhook", append(append(changeControlFlags, "--idle-timeout="+idleTimeout.String()), env.AgentFlags(agents)...)...)
 	Expect(err).NotTo(HaveOccurred())
 	_, err = env.InstallWebhookConfigurations(context.Background())
 	Expect(err).NotTo(HaveOccurred())
