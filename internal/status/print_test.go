@@ -1,0 +1,51 @@
+package status
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/configward/configward/internal/drift"
+	"github.com/configward/configward/internal/reload"
+)
+
+// Hot config gets a table of its own under the workloads', one row per
+// workload and config, and a note for each rejection and for pods left
+// without an agent beside pods that have one.
+func TestPrintTableShowsHotConfig(t *testing.T) {
+	res := Result{Items: []Item{
+		{Kind: "Deployment", Name: "checkout", State: "done", Pods: drift.Pods{Current: 2},
+			Reloads: []Reload{{Config: "ConfigMap/checkout-flags", Tally: reload.Tally{Pods: map[reload.PodState]int{reload.StateNoAgent: 2}}}}},
+		{Kind: "Deployment", Name: "storefront", State: HotOnly, Reloads: []Reload{{Config: "ConfigMap/storefront-flags", Tally: reload.Tally{
+			Pods:       map[reload.PodState]int{reload.StateApplied: 2, reload.StateRejected: 1, reload.StateNoAgent: 1},
+			Rejections: []reload.Rejection{{Pod: "storefront-x", Message: "line 1: bad"}}}}}},
+	}}
+	var out bytes.Buffer
+	if err := PrintTable(&out, res, false, false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"Deployment/checkout  2/2",
+		"Hot config (reloaded in place; pods as their reload agents report):",
+		"WORKLOAD               CONFIG                      APPLIED  UNCONFIRMED  REJECTED  OLDER  PENDING  NO AGENT",
+		"Deployment/checkout    ConfigMap/checkout-flags    0        0            0         0      0        2",
+		"Deployment/storefront  ConfigMap/storefront-flags  2        0            1         0      0        1",
+		"Deployment/storefront: the program of pod storefront-x rejected ConfigMap/storefront-flags: line 1: bad",
+		"Deployment/storefront: 1 pod(s) run no reload agent",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the table lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "Deployment/storefront  -") || strings.Count(got, "Deployment/storefront") != 3 {
+		t.Errorf("a hot-only workload is in the first table:\n%s", got)
+	}
+	if strings.Contains(got, "Deployment/checkout: 2 pod(s) run no reload agent") {
+		t.Errorf("a workload that never asked for the agent gets a note:\n%s", got)
+	}
+	if !res.Stale() || !res.Rejected() || res.Settled() {
+		t.Errorf("stale %v rejected %v settled %v: a rejection is stale, and nothing is settled", res.Stale(), res.Rejected(), res.Settled())
+	}
+}
