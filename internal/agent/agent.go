@@ -258,7 +258,10 @@ func newReporter(spec reload.Spec, retryMax, resend time.Duration, log logr.Logg
 		tlsConfig.RootCAs = pool
 	}
 	r := &reporter{spec: spec, retryMax: retryMax, resend: resend, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}}
+		// One connection per report: reports are minutes apart, and a
+		// thousand pods holding a connection each would hold configward's
+		// memory for nothing.
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, DisableKeepAlives: true}}}
 	go r.loop()
 	return r, nil
 }

@@ -29,6 +29,7 @@ type agentServer struct {
 	keyPath  string
 	handler  http.Handler
 	log      logr.Logger
+	idle     time.Duration
 
 	addr atomic.Pointer[net.Addr]
 }
@@ -86,8 +87,10 @@ func (s *agentServer) Start(ctx context.Context) error {
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      15 * time.Second,
-		IdleTimeout:       90 * time.Second,
-		MaxHeaderBytes:    16 << 10,
+		// Agents close their connection after each report; one left open
+		// goes with the webhook's idle timeout, taking its buffers along.
+		IdleTimeout:    s.idle,
+		MaxHeaderBytes: 16 << 10,
 	}
 	go func() {
 		<-ctx.Done()
@@ -105,5 +108,5 @@ func (s *agentServer) Start(ctx context.Context) error {
 // newAgentServer is the report endpoint of o, serving handler.
 func newAgentServer(o Webhook, handler http.Handler, log logr.Logger) *agentServer {
 	return &agentServer{bind: o.ReloadAgent.BindAddress, certPath: filepath.Join(o.CertDir, o.CertName), keyPath: filepath.Join(o.CertDir, o.KeyName),
-		handler: handler, log: log}
+		handler: handler, log: log, idle: o.IdleTimeout}
 }

@@ -73,7 +73,7 @@ func (e *Env) AgentFlags(addr string) []string {
 func (e *Env) PostReportTo(addr, token string, rep reload.Report) (int, string, error) {
 	pool := x509.NewCertPool()
 	pool.AddCert(e.CA.Cert)
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
 	body, err := json.Marshal(rep)
 	if err != nil {
 		return 0, "", err
