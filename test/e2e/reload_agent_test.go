@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/reload"
@@ -83,22 +82,6 @@ func agentOf(p corev1.Pod) (*corev1.Container, reload.Spec) {
 	return nil, reload.Spec{}
 }
 
-// registrySum sums the series of a metric of this process (the webhook and
-// the controller run in it).
-func registrySum(name string) float64 {
-	families, err := metrics.Registry.Gather()
-	Expect(err).NotTo(HaveOccurred())
-	sum := 0.0
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return sum
-}
 
 // agentToken is a token of pod's service account, of audience, bound to
 // the pod, as the kubelet projects it for the agent.
@@ -139,7 +122,7 @@ var _ = Describe("the reload agent", func() {
 		ns := rolloutNamespace()
 		apply(hotConfigMap(ns, "flags", map[string]string{"flags.yaml": "beta: false"}))
 		awaitHotSeen(ns, "flags")
-		unnamed := registrySum("configward_revision_pod_reviews_total")
+		unnamed := counter("configward_revision_pod_reviews_total", nil)
 		for _, kind := range []string{"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod"} {
 			name := strings.ToLower(kind)
 			trigger := "signal:SIGHUP@app"
@@ -174,10 +157,10 @@ var _ = Describe("the reload agent", func() {
 			}
 		}
 		By("a pod that asks for nothing is never sent to the Pod path")
-		before := registrySum("configward_revision_pod_reviews_total")
+		before := counter("configward_revision_pod_reviews_total", nil)
 		apply(replicatedDeployment(ns, "plain", "flags", 2))
 		rolloutStatus(ns, "deployment/plain")
-		Expect(registrySum("configward_revision_pod_reviews_total")).To(Equal(before))
+		Expect(counter("configward_revision_pod_reviews_total", nil)).To(Equal(before))
 		for _, p := range podsOf(ns, "plain")() {
 			c, _ := agentOf(p)
 			Expect(c).To(BeNil())
@@ -226,7 +209,7 @@ var _ = Describe("the reload agent", func() {
 		res := env.KubectlPlugin("status", "-n", ns, "deploy/web", "--wait", "--timeout", "3s")
 		Expect(res.ExitCode).To(Equal(1), res.Stdout+res.Stderr)
 		Expect(res.Stderr).To(ContainSubstring("not reporting the current ConfigMap/flags yet"))
-		Eventually(func() float64 { return registryGauge("configward_reload_pods", ns, "older") }, 30*time.Second).Should(BeEquivalentTo(1))
+		Eventually(func() float64 { return counter("configward_reload_pods", map[string]string{"namespace": ns, "state": "older"}) }, 30*time.Second).Should(BeEquivalentTo(1))
 
 		By("the program rejects it: the pod's condition, status, the Report, an Event on the Deployment and the gauge say so")
 		Eventually(func() string {
@@ -242,7 +225,7 @@ var _ = Describe("the reload agent", func() {
 		Expect(res.ExitCode).To(Equal(3), "a rejection ends a wait at once: "+res.Stdout+res.Stderr)
 		Expect(res.Stdout).To(ContainSubstring("the program of pod " + pod.Name + " rejected ConfigMap/flags: line 1: did not find expected node content"))
 		Eventually(reportOf(ns, web), 30*time.Second).Should(ContainElement("config-reload fail Deployment/web"))
-		Eventually(func() float64 { return registryGauge("configward_reload_pods", ns, "rejected") }, 30*time.Second).Should(BeEquivalentTo(1))
+		Eventually(func() float64 { return counter("configward_reload_pods", map[string]string{"namespace": ns, "state": "rejected"}) }, 30*time.Second).Should(BeEquivalentTo(1))
 
 		By("a later valid change, applied, clears it")
 		good := map[string]string{"flags.yaml": "beta: true"}
@@ -271,7 +254,7 @@ var _ = Describe("the reload agent", func() {
 			status, _ := sendReport(token, agentReport(token, bad, reload.Applied, ""))
 			return status
 		}, 30*time.Second, time.Second).Should(Or(Equal(http.StatusForbidden), Equal(http.StatusUnauthorized)), "the token of a pod that is gone")
-		Expect(registrySum("configward_reload_reports_total")).To(BeNumerically(">", 0))
+		Expect(counter("configward_reload_reports_total", nil)).To(BeNumerically(">", 0))
 	})
 })
 
@@ -301,27 +284,6 @@ func reloadStatus(ns string) func() map[string]map[string]int {
 	}
 }
 
-// registryGauge is the value of a gauge of this process with the labels
-// namespace and state.
-func registryGauge(name, ns, state string) float64 {
-	families, err := metrics.Registry.Gather()
-	Expect(err).NotTo(HaveOccurred())
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["namespace"] == ns && labels["state"] == state {
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return -1
-}
 
 // awaitHotSeen waits until the webhook's cache knows ConfigMap name of ns
 // is hot: a dry-run Deployment mounting it with subPath is refused.
