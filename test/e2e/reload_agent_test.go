@@ -82,7 +82,6 @@ func agentOf(p corev1.Pod) (*corev1.Container, reload.Spec) {
 	return nil, reload.Spec{}
 }
 
-
 // agentToken is a token of pod's service account, of audience, bound to
 // the pod, as the kubelet projects it for the agent.
 func agentToken(p corev1.Pod, audience string) string {
@@ -209,7 +208,9 @@ var _ = Describe("the reload agent", func() {
 		res := env.KubectlPlugin("status", "-n", ns, "deploy/web", "--wait", "--timeout", "3s")
 		Expect(res.ExitCode).To(Equal(1), res.Stdout+res.Stderr)
 		Expect(res.Stderr).To(ContainSubstring("not reporting the current ConfigMap/flags yet"))
-		Eventually(func() float64 { return counter("configward_reload_pods", map[string]string{"namespace": ns, "state": "older"}) }, 30*time.Second).Should(BeEquivalentTo(1))
+		Eventually(func() float64 {
+			return counter("configward_reload_pods", map[string]string{"namespace": ns, "state": "older"})
+		}, 30*time.Second).Should(BeEquivalentTo(1))
 
 		By("the program rejects it: the pod's condition, status, the Report, an Event on the Deployment and the gauge say so")
 		Eventually(func() string {
@@ -225,7 +226,9 @@ var _ = Describe("the reload agent", func() {
 		Expect(res.ExitCode).To(Equal(3), "a rejection ends a wait at once: "+res.Stdout+res.Stderr)
 		Expect(res.Stdout).To(ContainSubstring("the program of pod " + pod.Name + " rejected ConfigMap/flags: line 1: did not find expected node content"))
 		Eventually(reportOf(ns, web), 30*time.Second).Should(ContainElement("config-reload fail Deployment/web"))
-		Eventually(func() float64 { return counter("configward_reload_pods", map[string]string{"namespace": ns, "state": "rejected"}) }, 30*time.Second).Should(BeEquivalentTo(1))
+		Eventually(func() float64 {
+			return counter("configward_reload_pods", map[string]string{"namespace": ns, "state": "rejected"})
+		}, 30*time.Second).Should(BeEquivalentTo(1))
 
 		By("a later valid change, applied, clears it")
 		good := map[string]string{"flags.yaml": "beta: true"}
@@ -283,7 +286,6 @@ func reloadStatus(ns string) func() map[string]map[string]int {
 		return got
 	}
 }
-
 
 // awaitHotSeen waits until the webhook's cache knows ConfigMap name of ns
 // is hot: a dry-run Deployment mounting it with subPath is refused.
