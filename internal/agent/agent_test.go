@@ -370,3 +370,39 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// A program that does not answer yet (busy starting) is called again, a
+// bounded number of times; its first answer is final.
+func TestCallsAreTriedAgain(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			// No answer: the connection is dropped.
+			c, _, _ := w.(http.Hijacker).Hijack()
+			c.Close()
+			return
+		}
+		fmt.Fprint(w, "reloaded")
+	}))
+	defer server.Close()
+	p := &program{trigger: reload.Trigger{Mode: reload.HTTP, URL: server.URL}, client: server.Client(), settle: 10 * time.Millisecond}
+	r := p.reload(context.Background())
+	mu.Lock()
+	n := calls
+	mu.Unlock()
+	if r.what != reload.Applied || r.message != "reloaded" || n != 2 {
+		t.Errorf("%+v after %d calls, want applied on the second", r, n)
+	}
+	server.Close()
+	start := time.Now()
+	if r = p.reload(context.Background()); r.what != reload.Rejected || !strings.Contains(r.message, "the reload call failed") {
+		t.Errorf("%+v, want the failure after the last try", r)
+	}
+	if took := time.Since(start); took < 30*time.Millisecond {
+		t.Errorf("gave up after %s: it did not wait between tries", took)
+	}
+}

@@ -98,7 +98,33 @@ func (p *program) read(ctx context.Context) result {
 // maxBody bounds what the agent reads of a program's answer.
 const maxBody = 16 << 10
 
-func (p *program) call(ctx context.Context, method, url string) (int, string, error) {
+// call asks the program (its reload URL or its check) and returns its
+// answer, cut to maxBody.
+//
+// A call that gets no answer (the program is busy starting, a connection
+// refused) is tried again, callAttempts times in all, a little longer
+// apart each time; an answer, whatever its status, is final. Reloading
+// twice, where a first call was taken but its answer lost, is harmless.
+func (p *program) call(ctx context.Context, method, url string) (status int, body string, err error) {
+	wait := p.settle
+	for attempt := 1; ; attempt++ {
+		if status, body, err = p.callOnce(ctx, method, url); err == nil || attempt == callAttempts {
+			return status, body, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, "", err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+// callAttempts bounds the tries of one call.
+const callAttempts = 3
+
+// callOnce is one try of call.
+func (p *program) callOnce(ctx context.Context, method, url string) (int, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, url, nil)
