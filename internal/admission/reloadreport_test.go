@@ -56,7 +56,7 @@ func TestReloadReports(t *testing.T) {
 			}
 			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: tr.Spec.Audiences, User: authenticationv1.UserInfo{
 				Username: "system:serviceaccount:" + testNS + ":default",
-				Extra: map[string]authenticationv1.ExtraValue{"authentication.kubernetes.io/pod-name": {p.Name}, "authentication.kubernetes.io/pod-uid": {string(p.UID)}}}}
+				Extra:    map[string]authenticationv1.ExtraValue{"authentication.kubernetes.io/pod-name": {p.Name}, "authentication.kubernetes.io/pod-uid": {string(p.UID)}}}}
 			return nil
 		},
 	}).Build()
