@@ -41,7 +41,7 @@ import (
 var (
 	agentReports = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_reload_reports_total",
-		Help: "Reports of reload agents, by outcome: recorded, unchanged (what the pod said is already on it), ignored (about no config the pod reads), refused (no token, a token of another audience or not a pod's, a pod that is gone), invalid (a body that is not a report).",
+		Help: "Reports of reload agents, by outcome: recorded, unchanged (what the pod said is already on it), ignored (about no config the pod reads), refused (no token, a token of another audience or not a pod's, a pod that is gone), invalid (a body that is not a report), unavailable (the token could not be reviewed or the pod not written: the agent tries again).",
 	}, []string{"outcome"})
 	reloadResults = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_reload_results_total",
@@ -104,13 +104,18 @@ func (h *ReloadReports) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	pod, status, err := h.podOf(ctx, token)
 	if err != nil {
-		agentReports.WithLabelValues("refused").Inc()
+		if status == http.StatusServiceUnavailable {
+			agentReports.WithLabelValues("unavailable").Inc()
+		} else {
+			agentReports.WithLabelValues("refused").Inc()
+		}
 		ctrl.Log.WithName("reload-reports").Info("report refused", "why", err.Error())
 		http.Error(w, err.Error(), status)
 		return
 	}
 	outcome, err := h.record(ctx, pod, []byte(token), rep)
 	if err != nil {
+		agentReports.WithLabelValues("unavailable").Inc()
 		ctrl.Log.WithName("reload-reports").Error(err, "recording a report", "pod", client.ObjectKeyFromObject(pod))
 		http.Error(w, "not recorded: "+err.Error(), http.StatusServiceUnavailable)
 		return
