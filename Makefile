@@ -257,18 +257,28 @@ $(ASSETS)/kwok:
 # A real node for test/node: the kubelet of the control plane's Kubernetes
 # version, containerd, runc and the CNI plugins, all from the pinned module
 # test/tools/node (Debian's containerd is 1.6, which lacks CRI calls the 1.37 kubelet
-# makes), plus the images its pods run (a pause image and an application
-# that prints the files and env it sees), assembled by the image tool: no
-# registry, no download.
+# makes). Cached by the pins: a cold build takes about 10 minutes.
 NODE_DIR := $(BIN)/node-$(K8S_VERSION)-containerd-$(call modversion,node,github.com/containerd/containerd/v2)-$(call TOOLS_SUM,node)
 export CONFIGWARD_NODE_DIR ?= $(NODE_DIR)
 
+# The images the node's pods run, assembled by the image tool: no registry,
+# no download. Each is a program of test/tools/node (a pause image; an
+# application that prints the files and env it sees; reloadapp, a program
+# that reloads its config in place). They have a folder of their own, keyed
+# by their sources, so that changing or adding one rebuilds the images (in
+# seconds) and never the kubelet and containerd.
+NODE_IMAGE_PROGRAMS := pause app reloadapp
+NODE_IMAGE_SOURCES   = $(sort $(foreach p,$(NODE_IMAGE_PROGRAMS),$(wildcard $(TOOLS)/node/$(p)/*.go)) \
+                       $(filter-out %_test.go,$(wildcard $(TOOLS)/image/*.go)))
+NODE_IMAGES := $(BIN)/node-images-$(shell cat $(NODE_IMAGE_SOURCES) $(TOOLS)/node/go.mod $(TOOLS)/node/go.sum $(TOOLS)/image/go.mod $(TOOLS)/image/go.sum | sha256sum | cut -c1-8)
+export CONFIGWARD_NODE_IMAGES ?= $(NODE_IMAGES)
+
 .PHONY: node
-node: $(NODE_DIR)/.complete ## Build the real node's kubelet, containerd, runc, CNI plugins and test images (cached; cold about 10 minutes).
+node: $(NODE_DIR)/.complete $(NODE_IMAGES)/.complete ## Build the real node's kubelet, containerd, runc, CNI plugins (cached; cold about 10 minutes) and its test images (cached by their sources).
 
 $(NODE_DIR)/.complete:
 	@echo "Building the kubelet $(K8S_VERSION), containerd, runc and the CNI plugins into $(NODE_DIR)"
-	mkdir -p $(NODE_DIR)/cni $(NODE_DIR)/images
+	mkdir -p $(NODE_DIR)/cni
 	cd $(TOOLS)/node && $(GO) build -ldflags "$(K8S_LDFLAGS)" -o $(NODE_DIR)/ k8s.io/kubernetes/cmd/kubelet
 	cd $(TOOLS)/node && $(GO) build -ldflags "-s -w" -o $(NODE_DIR)/ github.com/containerd/containerd/v2/cmd/containerd \
 		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/ctr
@@ -279,9 +289,14 @@ $(NODE_DIR)/.complete:
 	cd $(TOOLS)/node && CGO_ENABLED=1 $(GO) build -tags seccomp -ldflags "-s -w" -o $(NODE_DIR)/runc github.com/opencontainers/runc
 	cd $(TOOLS)/node && $(GO) build -ldflags "-s -w" -o $(NODE_DIR)/cni/ github.com/containernetworking/plugins/plugins/main/bridge \
 		github.com/containernetworking/plugins/plugins/main/loopback github.com/containernetworking/plugins/plugins/ipam/host-local
-	cd $(TOOLS)/node && $(GO) build -ldflags "-s -w" -o $(NODE_DIR)/images/ ./pause ./app
-	for i in pause app; do (cd $(TOOLS)/image && $(GO) run . -image localhost/configward-test/$$i:test -title $$i -path /$$i \
-		-created 0 -bin linux/$$($(GO) env GOARCH)=$(NODE_DIR)/images/$$i -out $(NODE_DIR)/images/$$i.tar); done
+	touch $@
+
+$(NODE_IMAGES)/.complete:
+	@echo "Building the node's test images ($(NODE_IMAGE_PROGRAMS)) into $(NODE_IMAGES)"
+	mkdir -p $(NODE_IMAGES)
+	cd $(TOOLS)/node && $(GO) build -ldflags "-s -w" -o $(NODE_IMAGES)/ $(addprefix ./,$(NODE_IMAGE_PROGRAMS))
+	for i in $(NODE_IMAGE_PROGRAMS); do (cd $(TOOLS)/image && $(GO) run . -image localhost/configward-test/$$i:test -title $$i -path /$$i \
+		-created 0 -bin linux/$$($(GO) env GOARCH)=$(NODE_IMAGES)/$$i -out $(NODE_IMAGES)/$$i.tar); done
 	touch $@
 
 .PHONY: helm

@@ -37,7 +37,7 @@ type ReloadAgent struct {
 const (
 	agentTokenVolume = "configward-agent-token"
 	agentTokenDir    = "/var/run/configward/agent"
-	agentConfigDir   = "/configward/config/"
+	agentConfigDir   = "/var/run/configward/config/" // never under /configward, the binary in configward's image
 	// agentTokenSeconds is the token's life; the kubelet renews it before
 	// it ends.
 	agentTokenSeconds = 3600

@@ -70,9 +70,9 @@ func TestReloadAgentInjection(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []reload.Config{
-			{Kind: "ConfigMap", Name: "flags", Dir: "/configward/config/flags"},
-			{Kind: "ConfigMap", Name: "routes", Dir: "/configward/config/routes", Items: map[string]string{"conf/routes": "routes.yaml"}},
-			{Kind: "Secret", Name: "tls", Dir: "/configward/config/tls"},
+			{Kind: "ConfigMap", Name: "flags", Dir: "/var/run/configward/config/flags"},
+			{Kind: "ConfigMap", Name: "routes", Dir: "/var/run/configward/config/routes", Items: map[string]string{"conf/routes": "routes.yaml"}},
+			{Kind: "Secret", Name: "tls", Dir: "/var/run/configward/config/tls"},
 		}
 		if gotJSON, wantJSON := jsonOf(t, spec.Configs), jsonOf(t, want); string(gotJSON) != string(wantJSON) {
 			t.Errorf("configs\n got %s\nwant %s", gotJSON, wantJSON)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,8 +33,13 @@ import (
 // file under NodeStateDir before it is changed, so the next StartNode on
 // this machine undoes what a crashed test left.
 
-// NodeDirEnv names the folder `make node` builds into.
+// NodeDirEnv names the folder `make node` builds the node's binaries into.
 const NodeDirEnv = "CONFIGWARD_NODE_DIR"
+
+// NodeImagesEnv names the folder `make node` builds the test images into
+// (one of its own, keyed by their sources, so that changing a test program
+// never rebuilds the kubelet).
+const NodeImagesEnv = "CONFIGWARD_NODE_IMAGES"
 
 // RequireNodeEnv makes a node suite fail, instead of skipping, where the
 // node cannot start; .ci/run sets it.
@@ -47,7 +53,14 @@ const NodeStateDir = "/run/configward-test-nodes"
 const (
 	PauseImage = "localhost/configward-test/pause:test"
 	AppImage   = "localhost/configward-test/app:test"
+	// ReloadAppImage runs test/tools/node/reloadapp, a program that
+	// reloads its config in place (on SIGHUP, POST /-/reload or, with
+	// -watch, a swap of its directory).
+	ReloadAppImage = "localhost/configward-test/reloadapp:test"
 )
+
+// nodeImages are the images each node imports, by their tarballs' names.
+var nodeImages = []string{"pause", "app", "reloadapp"}
 
 // nodeHostPaths are the places outside its root a node writes to, whatever
 // it is told: the kubelet's device-plugin socket folder and container log
@@ -66,15 +79,19 @@ var nodeSysctls = []string{
 // NodeMissing says why no real node can start on this machine ("" when one
 // can): not root, `make node` not run, no overlay filesystem.
 func NodeMissing() string {
-	dir := os.Getenv(NodeDirEnv)
+	dir, images := os.Getenv(NodeDirEnv), os.Getenv(NodeImagesEnv)
 	switch {
 	case os.Geteuid() != 0:
 		return "the real node needs root (mounts, network interfaces, cgroups)"
-	case dir == "":
-		return NodeDirEnv + " is not set: run `make node` once, then this suite with " + NodeDirEnv + "=<its folder>, or `make test`"
+	case dir == "" || images == "":
+		return NodeDirEnv + " or " + NodeImagesEnv + " is not set: run `make node` once, then this suite with " + NodeDirEnv + " and " +
+			NodeImagesEnv + " set to its folders (`make -pn | grep CONFIGWARD_NODE` names them), or `make test`"
 	}
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
 		return fmt.Sprintf("no node is built in %s: run `make node`", dir)
+	}
+	if _, err := os.Stat(filepath.Join(images, ".complete")); err != nil {
+		return fmt.Sprintf("no test images are built in %s: run `make node`", images)
 	}
 	fs, err := os.ReadFile("/proc/filesystems")
 	if err != nil || !strings.Contains(string(fs), "\toverlay\n") {
@@ -114,6 +131,8 @@ type Node struct {
 	containerd, kubelet *Component
 	// apiServer serves the `kubernetes` Service to the node's pods.
 	apiServer *Balancer
+	// services are what ServeService started, stopped with the node.
+	services []func()
 }
 
 // nodeState is what teardown needs, written before anything is changed.
@@ -277,6 +296,78 @@ func (n *Node) serveKubernetesService(e *Env) error {
 	return nil
 }
 
+// ServeService makes port of Service namespace/name reachable from the
+// node's pods at the node's address, as kube-proxy would at the Service's
+// cluster IP: the pods here have no Service network but the `kubernetes`
+// Service, and no DNS, so what must reach another Service is pointed at
+// <node IP>:port (with the Service's DNS name as the TLS server name where
+// it checks a certificate). A Balancer listens there, on this machine, and
+// forwards each connection to one of the Service's ready endpoints, which
+// it reads from the Service's EndpointSlices (kube-controller-manager keeps
+// them) every half second until the node stops: pods that come and go are
+// followed, and the Service need not exist yet. It returns the address.
+func (n *Node) ServeService(e *Env, namespace, name string, port int32) (string, error) {
+	b, err := NewBalancerAt(net.JoinHostPort(n.IP, strconv.Itoa(int(port))))
+	if err != nil {
+		return "", fmt.Errorf("serving Service %s/%s on the node: %w", namespace, name, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.services = append(n.services, func() { cancel(); _ = b.Close() })
+	go func() {
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if eps, err := serviceEndpoints(ctx, e.Client, namespace, name, port); err == nil {
+				b.SetEndpoints(eps...)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return b.Addr(), nil
+}
+
+// serviceEndpoints are the ready endpoints (IP:target port) of port of a
+// Service, from its EndpointSlices.
+func serviceEndpoints(ctx context.Context, c client.Client, namespace, name string, port int32) ([]string, error) {
+	var svc corev1.Service
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &svc); err != nil {
+		return nil, err
+	}
+	portName, found := "", false
+	for _, p := range svc.Spec.Ports {
+		if p.Port == port {
+			portName, found = p.Name, true
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("Service %s/%s has no port %d", namespace, name, port)
+	}
+	var slices discoveryv1.EndpointSliceList
+	if err := c.List(ctx, &slices, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range slices.Items {
+		for _, p := range s.Ports {
+			if p.Port == nil || p.Name == nil || *p.Name != portName {
+				continue
+			}
+			for _, ep := range s.Endpoints {
+				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+					for _, a := range ep.Addresses {
+						out = append(out, net.JoinHostPort(a, strconv.Itoa(int(*p.Port))))
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
 // startContainerd runs containerd with everything under the node's root
 // and imports the test images.
 func (n *Node) startContainerd(e *Env) error {
@@ -333,8 +424,8 @@ imports = []
 		return err
 	}
 	n.containerd = c
-	for _, image := range []string{"pause", "app"} {
-		tar := filepath.Join(n.bin, "images", image+".tar")
+	for _, image := range nodeImages {
+		tar := filepath.Join(os.Getenv(NodeImagesEnv), image+".tar")
 		var out []byte
 		for range 50 { // containerd's socket comes up within a second
 			if out, err = n.ctr("images", "import", tar); err == nil {
@@ -533,6 +624,9 @@ func (n *Node) stop() error {
 	}
 	if n.apiServer != nil {
 		_ = n.apiServer.Close()
+	}
+	for _, stop := range n.services {
+		stop()
 	}
 	return teardown(n.state)
 }

@@ -36,10 +36,20 @@ import (
 var (
 	env  *framework.Env
 	node *framework.Node
+	// agentsAddr is where the node's pods reach the webhook's agent port
+	// (see BeforeSuite).
+	agentsAddr string
 )
 
 // release is the Helm release, in the namespace the README installs into.
 const release, releaseNamespace = "configward", "configward"
+
+// agentPort is the chart's reloadAgent.port, and agentServerName the name
+// the serving certificate gives the webhook Service.
+const (
+	agentPort       = 9444
+	agentServerName = release + "-webhook." + releaseNamespace + ".svc"
+)
 
 // unmanagedNamespace is a namespace the chart's webhooks never see
 // (webhooks.excludedNamespaces), where a spec shows what the kubelet does
@@ -100,12 +110,20 @@ var _ = BeforeSuite(func() {
 	Expect(certmanager.Start(ctx, env.Config, certManagerKubeconfig, "cert-manager")).To(Succeed())
 	Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: unmanagedNamespace}})).To(Succeed())
 
+	// Reload agents report to the webhook Service's agent port. The pods
+	// here have no Service network and no DNS, so the agents are told the
+	// node's address, where the test forwards to the webhook pods, and
+	// check the serving certificate against the Service's DNS name.
+	agentsAddr, err = node.ServeService(env, releaseNamespace, release+"-webhook", agentPort)
+	Expect(err).NotTo(HaveOccurred())
+
 	By("helm install, as the README says, with two controller replicas and config revisions on")
 	started := time.Now()
 	res := env.Helm("install", release, filepath.Join(framework.RepoRoot(), "charts", "configward"),
 		"-n", releaseNamespace, "--create-namespace", "--wait", "--timeout", "3m",
 		"--set", "controller.replicas=2", "--set", "revisions.enabled=true",
-		"--set", "webhooks.excludedNamespaces={"+unmanagedNamespace+"}")
+		"--set", "webhooks.excludedNamespaces={"+unmanagedNamespace+"}",
+		"--set", "reloadAgent.reportURL=https://"+agentsAddr, "--set", "reloadAgent.serverName="+agentServerName)
 	Expect(res.ExitCode).To(Equal(0), func() string {
 		return fmt.Sprintf("%s\n%s\n%s\nkubelet log:\n%s", res.Stdout, res.Stderr, releaseLogs(), tailFile(node.KubeletLog()))
 	})
