@@ -344,7 +344,7 @@ func serviceEndpoints(ctx context.Context, c client.Client, namespace, name stri
 		}
 	}
 	if !found {
-		return nil, fmt.Errorf("Service %s/%s has no port %d", namespace, name, port)
+		return nil, fmt.Errorf("the Service %s/%s has no port %d", namespace, name, port)
 	}
 	var slices discoveryv1.EndpointSliceList
 	if err := c.List(ctx, &slices, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
