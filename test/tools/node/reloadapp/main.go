@@ -153,7 +153,7 @@ func main() {
 			cancel()
 			return
 		case <-hup:
-			// BROKEN on purpose: SIGHUP ignored.
+			_, _ = a.reload()
 		case <-tick:
 			if target, _ := os.Readlink(link); target != seen {
 				seen = target
