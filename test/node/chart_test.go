@@ -31,22 +31,9 @@ import (
 // lease.
 var _ = Describe("configward installed by its chart, on the real node", Ordered, func() {
 	ctx := context.Background()
-	pods := func(component string) []corev1.Pod {
-		var list corev1.PodList
-		Expect(env.Client.List(ctx, &list, client.InNamespace(releaseNamespace), client.MatchingLabels{
-			"app.kubernetes.io/instance": release, "app.kubernetes.io/component": component})).To(Succeed())
-		var out []corev1.Pod
-		for _, p := range list.Items {
-			if p.DeletionTimestamp == nil {
-				out = append(out, p)
-			}
-		}
-		return out
-	}
-
 	It("runs each replica from configward's image on the node, ready, at the chart's priority", func() {
 		for component, replicas := range map[string]int{"webhook": 2, "controller": 2} {
-			running := pods(component)
+			running := releasePods(component)
 			Expect(running).To(HaveLen(replicas), component)
 			for _, p := range running {
 				Expect(p.Spec.NodeName).To(Equal(node.Name), p.Name)
@@ -74,7 +61,7 @@ var _ = Describe("configward installed by its chart, on the real node", Ordered,
 		issued := secret.Data[corev1.TLSCertKey]
 		Expect(issued).NotTo(BeEmpty())
 
-		webhookPods := pods("webhook")
+		webhookPods := releasePods("webhook")
 		var podIPs []string
 		for _, p := range webhookPods {
 			podIPs = append(podIPs, p.Status.PodIP)
@@ -118,7 +105,7 @@ var _ = Describe("configward installed by its chart, on the real node", Ordered,
 
 	It("sets each process's Go memory limit from its container's memory limit", func() {
 		for _, component := range []string{"webhook", "controller"} {
-			for _, p := range pods(component) {
+			for _, p := range releasePods(component) {
 				limit := p.Spec.Containers[0].Resources.Limits.Memory().Value()
 				Expect(limit).To(BeNumerically(">", 0), p.Name)
 				// --memory-limit-ratio's default, 0.9, read by the process
@@ -144,7 +131,7 @@ var _ = Describe("configward installed by its chart, on the real node", Ordered,
 			return *lease.Spec.HolderIdentity
 		}
 		podOf := func(identity string) string { return strings.SplitN(identity, "_", 2)[0] }
-		replicas := pods("controller")
+		replicas := releasePods("controller")
 		names := []string{replicas[0].Name, replicas[1].Name}
 		Eventually(func() string { return podOf(holder()) }, time.Minute, 250*time.Millisecond).Should(BeElementOf(names))
 		old := holder()

@@ -174,6 +174,8 @@ var _ = Describe("the reload agent, with a program that reloads its config in pl
 			Eventually(func() string { return string(reloadResultOf(ns, m.name).Result) }, 30*time.Second, 250*time.Millisecond).
 				Should(Equal("fail"), "the Report of %s", m.name)
 		}
+		Eventually(func() int { return reloadPods(ns, "rejected") }, 30*time.Second, 250*time.Millisecond).
+			Should(Equal(len(livePodsOfModes(ns))), "the controller's gauge counts every pod whose program rejected the content")
 
 		By("a later valid change, applied everywhere, clears it")
 		setSettings("level=warn")
@@ -189,6 +191,8 @@ var _ = Describe("the reload agent, with a program that reloads its config in pl
 			Eventually(func() string { return string(reloadResultOf(ns, m.name).Result) }, 30*time.Second, 250*time.Millisecond).
 				Should(Equal("pass"), "the Report of %s", m.name)
 		}
+		Eventually(func() []int { return []int{reloadPods(ns, "rejected"), reloadPods(ns, "applied")} }, 30*time.Second, 250*time.Millisecond).
+			Should(Equal([]int{0, len(livePodsOfModes(ns))}), "the gauge: no pod rejected, every pod applied")
 	})
 
 	It("refuses reports without a reload agent's token, and takes one bound to a pod as that pod's only", func() {
@@ -350,6 +354,31 @@ func livePods(ns, app string) []corev1.Pod {
 	var list corev1.PodList
 	Expect(env.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{"app": app})).To(Succeed())
 	return slices.DeleteFunc(list.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+}
+
+// livePodsOfModes are the pods of every reload mode's workload in ns.
+func livePodsOfModes(ns string) []corev1.Pod {
+	var out []corev1.Pod
+	for _, m := range reloadModes {
+		out = append(out, livePods(ns, m.name)...)
+	}
+	return out
+}
+
+// reloadPods is the controller's gauge configward_reload_pods of ns and
+// state: the pods of the namespace's workloads in that state, as the
+// leader counts them (the other replica serves no such series), read from
+// each controller pod's metrics port (the chart's metrics.port, without
+// TLS).
+func reloadPods(ns, state string) int {
+	series := fmt.Sprintf(`configward_reload_pods{namespace=%q,state=%q}`, ns, state)
+	sum := 0
+	for _, p := range releasePods("controller") {
+		n, err := framework.MetricSum("http://"+net.JoinHostPort(p.Status.PodIP, "8080")+"/metrics", series)
+		Expect(err).NotTo(HaveOccurred(), p.Name)
+		sum += n
+	}
+	return sum
 }
 
 // reloadConditionOf is pod's ConfigReload condition as stored now (pod is

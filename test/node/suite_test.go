@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,6 +136,15 @@ var _ = AfterSuite(func() {
 		Expect(env.Stop()).To(Succeed())
 	}
 })
+
+// releasePods are the running (not terminating) pods of one component
+// of the release: "webhook" or "controller".
+func releasePods(component string) []corev1.Pod {
+	var list corev1.PodList
+	Expect(env.Client.List(context.Background(), &list, client.InNamespace(releaseNamespace), client.MatchingLabels{
+		"app.kubernetes.io/instance": release, "app.kubernetes.io/component": component})).To(Succeed())
+	return slices.DeleteFunc(list.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+}
 
 // releaseLogs is the end of what each container of the release's pods
 // printed, for a failure message.
