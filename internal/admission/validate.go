@@ -111,7 +111,7 @@ func (h *ValidateWorkloads) Review(ctx context.Context, r *webhookserver.Review[
 	if r.SubResource == "" {
 		// `kubectl debug` (the ephemeralcontainers subresource) adds to
 		// the spec, so it is judged whoever owns the Pod.
-		if why, owned := workloadrules.JudgedAsOwned(h.Kinds, w); owned {
+		if why, owned := workloadrules.JudgedAsOwned(h.Kinds, w, r.UserInfo.Username); owned {
 			return admission.Allowed(why)
 		}
 	}

@@ -71,11 +71,21 @@ func TestValidateWorkloads(t *testing.T) {
 	podReq := func(p *corev1.Pod, sub string) req {
 		return req{op: admissionv1.Create, kind: podKind, resource: podsResource, subResource: sub, name: p.Name, user: "alice", object: p}
 	}
-	hotPodLine := func(name string) string {
-		return `[hot-config-in-env] Pod shop/` + name + ` container "app" reads ConfigMap "flags" key "level" as an environment variable ` +
-			`(spec.containers[0].env[0].valueFrom.configMapKeyRef): environment variables are fixed when the container starts, ` +
+	hotLineOf := func(kind, name, path string) string {
+		return `[hot-config-in-env] ` + kind + ` shop/` + name + ` container "app" reads ConfigMap "flags" key "level" as an environment variable ` +
+			`(` + path + `containers[0].env[0].valueFrom.configMapKeyRef): environment variables are fixed when the container starts, ` +
 			`but this ConfigMap is marked configward.dev/reload=hot. Mount it as a volume and read the files, or mark it configward.dev/reload=rollout.`
 	}
+	hotPodLine := func(name string) string { return hotLineOf("Pod", name, "spec.") }
+	// A ReplicaSet that names a Deployment as its controller, written by
+	// alice unless as says otherwise.
+	replicaSetReq := func() req {
+		return req{op: admissionv1.Create, kind: replicaSetKind, resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}, name: "web-1",
+			user: "alice", object: &appsv1.ReplicaSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ReplicaSet"},
+				ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: testNS, OwnerReferences: []metav1.OwnerReference{*controllerRef("apps/v1", "Deployment", "web")}},
+				Spec:       appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{Spec: hotSpec()}}}}
+	}
+	as := func(user string, r req) req { r.user = user; return r }
 	for _, tc := range []struct {
 		name   string
 		req    req
@@ -129,14 +139,23 @@ func TestValidateWorkloads(t *testing.T) {
 		{"update with an undecodable old object is judged as changed",
 			req{op: admissionv1.Update, kind: deploymentKind, resource: deploymentsRes, name: "web", object: hot, oldObject: `{"spec": 42`},
 			nil, denied(hotLine)},
-		{"Pod controlled by a ReplicaSet is not judged", podReq(pod("web-abc", hotSpec(), controllerRef("apps/v1", "ReplicaSet", "web-1")), ""),
+		{"Pod controlled by a ReplicaSet, written by the ReplicaSet controller, is not judged",
+			as("system:serviceaccount:kube-system:replicaset-controller", podReq(pod("web-abc", hotSpec(), controllerRef("apps/v1", "ReplicaSet", "web-1")), "")),
 			nil, allowed("created by a ReplicaSet, which was judged")},
-		{"ReplicaSet controlled by a Deployment is not judged",
-			req{op: admissionv1.Create, kind: replicaSetKind, resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}, name: "web-1",
-				object: &appsv1.ReplicaSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ReplicaSet"},
-					ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: testNS, OwnerReferences: []metav1.OwnerReference{*controllerRef("apps/v1", "Deployment", "web")}},
-					Spec:       appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{Spec: hotSpec()}}}},
+		{"Pod controlled by a ReplicaSet, written by kube-controller-manager as itself, is not judged",
+			as("system:kube-controller-manager", podReq(pod("web-abc", hotSpec(), controllerRef("apps/v1", "ReplicaSet", "web-1")), "")),
+			nil, allowed("created by a ReplicaSet, which was judged")},
+		{"Pod claiming a ReplicaSet as its controller, written by a person, is judged",
+			podReq(pod("web-abc", hotSpec(), controllerRef("apps/v1", "ReplicaSet", "web-1")), ""),
+			nil, denied(hotPodLine("web-abc"))},
+		{"Pod claiming a ReplicaSet as its controller, written by another controller, is judged",
+			as("system:serviceaccount:kube-system:job-controller", podReq(pod("web-abc", hotSpec(), controllerRef("apps/v1", "ReplicaSet", "web-1")), "")),
+			nil, denied(hotPodLine("web-abc"))},
+		{"ReplicaSet controlled by a Deployment, written by the Deployment controller, is not judged",
+			as("system:serviceaccount:kube-system:deployment-controller", replicaSetReq()),
 			nil, allowed("created by a Deployment, which was judged")},
+		{"ReplicaSet claiming a Deployment as its controller, written by a person, is judged",
+			replicaSetReq(), nil, denied(hotLineOf("ReplicaSet", "web-1", "spec.template.spec."))},
 		{"kubectl debug on a Pod controlled by a ReplicaSet is judged", podReq(pod("web-abc", hotSpec(), controllerRef("apps/v1", "ReplicaSet", "web-1")), "ephemeralcontainers"),
 			nil, denied(hotPodLine("web-abc"))},
 		{"Pod whose controller is a ConfigMap is judged", podReq(pod("web-abc", hotSpec(), controllerRef("v1", "ConfigMap", "flags")), ""),

@@ -144,9 +144,9 @@ func checkObject(ctx context.Context, policies *configpolicy.Active, set objectS
 	if !ok {
 		return nil, nil
 	}
-	if _, owned := workloadrules.JudgedAsOwned(opts.Kinds, w); owned {
-		return nil, nil
-	}
+	// A manifest is judged whatever owner it names: it is what a person
+	// applies, and the webhook judges a controlled object on its own unless
+	// its owner's controller writes it (workloadrules.JudgedAsOwned).
 	kind, ns := w.Type.Kind.Kind, o.Obj.GetNamespace()
 	spec, err := w.PodSpec()
 	if err != nil {

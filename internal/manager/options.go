@@ -99,7 +99,7 @@ func (c *Common) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.HashKeySecret, "hash-key-secret", "configward-hash-key",
 		"Name of the Secret holding the config-hash key. configward creates it when missing; deleting it rotates the key, which re-stamps (and so rolls) every workload once, paced.")
 	fs.StringVar(&c.WorkloadKindsFile, "workload-kinds", "",
-		"A file declaring custom workload kinds (a YAML list of {group, version, kind, resource, podTemplatePath, templateRefPath, notRolledWhen}; the chart's workloadKinds), stamped, rolled and judged like the built-in ones. A declared kind whose CRD is not served at start is logged and ignored until a restart.")
+		"A file declaring custom workload kinds (a YAML list of {group, version, kind, resource, podTemplatePath, templateRefPath, notRolledWhen, controllers}; the chart's workloadKinds), stamped, rolled and judged like the built-in ones. A declared kind whose CRD is not served at start is logged and ignored until a restart.")
 	fs.IntVar(&c.GCPercent, "gc-percent", DefaultGCPercent,
 		"The Go garbage collector's target (as GOGC): collect when the heap has grown this many percent over what the last collection kept. Higher spends less CPU on collection and more memory. Ignored when GOGC is set; 0 leaves Go's default (100).")
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", DefaultMemoryLimitRatio,

@@ -54,22 +54,31 @@ func Conditions(reg *workload.Registry, customRules bool) []admissionregistratio
 
 // NotJudgedAtOwner is the CEL expression that is false for a create or
 // update (not of a subresource: kubectl debug is judged on the pod itself)
-// of a built-in workload kind whose controller owner is of a kind of reg.
-// The config-hash webhook never stamps a controlled object and the
-// validating webhook judges such an object at its owner
-// (workloadrules.JudgedAsOwned); declared kinds are left out, since their
-// template is checked before that.
+// of a built-in workload kind whose controller owner is of a kind of reg,
+// written by that kind's controller (Traits.Controllers). The config-hash
+// webhook never stamps a controlled object and the validating webhook
+// judges such an object at its owner (workloadrules.JudgedAsOwned, which
+// decides the same from the same table); declared kinds are left out,
+// since their template is checked before that. A controller reference
+// written by anyone else is sent, and judged like any object.
 func NotJudgedAtOwner(reg *workload.Registry) string {
 	var builtin, owners []string
 	for _, t := range reg.Types() {
 		if !t.Custom() {
 			builtin = append(builtin, quote(t.Group+"/"+t.Kind.Kind))
 		}
+		if len(t.Controllers) == 0 {
+			continue
+		}
 		group := "!o.apiVersion.contains('/')"
 		if t.Group != "" {
 			group = "o.apiVersion.startsWith(" + quote(t.Group+"/") + ")"
 		}
-		owners = append(owners, fmt.Sprintf("(o.kind == %s && %s)", quote(t.Kind.Kind), group))
+		users := make([]string, len(t.Controllers))
+		for i, u := range t.Controllers {
+			users[i] = quote(u)
+		}
+		owners = append(owners, fmt.Sprintf("(o.kind == %s && %s && %s in [%s])", quote(t.Kind.Kind), group, username, strings.Join(users, ", ")))
 	}
 	return fmt.Sprintf("(%s) || !(%s in [%s]) || "+
 		"!object.metadata.?ownerReferences.orValue([]).exists(o, o.?controller.orValue(false) && (%s))",
@@ -89,6 +98,8 @@ const (
 const (
 	kindOf      = "request.kind.group + '/' + request.kind.kind"
 	subresource = "has(request.subResource) && request.subResource != ''"
+	// username is the user the request comes from.
+	username = "request.userInfo.username"
 )
 
 // configwardKeyPrefix starts every annotation and label configward reads or
@@ -257,6 +268,9 @@ func holds(x string, e refs.Entry) string {
 	return "(" + strings.Join(conditions, " && ") + ")"
 }
 
-// quote is a CEL string literal of s (group and kind names: letters,
-// digits, dots and dashes, which need no escaping).
-func quote(s string) string { return "'" + s + "'" }
+// quote is a CEL string literal of s: group and kind names, and user
+// names, which are free text in a declaration.
+func quote(s string) string { return "'" + celEscaper.Replace(s) + "'" }
+
+// celEscaper escapes what ends or escapes a single-quoted CEL string.
+var celEscaper = strings.NewReplacer(`\`, `\\`, `'`, `\'`)

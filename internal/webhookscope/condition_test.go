@@ -34,6 +34,29 @@ func TestExpressionFollowsTheKindsTable(t *testing.T) {
 			t.Errorf("the expression lacks %q:\n%s", want, e)
 		}
 	}
+	// Objects a workload controls are left out only when its controller
+	// writes them; a declared kind without controllers never is, and
+	// a declared user name cannot end the CEL string.
+	owner := NotJudgedAtOwner(reg)
+	for _, want := range []string{
+		"(o.kind == 'ReplicaSet' && o.apiVersion.startsWith('apps/') && request.userInfo.username in ['system:kube-controller-manager', 'system:serviceaccount:kube-system:replicaset-controller'])",
+		"(o.kind == 'Job' && o.apiVersion.startsWith('batch/') && request.userInfo.username in ['system:kube-controller-manager', 'system:serviceaccount:kube-system:job-controller'])",
+	} {
+		if !strings.Contains(owner, want) {
+			t.Errorf("the owner expression lacks %q:\n%s", want, owner)
+		}
+	}
+	if strings.Contains(owner, "'Rollout'") || strings.Contains(owner, "o.kind == 'Pod'") {
+		t.Errorf("the owner expression names a kind without controllers:\n%s", owner)
+	}
+	quoted, err := workload.NewRegistry([]workload.Declaration{{Group: "argoproj.io", Version: "v1alpha1", Kind: "Rollout", Resource: "rollouts",
+		PodTemplatePath: "spec.template", Controllers: []string{`o'brien\`}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := NotJudgedAtOwner(quoted); !strings.Contains(e, `in ['o\'brien\\']`) {
+		t.Errorf("a quote in a user name is not escaped:\n%s", e)
+	}
 	if strings.Contains(WithConfig(workload.Builtin()), "argoproj.io") {
 		t.Error("the built-in kinds' expression names a declared kind")
 	}

@@ -34,6 +34,12 @@ type Declaration struct {
 	// does not replace running pods when the template changes (a paused
 	// Rollout), so configward says so instead of claiming a rollout.
 	NotRolledWhen []Condition `json:"notRolledWhen,omitempty"`
+	// Controllers are the users the kind's controller writes as (e.g.
+	// system:serviceaccount:argo-rollouts:argo-rollouts): what an object of
+	// the kind controls (a Rollout's ReplicaSets) is judged at its owner
+	// only when one of them writes it. Without them it is judged on its
+	// own, like anything a person creates.
+	Controllers []string `json:"controllers,omitempty"`
 }
 
 // Condition is true when the value at Path, as a string ("true" for a
@@ -76,7 +82,7 @@ func ParseDeclarations(data []byte) ([]Declaration, error) {
 	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
 		return nil, nil
 	}
-	const shape = "{group, version, kind, resource, podTemplatePath, templateRefPath, notRolledWhen}"
+	const shape = "{group, version, kind, resource, podTemplatePath, templateRefPath, notRolledWhen, controllers}"
 	var entries []json.RawMessage
 	if err := json.Unmarshal(js, &entries); err != nil {
 		return nil, fmt.Errorf("expected a list of %s", shape)
@@ -142,6 +148,10 @@ func (d *Declaration) validate() error {
 		}
 		check(c.Why != "", "notRolledWhen[%d].why is required: it is what the Event tells people", i)
 		check(c.Equals != "", "notRolledWhen[%d].equals is required: the value of path that holds the pods back, quoted (\"true\")", i)
+	}
+	for i, c := range d.Controllers {
+		check(strings.TrimSpace(c) == c && c != "", "controllers[%d] %q must be a user name as the API server authenticates it (system:serviceaccount:<namespace>:<name>)", i, c)
+		check(c != ControllerManager, "controllers[%d]: %s writes only for the built-in kinds", i, c)
 	}
 	if d.Group != "" {
 		if _, builtinKind := builtin.byGK[d.GroupKind()]; builtinKind {

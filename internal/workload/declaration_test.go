@@ -9,7 +9,7 @@ import (
 // what was expected; never Go type names.
 func TestDeclarationErrorsForPeople(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
-		{"group: x", `expected a list of {group, version, kind, resource, podTemplatePath, templateRefPath, notRolledWhen}`},
+		{"group: x", `expected a list of {group, version, kind, resource, podTemplatePath, templateRefPath, notRolledWhen, controllers}`},
 		{"- {group: argoproj.io, version: v1alpha1, kind: Rollout, resource: rollouts, podTemplatePath: spec.template,\n" +
 			"   notRolledWhen: [{path: spec.paused, equals: true, why: paused}]}",
 			`workload kind 1: notRolledWhen.equals: expected a string, not bool (quote it: "true")`},

@@ -131,20 +131,36 @@ func (r *Registry) Resolve(name string, kinds []Kind) (Kind, bool) {
 	return Kind{}, false
 }
 
+// WrittenByOwner reports whether obj is written by its owner's side: a
+// workload of a kind of the registry controls it and the user writing it
+// is that kind's controller (Traits.Controllers). Only then does the owner
+// stand for obj at admission: anyone may put a controller reference on
+// what they create, naming a real ReplicaSet whose UID they can read.
+func (r *Registry) WrittenByOwner(obj metav1.Object, user string) bool {
+	t, ok := r.controller(obj)
+	return ok && slices.Contains(t.Controllers, user)
+}
+
+// controller is the kind of the workload that controls obj, if any.
+func (r *Registry) controller(obj metav1.Object) (*Type, bool) {
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil {
+		return nil, false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return nil, false
+	}
+	t, ok := r.byGK[schema.GroupKind{Group: gv.Group, Kind: ref.Kind}]
+	return t, ok
+}
+
 // ControlledByWorkload reports whether a workload of a kind of the registry
 // controls obj. Only such an owner stands for obj: it was judged, and it is
 // what a delete of config in use would break. Any other controller (a
 // ConfigMap named as owner, an unknown operator) proves nothing. With an
 // Argo Rollout declared, the ReplicaSets it controls count as controlled.
 func (r *Registry) ControlledByWorkload(obj metav1.Object) bool {
-	ref := metav1.GetControllerOf(obj)
-	if ref == nil {
-		return false
-	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil {
-		return false
-	}
-	_, ok := r.byGK[schema.GroupKind{Group: gv.Group, Kind: ref.Kind}]
+	_, ok := r.controller(obj)
 	return ok
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -53,6 +54,9 @@ func TestDeclarationErrors(t *testing.T) {
 		{"no group", `[{version: v1, kind: A, resource: as, podTemplatePath: spec.template}]`, "group is required"},
 		{"condition without why", `[{group: a.io, version: v1, kind: A, resource: as, podTemplatePath: spec.template, notRolledWhen: [{path: spec.paused, equals: "true"}]}]`, "notRolledWhen[0].why is required"},
 		{"not a list", `group: a.io`, "expected a list"},
+		{"empty controller", `[{group: a.io, version: v1, kind: A, resource: as, podTemplatePath: spec.template, controllers: [""]}]`, `controllers[0] "" must be a user name`},
+		{"kube-controller-manager as a declared controller", `[{group: a.io, version: v1, kind: A, resource: as, podTemplatePath: spec.template, controllers: [system:kube-controller-manager]}]`,
+			"controllers[0]: system:kube-controller-manager writes only for the built-in kinds"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -207,6 +211,46 @@ spec:
 	}
 	if Builtin().ControlledByWorkload(rs) {
 		t.Fatal("without the declaration, a Rollout is no workload")
+	}
+}
+
+// A controller reference counts at admission only when the owner kind's
+// controller writes the object: anyone may name a real owner.
+func TestWrittenByOwner(t *testing.T) {
+	owned := func(apiVersion, kind string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: apiVersion, Kind: kind, Name: "x", UID: "1", Controller: new(true)}}}}
+	}
+	declared, err := NewRegistry([]Declaration{
+		{Group: "argoproj.io", Version: "v1alpha1", Kind: "Rollout", Resource: "rollouts", PodTemplatePath: "spec.template",
+			Controllers: []string{"system:serviceaccount:argo-rollouts:argo-rollouts"}},
+		{Group: "example.com", Version: "v1", Kind: "Batch", Resource: "batches", PodTemplatePath: "spec.template"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		reg  *Registry
+		pod  *corev1.Pod
+		user string
+		want bool
+	}{
+		{"a ReplicaSet's pod by its controller", Builtin(), owned("apps/v1", "ReplicaSet"), "system:serviceaccount:kube-system:replicaset-controller", true},
+		{"a ReplicaSet's pod by kube-controller-manager itself", Builtin(), owned("apps/v1", "ReplicaSet"), ControllerManager, true},
+		{"a ReplicaSet's pod by a person", Builtin(), owned("apps/v1", "ReplicaSet"), "alice", false},
+		{"a ReplicaSet's pod by another controller", Builtin(), owned("apps/v1", "ReplicaSet"), "system:serviceaccount:kube-system:job-controller", false},
+		{"a ReplicaSet's pod by a namesake in another namespace", Builtin(), owned("apps/v1", "ReplicaSet"), "system:serviceaccount:shop:replicaset-controller", false},
+		{"a Job's pod by the Job controller", Builtin(), owned("batch/v1", "Job"), "system:serviceaccount:kube-system:job-controller", true},
+		{"a Pod as owner", Builtin(), owned("v1", "Pod"), ControllerManager, false},
+		{"no controller", Builtin(), &corev1.Pod{}, ControllerManager, false},
+		{"a declared kind's object by its declared controller", declared, owned("argoproj.io/v1alpha1", "Rollout"), "system:serviceaccount:argo-rollouts:argo-rollouts", true},
+		{"a declared kind's object by kube-controller-manager", declared, owned("argoproj.io/v1alpha1", "Rollout"), ControllerManager, false},
+		{"a declared kind without controllers", declared, owned("example.com/v1", "Batch"), ControllerManager, false},
+	} {
+		if got := tc.reg.WrittenByOwner(tc.pod, tc.user); got != tc.want {
+			t.Errorf("%s: WrittenByOwner = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -61,6 +61,7 @@ func finishedWhen[T typedObject](t *Type, finished func(T) bool) *Type {
 func customType(d *Declaration) *Type {
 	return &Type{
 		Kind:         Kind{Group: d.Group, Version: d.Version, Kind: d.Kind, Resource: d.Resource},
+		Traits:       Traits{Controllers: d.Controllers},
 		templatePath: strings.Split(d.PodTemplatePath, "."),
 		custom:       d,
 	}

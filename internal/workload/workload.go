@@ -48,9 +48,14 @@ func (k Kind) GroupVersionResource() schema.GroupVersionResource {
 }
 
 // Traits are the facts about a kind that decide how configward treats it.
-// A declared kind has none of them: its objects are rolled like a
-// Deployment's, held back only by its notRolledWhen conditions.
+// A declared kind has none of them but Controllers: its objects are rolled
+// like a Deployment's, held back only by its notRolledWhen conditions.
 type Traits struct {
+	// Controllers are the users the kind's controller writes as: the
+	// objects an object of the kind controls (a Deployment's ReplicaSets,
+	// a ReplicaSet's Pods) are judged at their owner only when one of them
+	// writes them (see Registry.WrittenByOwner). Empty: never.
+	Controllers []string
 	// OwnTemplate: the object is its own pod template (a Pod). Its spec
 	// cannot change, so it keeps the config hash it was created with, is
 	// never re-stamped, and its controlling workload stands for it.
@@ -93,7 +98,7 @@ var specTemplate = []string{"spec", "template"}
 
 // table is the one list of built-in workload kinds.
 var table = []*Type{
-	typed(Kind{"apps", "v1", "Deployment", "deployments"}, Traits{ShortNames: []string{"deploy"}}, specTemplate,
+	typed(Kind{"apps", "v1", "Deployment", "deployments"}, Traits{Controllers: controllerOf("deployment-controller"), ShortNames: []string{"deploy"}}, specTemplate,
 		func(o *appsv1.Deployment) (*metav1.ObjectMeta, *corev1.PodSpec) {
 			return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
 		},
@@ -103,7 +108,7 @@ var table = []*Type{
 			}
 			return Hold{}
 		}),
-	typed(Kind{"apps", "v1", "StatefulSet", "statefulsets"}, Traits{ShortNames: []string{"sts"}}, specTemplate,
+	typed(Kind{"apps", "v1", "StatefulSet", "statefulsets"}, Traits{Controllers: controllerOf("statefulset-controller"), ShortNames: []string{"sts"}}, specTemplate,
 		func(o *appsv1.StatefulSet) (*metav1.ObjectMeta, *corev1.PodSpec) {
 			return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
 		},
@@ -113,7 +118,7 @@ var table = []*Type{
 			}
 			return Hold{}
 		}),
-	typed(Kind{"apps", "v1", "DaemonSet", "daemonsets"}, Traits{ShortNames: []string{"ds"}}, specTemplate,
+	typed(Kind{"apps", "v1", "DaemonSet", "daemonsets"}, Traits{Controllers: controllerOf("daemon-set-controller"), ShortNames: []string{"ds"}}, specTemplate,
 		func(o *appsv1.DaemonSet) (*metav1.ObjectMeta, *corev1.PodSpec) {
 			return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
 		},
@@ -123,14 +128,14 @@ var table = []*Type{
 			}
 			return Hold{}
 		}),
-	typed(Kind{"apps", "v1", "ReplicaSet", "replicasets"}, Traits{ShortNames: []string{"rs"}, RunsPodsForOwner: true}, specTemplate,
+	typed(Kind{"apps", "v1", "ReplicaSet", "replicasets"}, Traits{Controllers: controllerOf("replicaset-controller"), ShortNames: []string{"rs"}, RunsPodsForOwner: true}, specTemplate,
 		func(o *appsv1.ReplicaSet) (*metav1.ObjectMeta, *corev1.PodSpec) {
 			return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
 		},
 		func(*appsv1.ReplicaSet) Hold {
 			return Hold{Reason: "replicaset", Why: "a ReplicaSet never replaces running pods", Until: "each pod is deleted (use a Deployment to roll them)"}
 		}),
-	finishedWhen(typed(Kind{"batch", "v1", "Job", "jobs"}, Traits{ImmutableTemplate: true, RunsPodsForOwner: true}, specTemplate,
+	finishedWhen(typed(Kind{"batch", "v1", "Job", "jobs"}, Traits{Controllers: controllerOf("job-controller"), ImmutableTemplate: true, RunsPodsForOwner: true}, specTemplate,
 		func(o *batchv1.Job) (*metav1.ObjectMeta, *corev1.PodSpec) {
 			return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec
 		}, nil),
@@ -143,7 +148,7 @@ var table = []*Type{
 			return false
 		}),
 	// A CronJob's next Job uses the new template, which is its rollout.
-	typed(Kind{"batch", "v1", "CronJob", "cronjobs"}, Traits{NextRunTakesTemplate: true, ShortNames: []string{"cj"}},
+	typed(Kind{"batch", "v1", "CronJob", "cronjobs"}, Traits{Controllers: controllerOf("cronjob-controller"), NextRunTakesTemplate: true, ShortNames: []string{"cj"}},
 		[]string{"spec", "jobTemplate", "spec", "template"},
 		func(o *batchv1.CronJob) (*metav1.ObjectMeta, *corev1.PodSpec) {
 			return &o.Spec.JobTemplate.Spec.Template.ObjectMeta, &o.Spec.JobTemplate.Spec.Template.Spec
@@ -155,6 +160,18 @@ var table = []*Type{
 		func(o *corev1.Pod) bool {
 			return o.Status.Phase == corev1.PodSucceeded || o.Status.Phase == corev1.PodFailed
 		}),
+}
+
+// ControllerManager is the user kube-controller-manager writes as when it
+// does not use a service account per controller
+// (--use-service-account-credentials=false, its default).
+const ControllerManager = "system:kube-controller-manager"
+
+// controllerOf is who writes for one of kube-controller-manager's
+// controllers: the process itself, or the controller's service account in
+// kube-system (kubeadm's setting, and most managed clusters').
+func controllerOf(name string) []string {
+	return []string{ControllerManager, "system:serviceaccount:kube-system:" + name}
 }
 
 var onDelete = Hold{Reason: "on-delete", Why: "its updateStrategy is OnDelete", Until: "each pod is deleted"}

@@ -93,11 +93,13 @@ func Judge(ctx context.Context, active *configpolicy.Active, s Subject) (Judgeme
 
 // JudgedAsOwned says why a workload is not judged on its own: a workload
 // of a kind of reg controls it (a Deployment's ReplicaSets, any workload's
-// Pods). The rules ran on that owner; refusing what it creates would only
-// stop an admitted workload from scaling, and judging it again would record
-// every finding once more. Any other controller proves nothing.
-func JudgedAsOwned(reg *workload.Registry, w workload.Object) (string, bool) {
-	if !reg.ControlledByWorkload(w.Obj) {
+// Pods) and user, who writes it, is that kind's controller. The rules ran
+// on that owner; refusing what it creates would only stop an admitted
+// workload from scaling, and judging it again would record every finding
+// once more. Any other controller proves nothing, and neither does a
+// controller reference anyone else writes (see Registry.WrittenByOwner).
+func JudgedAsOwned(reg *workload.Registry, w workload.Object, user string) (string, bool) {
+	if !reg.WrittenByOwner(w.Obj, user) {
 		return "", false
 	}
 	return "created by a " + metav1.GetControllerOf(w.Obj).Kind + ", which was judged", true

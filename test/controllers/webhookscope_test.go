@@ -12,11 +12,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/webhookscope"
+	"github.com/configward/configward/internal/workload"
 )
 
 // The probe configurations stand for the chart's: configward's two
@@ -75,8 +77,11 @@ func scopeConditions() [2]string {
 // sentToWebhook says whether the API server sent a dry-run create of o to
 // the probe's validating webhook (which cannot answer, so the create fails
 // with the API server's "failed calling webhook").
-func sentToWebhook(o client.Object) bool {
-	err := env.Client.Create(ctx, o, client.DryRunAll)
+func sentToWebhook(o client.Object) bool { return sentToWebhookAs(env.Client, o) }
+
+// sentToWebhookAs is sentToWebhook for a write c makes.
+func sentToWebhookAs(c client.Client, o client.Object) bool {
+	err := c.Create(ctx, o, client.DryRunAll)
 	if err == nil {
 		return false
 	}
@@ -84,6 +89,19 @@ func sentToWebhook(o client.Object) bool {
 		Fail(fmt.Sprintf("%T %s failed for another reason: ...%s", o, o.GetName(), msg[max(0, len(msg)-600):]))
 	}
 	return true
+}
+
+// as is a client that writes as user, in groups, and in a service
+// account's groups when user is one.
+func as(user string, groups ...string) client.Client {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append([]string{"system:authenticated"}, groups...)}
+	if ns, _, ok := strings.Cut(strings.TrimPrefix(user, "system:serviceaccount:"), ":"); ok && ns != user {
+		cfg.Impersonate.Groups = append(cfg.Impersonate.Groups, "system:serviceaccounts", "system:serviceaccounts:"+ns)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	return c
 }
 
 func podSpec(mutate func(*corev1.PodSpec)) corev1.PodSpec {
@@ -218,11 +236,23 @@ var _ = Describe("scoping the workload webhooks to writes that involve config", 
 		pod := func() *corev1.Pod {
 			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name()}, Spec: podSpec(configRef)}
 		}
-		Expect(sentToWebhook(owned(pod(), "apps/v1", "ReplicaSet", true))).To(BeFalse(), "a Pod of a ReplicaSet")
-		Expect(sentToWebhook(owned(pod(), "batch/v1", "Job", true))).To(BeFalse(), "a Pod of a Job")
-		Expect(sentToWebhook(owned(deploymentWithRS(ns, name()), "apps/v1", "Deployment", true))).To(BeFalse(), "a ReplicaSet of a Deployment")
-		Expect(sentToWebhook(owned(pod(), "example.com/v1", "ReplicaSet", true))).To(BeTrue(), "a Pod of another group's ReplicaSet")
-		Expect(sentToWebhook(owned(pod(), "apps/v1", "ReplicaSet", false))).To(BeTrue(), "a Pod a ReplicaSet owns but does not control")
+		rsController, jobController := as("system:serviceaccount:kube-system:replicaset-controller"), as("system:serviceaccount:kube-system:job-controller")
+		Expect(sentToWebhookAs(rsController, owned(pod(), "apps/v1", "ReplicaSet", true))).To(BeFalse(), "a Pod of a ReplicaSet, by its controller")
+		// Without a service account per controller, kube-controller-manager
+		// needs rights its bootstrap role lacks (creating pods); the cluster
+		// grants them, here as a master.
+		Expect(sentToWebhookAs(as(workload.ControllerManager, "system:masters"), owned(pod(), "apps/v1", "ReplicaSet", true))).To(BeFalse(),
+			"a Pod of a ReplicaSet, by kube-controller-manager without a service account per controller")
+		Expect(sentToWebhookAs(jobController, owned(pod(), "batch/v1", "Job", true))).To(BeFalse(), "a Pod of a Job, by its controller")
+		Expect(sentToWebhookAs(as("system:serviceaccount:kube-system:deployment-controller"), owned(deploymentWithRS(ns, name()), "apps/v1", "Deployment", true))).
+			To(BeFalse(), "a ReplicaSet of a Deployment, by its controller")
+		Expect(sentToWebhookAs(rsController, owned(pod(), "example.com/v1", "ReplicaSet", true))).To(BeTrue(), "a Pod of another group's ReplicaSet")
+		Expect(sentToWebhookAs(rsController, owned(pod(), "apps/v1", "ReplicaSet", false))).To(BeTrue(), "a Pod a ReplicaSet owns but does not control")
+
+		By("a controller reference anyone else writes is sent: a person, another controller")
+		Expect(sentToWebhook(owned(pod(), "apps/v1", "ReplicaSet", true))).To(BeTrue(), "a Pod naming a ReplicaSet, by a person")
+		Expect(sentToWebhook(owned(deploymentWithRS(ns, name()), "apps/v1", "Deployment", true))).To(BeTrue(), "a ReplicaSet naming a Deployment, by a person")
+		Expect(sentToWebhookAs(jobController, owned(pod(), "apps/v1", "ReplicaSet", true))).To(BeTrue(), "a Pod naming a ReplicaSet, by the Job controller")
 
 		By("an update that adds config is sent, as is any update of an object carrying configward metadata")
 		d := deploymentWith(ns, "updated", nil)
@@ -248,7 +278,9 @@ findings contains f if {
 		Expect(sentToWebhook(deploymentWith(ns, "no-config-custom", nil))).To(BeTrue(), "a Deployment without config, with custom rules in force")
 		ownedPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owned-custom", OwnerReferences: []metav1.OwnerReference{{
 			APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "owner", UID: "6b8c2c1e-0000-4000-8000-000000000001", Controller: ptr.To(true)}}}, Spec: podSpec(nil)}
-		Expect(sentToWebhook(ownedPod)).To(BeFalse(), "a ReplicaSet's Pod: judged at its owner, custom rules or not")
+		Expect(sentToWebhookAs(as("system:serviceaccount:kube-system:replicaset-controller"), ownedPod)).To(BeFalse(),
+			"a ReplicaSet's Pod, by its controller: judged at its owner, custom rules or not")
+		Expect(sentToWebhook(ownedPod)).To(BeTrue(), "a Pod naming a ReplicaSet, by a person")
 
 		Expect(env.Client.Delete(ctx, policy)).To(Succeed())
 		Eventually(scopeConditions, 15*time.Second, 100*time.Millisecond).Should(HaveEach(Not(BeEmpty())))

@@ -94,13 +94,19 @@ func configHashCalled(ns, name string) func() (bool, error) {
 		if err != nil || len(events) == 0 {
 			return false, err
 		}
-		for k, v := range events[0].Annotations {
-			if strings.HasPrefix(k, "mutation.webhook.admission.k8s.io/") && strings.Contains(v, `"webhook":"`+webhookscope.ConfigHashWebhook+`"`) {
-				return true, nil
-			}
-		}
-		return false, nil
+		return configHashCalledIn(events[0]), nil
 	}
+}
+
+// configHashCalledIn says whether configward's mutating webhook was called
+// for the request of ev.
+func configHashCalledIn(ev framework.AuditEvent) bool {
+	for k, v := range ev.Annotations {
+		if strings.HasPrefix(k, "mutation.webhook.admission.k8s.io/") && strings.Contains(v, `"webhook":"`+webhookscope.ConfigHashWebhook+`"`) {
+			return true
+		}
+	}
+	return false
 }
 
 var _ = Describe("workload webhooks scoped to writes that involve config", func() {
@@ -111,6 +117,63 @@ var _ = Describe("workload webhooks scoped to writes that involve config", func(
 			deployment(ns, "configured", "", fmt.Sprintf(envFromSpec, "app-config")))
 		Eventually(configHashCalled(ns, "configured"), 10*time.Second, 200*time.Millisecond).Should(BeTrue(), "the audit log shows configward called for a Deployment with config")
 		Expect(configHashCalled(ns, "plain")()).To(BeFalse(), "the API server called configward for a Deployment that references no config")
+	})
+
+	It("judges a pod a person creates naming a Deployment's ReplicaSet as its controller; the ReplicaSet's own pods are never sent", func() {
+		ns := rolloutNamespace()
+		apply(configMap(ns, "settings", map[string]string{"app.yaml": "a: 1"}, map[string]string{v1alpha1.ReloadAnnotation: v1alpha1.ReloadHot}),
+			deployment(ns, "web", "", `containers:
+- name: app
+  image: registry.example/app:1
+  volumeMounts: [{name: settings, mountPath: /etc/settings}]
+volumes:
+- {name: settings, configMap: {name: settings}}
+`))
+		var rs appsv1.ReplicaSet
+		Eventually(func() []appsv1.ReplicaSet {
+			var list appsv1.ReplicaSetList
+			Expect(env.Client.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
+			if len(list.Items) == 1 {
+				rs = list.Items[0]
+			}
+			return list.Items
+		}, 30*time.Second, 200*time.Millisecond).Should(HaveLen(1), "the Deployment's ReplicaSet")
+		replicaSetController := "system:serviceaccount:kube-system:replicaset-controller"
+		var created []framework.AuditEvent
+		Eventually(func() ([]framework.AuditEvent, error) {
+			var err error
+			created, err = env.AuditEvents(func(ev framework.AuditEvent) bool {
+				return ev.Verb == "create" && ev.ObjectRef.Resource == "pods" && ev.ObjectRef.Subresource == "" && ev.ObjectRef.Namespace == ns &&
+					ev.User.Username == replicaSetController && ev.ResponseStatus.Code == 201
+			})
+			return created, err
+		}, 30*time.Second, 200*time.Millisecond).ShouldNot(BeEmpty(), "the ReplicaSet controller creates the Deployment's pod")
+		for _, ev := range created {
+			Expect(configHashCalledIn(ev)).To(BeFalse(), "the API server called configward for a pod its ReplicaSet's controller created")
+		}
+
+		By("a person creates a pod claiming that ReplicaSet, with a subPath mount of the hot ConfigMap")
+		forged := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: forged
+  namespace: %s
+  labels: {app: other}
+  ownerReferences:
+  - {apiVersion: apps/v1, kind: ReplicaSet, name: %s, uid: %s, controller: true}
+spec:
+  containers:
+  - name: app
+    image: registry.example/app:1
+    volumeMounts: [{name: settings, mountPath: /etc/app.yaml, subPath: app.yaml}]
+  volumes:
+  - {name: settings, configMap: {name: settings}}
+`, ns, rs.Name, rs.UID)
+		res := as(human, forged, "create", "-f", "-")
+		Expect(res.ExitCode).NotTo(Equal(0), res.Stdout)
+		Expect(res.Stderr).To(ContainSubstring(`denied the request: [subpath-config]`))
+		Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "forged"}, &corev1.Pod{})).
+			To(MatchError(ContainSubstring("not found")), "the refused pod was not stored")
 	})
 
 	It("still refuses a subPath mount of hot config that a later mutating webhook adds to a Deployment without config", func() {

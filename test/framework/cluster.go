@@ -10,8 +10,12 @@ import (
 	"strings"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -303,4 +307,26 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// ControllerConfig is a client configuration that authenticates as
+// kube-controller-manager's controller name does with
+// --use-service-account-credentials: the service account
+// kube-system/<name>'s token (an hour), with the RBAC the API server
+// bootstraps for it. What a controller writes (a ReplicaSet's pods) is sent
+// this way where a test must be judged as the controller would be, not as
+// a person naming an owner.
+func (e *Env) ControllerConfig(ctx context.Context, name string) (*rest.Config, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: name}}
+	if err := e.Client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("the service account of controller %s: %w", name, err)
+	}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	if err := e.Client.SubResource("token").Create(ctx, sa, req); err != nil {
+		return nil, fmt.Errorf("a token of controller %s: %w", name, err)
+	}
+	cfg := rest.AnonymousClientConfig(e.Config)
+	cfg.BearerToken = req.Status.Token
+	cfg.QPS, cfg.Burst = e.Config.QPS, e.Config.Burst
+	return cfg, nil
 }

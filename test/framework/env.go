@@ -278,7 +278,7 @@ rules:
   - {group: configward.dev, resources: [configschemas, configdeliveries, configdeliveries/status]}
   - {group: events.k8s.io, resources: [events]}
   - {group: openreports.io, resources: [reports]}
-  - {group: "", resources: [pods/status]}
+  - {group: "", resources: [pods, pods/status]}
 - level: None
 `
 

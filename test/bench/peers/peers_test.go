@@ -264,6 +264,11 @@ func apiServerLoad(tb testing.TB, w *World, s Stack) func(ctx context.Context, w
 // perWorkerClients gives each load worker a client with a connection of its
 // own, as separate users have.
 func perWorkerClients(w *World) func(worker int) (kubernetes.Interface, error) {
+	return perWorkerClientsOf(w.Env.Config)
+}
+
+// perWorkerClientsOf is perWorkerClients for the user of base.
+func perWorkerClientsOf(base *rest.Config) func(worker int) (kubernetes.Interface, error) {
 	var mu sync.Mutex
 	clients := map[int]kubernetes.Interface{}
 	return func(worker int) (kubernetes.Interface, error) {
@@ -272,7 +277,7 @@ func perWorkerClients(w *World) func(worker int) (kubernetes.Interface, error) {
 		if c, ok := clients[worker]; ok {
 			return c, nil
 		}
-		cfg := rest.CopyConfig(w.Env.Config)
+		cfg := rest.CopyConfig(base)
 		cfg.QPS, cfg.Burst = -1, 0
 		cfg.WarningHandler = rest.NoWarnings{}
 		// A dial function of its own keeps client-go from sharing one
@@ -289,10 +294,15 @@ func perWorkerClients(w *World) func(worker int) (kubernetes.Interface, error) {
 }
 
 // podLoad is the Pod path's request: a server-side dry-run create of
-// RevisionPod. With configward, a pod its Pod path did not point at the
-// snapshots counts as an error.
+// RevisionPod, sent as a ReplicaSet's controller creates its pods. With
+// configward, a pod its Pod path did not point at the snapshots counts as
+// an error.
 func podLoad(w *World, s Stack) func(ctx context.Context, worker, seq int) error {
-	clientFor := perWorkerClients(w)
+	cfg, err := w.Env.ControllerConfig(context.Background(), "replicaset-controller")
+	if err != nil {
+		return func(context.Context, int, int) error { return err }
+	}
+	clientFor := perWorkerClientsOf(cfg)
 	return func(ctx context.Context, worker, seq int) error {
 		c, err := clientFor(worker)
 		if err != nil {
