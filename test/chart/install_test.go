@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -351,6 +352,36 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		}
 		res := env.Kubectl(refusedDeployment("shop"), "--as=alice", "apply", "--dry-run=server", "-f", "-")
 		Expect(res.Stderr).To(ContainSubstring(refusal), "an ordinary user must still be judged")
+	})
+
+	It("lets configward's controller change only the matchConditions of its webhook configurations", func() {
+		controller := []string{"--as=system:serviceaccount:" + namespace + ":" + release + "-controller",
+			"--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:" + namespace}
+		patch := func(kind, jsonPatch string) framework.KubectlResult {
+			return env.Kubectl("", append(controller, "patch", kind, release, "--type=json", "-p", jsonPatch, "--dry-run=server")...)
+		}
+		const refused = "configward's controller may change only the matchConditions"
+		for _, tc := range []struct{ what, kind, patch string }{
+			{"widen a rule", "validatingwebhookconfiguration", `[{"op":"add","path":"/webhooks/0/rules/0/operations/-","value":"DELETE"}]`},
+			{"change a failure policy", "validatingwebhookconfiguration", `[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Ignore"}]`},
+			{"change the CA bundle", "mutatingwebhookconfiguration", `[{"op":"replace","path":"/webhooks/0/clientConfig/caBundle","value":"` +
+				base64.StdEncoding.EncodeToString([]byte("not a CA")) + `"}]`},
+			{"point a webhook elsewhere", "mutatingwebhookconfiguration", `[{"op":"replace","path":"/webhooks/0/clientConfig/url","value":"https://attacker.example/"}]`},
+			{"change its reinvocation", "mutatingwebhookconfiguration", `[{"op":"replace","path":"/webhooks/0/reinvocationPolicy","value":"Never"}]`},
+			{"take a webhook away", "validatingwebhookconfiguration", `[{"op":"remove","path":"/webhooks/0"}]`},
+			{"change the CA injection", "validatingwebhookconfiguration", `[{"op":"add","path":"/metadata/annotations/cert-manager.io~1inject-ca-from","value":"default/other"}]`},
+		} {
+			res := patch(tc.kind, tc.patch)
+			Expect(res.ExitCode).NotTo(Equal(0), "the controller may %s: %s", tc.what, res.Stdout)
+			Expect(res.Stderr).To(ContainSubstring(refused), tc.what)
+		}
+		By("what it owns: the matchConditions")
+		res := patch("validatingwebhookconfiguration", `[{"op":"add","path":"/webhooks/0/matchConditions","value":[{"name":"probe","expression":"true"}]}]`)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		By("anyone else, the installer here, is not held to it")
+		res = env.Kubectl("", "patch", "validatingwebhookconfiguration", release, "--type=json", "--dry-run=server",
+			"-p", `[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Ignore"}]`)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
 	})
 
 	It("shows zero counts in kubectl get configschemas, not blank columns", func() {
