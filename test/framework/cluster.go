@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -257,7 +259,15 @@ func (e *Env) startProcess(name, bin string, environ []string, args ...string) (
 	if environ != nil {
 		c.cmd.Env = append(os.Environ(), environ...)
 	}
-	if err := c.cmd.Start(); err != nil {
+	// The process dies with this one, even when this one is killed (see
+	// orphans.go). The kernel sends the signal when the thread that started
+	// it ends, not the process: started from a locked thread, which the Go
+	// runtime keeps once it is unlocked, it is this process's life.
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	runtime.LockOSThread()
+	err = c.cmd.Start()
+	runtime.UnlockOSThread()
+	if err != nil {
 		log.Close()
 		return nil, err
 	}

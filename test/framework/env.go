@@ -155,6 +155,14 @@ func Start(opts Options) (env *Env, err error) {
 	if ControlPlane() == "" {
 		return nil, errors.New("no control plane is built: run `make controlplane` (or the suites with `make test`), which builds kube-apiserver, etcd and kubectl from source")
 	}
+	// What a killed test left would share the machine with this one.
+	swept, err := SweepOrphans()
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range swept {
+		fmt.Fprintf(os.Stderr, "configward test framework: ended %s, left by a test that was killed\n", o)
+	}
 	dir, err := os.MkdirTemp("", "configward-e2e-")
 	if err != nil {
 		return nil, err

@@ -1,0 +1,116 @@
+package faults
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/configward/configward/test/framework"
+)
+
+// orphanHelperEnv makes TestOrphanHelper run: the spec below runs this test
+// binary again with it, as a suite that will be killed.
+const orphanHelperEnv = "CONFIGWARD_ORPHAN_HELPER"
+
+// TestOrphanHelper starts a control plane, says so and waits to be killed.
+// It does nothing in an ordinary run.
+func TestOrphanHelper(t *testing.T) {
+	if os.Getenv(orphanHelperEnv) == "" {
+		t.Skip("run by the spec of orphaned processes only")
+	}
+	if _, err := framework.Start(framework.Options{WithoutWebhook: true}); err != nil {
+		t.Fatal(err)
+	}
+	os.Stdout.WriteString("ready\n")
+	select {}
+}
+
+var _ = Describe("a test binary that is killed", func() {
+	It("leaves kube-apiserver and etcd running, and the next start on the machine ends them", func() {
+		helper := exec.Command(os.Args[0], "-test.run=^TestOrphanHelper$", "-test.v")
+		helper.Env = append(os.Environ(), orphanHelperEnv+"=1")
+		out, err := helper.StdoutPipe()
+		Expect(err).NotTo(HaveOccurred())
+		helper.Stderr = GinkgoWriter
+		Expect(helper.Start()).To(Succeed())
+		DeferCleanup(func() { _ = helper.Process.Kill(); _ = helper.Wait() })
+		ready := make(chan struct{})
+		go func() {
+			defer GinkgoRecover()
+			for s := bufio.NewScanner(out); s.Scan(); {
+				if s.Text() == "ready" {
+					close(ready)
+				}
+			}
+		}()
+		Eventually(ready, 2*time.Minute).Should(BeClosed(), "the helper's control plane started")
+		left := childrenOf(helper.Process.Pid, "kube-apiserver", "etcd")
+		Expect(left).To(HaveLen(2), "the helper runs kube-apiserver and etcd")
+
+		By("killing the test binary as a timeout or an OOM kill would: nothing of it runs its cleanup")
+		Expect(helper.Process.Signal(syscall.SIGKILL)).To(Succeed())
+		_ = helper.Wait()
+		orphans, err := framework.Orphans()
+		Expect(err).NotTo(HaveOccurred())
+		listed := map[int]bool{}
+		for _, o := range orphans {
+			listed[o.PID] = true
+		}
+		for _, pid := range left {
+			// Another suite's start on the machine may have ended it
+			// already; otherwise it runs on, an orphan, and is listed.
+			Expect(listed[pid] || !alive(pid)).To(BeTrue(), "process %d outlived its test binary unlisted", pid)
+		}
+
+		By("the next start sweeps them")
+		_, err = framework.SweepOrphans()
+		Expect(err).NotTo(HaveOccurred())
+		for _, pid := range left {
+			Expect(alive(pid)).To(BeFalse(), "process %d still runs", pid)
+		}
+	})
+})
+
+// childrenOf lists the pids of the children of parent whose program is one
+// of names.
+func childrenOf(parent int, names ...string) []int {
+	entries, err := os.ReadDir("/proc")
+	Expect(err).NotTo(HaveOccurred())
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		exe, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(parent) && slices.Contains(names, filepath.Base(exe)) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// alive says whether pid runs (a zombie waiting for pid 1 does not).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}

@@ -1,0 +1,166 @@
+package framework
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// A test binary that is killed (a timeout, ^C twice, an OOM kill, a crash
+// of the machine's CI runner) cannot stop what it started: kube-apiserver
+// and etcd go on listening, holding memory and ports, and the next run
+// shares the machine with them. Whatever the framework starts dies with it
+// where the kernel allows (Pdeathsig), but envtest starts kube-apiserver
+// and etcd itself, so what a dead test left is also found and ended: by
+// the next Start on the machine, and by `make test` when it ends
+// (test/orphans), which fails when it finds any.
+
+// orphanNames are the programs the suites start that outlive a killed test
+// binary: the control plane, kwok, the real node's kubelet and containerd,
+// and configward's own processes. containerd's shims are left out: they
+// are reparented by design while their node runs, and the node's own
+// teardown (StartNode) ends them.
+var orphanNames = []string{"kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok", "kubelet", "containerd", "configward"}
+
+// Orphan is a process a dead test binary left running.
+type Orphan struct {
+	PID int
+	// Args are its command line, the binary first.
+	Args []string
+}
+
+func (o Orphan) String() string {
+	return fmt.Sprintf("pid %d: %s", o.PID, strings.Join(o.Args, " "))
+}
+
+// Orphans lists the processes a dead test binary left: one of orphanNames,
+// run from a binary under bin/ (built by `make controlplane`, `make node`,
+// the suites), whose parent is gone (the kernel gave it to pid 1). A
+// running suite's processes are its test binary's children, so they are
+// never listed, and neither is a cluster of the machine's own, whose
+// binaries are elsewhere. On a machine where a subreaper adopts orphans
+// instead of pid 1 (a systemd user session), they are not found.
+func Orphans() ([]Orphan, error) {
+	bin, err := filepath.EvalSymlinks(filepath.Join(RepoRoot(), "bin"))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil // nothing was ever built here
+		}
+		return nil, err
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []Orphan
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if ppid, state := parentAndState(pid); ppid != 1 || state == "Z" {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", ent.Name(), "exe"))
+		if err != nil || !strings.HasPrefix(exe, bin+string(filepath.Separator)) || !slices.Contains(orphanNames, filepath.Base(exe)) {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		out = append(out, Orphan{PID: pid, Args: strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")})
+	}
+	return out, nil
+}
+
+// parentAndState reads a process's parent and state from /proc/<pid>/stat
+// (0 and "" when it cannot).
+func parentAndState(pid int) (int, string) {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, ""
+	}
+	// pid (comm) state ppid ...: comm may hold spaces, so read after its
+	// closing parenthesis.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) < 2 {
+		return 0, ""
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid, fields[0]
+}
+
+// tempDirPrefixes start the names of the folders a test's processes keep
+// their files in, under the machine's temporary directory: envtest's
+// (etcd's data, the API server's certificates) and Start's.
+var tempDirPrefixes = []string{"k8s_test_framework_", "configward-e2e-"}
+
+// tempDirs are the test folders o's flags name (--data-dir=..., or any flag
+// whose value lies in one), each once.
+func (o Orphan) tempDirs() []string {
+	tmp := filepath.Clean(os.TempDir()) + string(filepath.Separator)
+	var out []string
+	for _, a := range o.Args[1:] {
+		_, value, ok := strings.Cut(a, "=")
+		if !ok {
+			value = a
+		}
+		rest, under := strings.CutPrefix(filepath.Clean(value), tmp)
+		if !under {
+			continue
+		}
+		top, _, _ := strings.Cut(rest, string(filepath.Separator))
+		for _, p := range tempDirPrefixes {
+			if strings.HasPrefix(top, p) && !slices.Contains(out, tmp+top) {
+				out = append(out, tmp+top)
+			}
+		}
+	}
+	return out
+}
+
+// SweepOrphans ends every process Orphans lists (SIGKILL: nothing waits for
+// them to finish anything), removes the test folders their flags name, and
+// returns what it ended, once they are gone.
+func SweepOrphans() ([]Orphan, error) {
+	orphans, err := Orphans()
+	if err != nil || len(orphans) == 0 {
+		return nil, err
+	}
+	dirs := map[string]bool{}
+	for _, o := range orphans {
+		_ = syscall.Kill(o.PID, syscall.SIGKILL)
+		for _, d := range o.tempDirs() {
+			dirs[d] = true
+		}
+	}
+	// pid 1 reaps them; until then they are zombies, which Orphans skips.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left, err := Orphans()
+		if err != nil {
+			return orphans, err
+		}
+		if len(left) == 0 {
+			// Their files go with them: etcd's data, certificates, logs.
+			for d := range dirs {
+				if err := os.RemoveAll(d); err != nil {
+					return orphans, err
+				}
+			}
+			return orphans, nil
+		}
+		if time.Now().After(deadline) {
+			return orphans, fmt.Errorf("orphaned test processes survived SIGKILL: %v", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
