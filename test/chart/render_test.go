@@ -296,6 +296,8 @@ var _ = Describe("the chart, rendered", func() {
 			"RoleBinding/configward-config-changes", "RoleBinding/configward-hash-key", "RoleBinding/configward-leader-election",
 			"Service/configward-controller-metrics", "Service/configward-webhook",
 			"ServiceAccount/configward-controller", "ServiceAccount/configward-webhook",
+			"ValidatingAdmissionPolicy/configward-controller-reach-mutating", "ValidatingAdmissionPolicy/configward-controller-reach-validating",
+			"ValidatingAdmissionPolicyBinding/configward-controller-reach-mutating", "ValidatingAdmissionPolicyBinding/configward-controller-reach-validating",
 			"ValidatingWebhookConfiguration/configward",
 		}))
 
@@ -613,6 +615,15 @@ var _ = Describe("the chart, rendered", func() {
 		Expect(res.ExitCode).To(Equal(0), res.Stdout+res.Stderr)
 	})
 
+	It("holds the controller to the matchConditions only while it has the grant to write them", func() {
+		withGrant, without := kinds(render()), kinds(render("--set", "webhooks.skipWritesWithoutConfig=false"))
+		Expect(withGrant).To(ContainElements("ValidatingAdmissionPolicy/configward-controller-reach-mutating", "ValidatingAdmissionPolicyBinding/configward-controller-reach-validating"))
+		Expect(without).NotTo(ContainElement(HavePrefix("ValidatingAdmissionPolicy")))
+		policy := typed[admissionregistrationv1.ValidatingAdmissionPolicy](render(), "ValidatingAdmissionPolicy", "configward-controller-reach-validating")
+		Expect(policy.Spec.MatchConditions).To(ConsistOf(HaveField("Expression", "request.userInfo.username == 'system:serviceaccount:configward:configward-controller'")))
+		Expect(policy.Spec.MatchConstraints.ResourceRules).To(ConsistOf(HaveField("ResourceNames", ConsistOf("configward"))))
+	})
+
 	It("refuses wrong values at install time, from values.schema.json", func() {
 		for _, tc := range []struct{ set, want string }{
 			{"webhooks.configHash.failurePolicy=Never", "value must be one of 'Fail', 'Ignore'"},
@@ -625,6 +636,8 @@ var _ = Describe("the chart, rendered", func() {
 				"/workloadKinds/0/podTemplatePath"},
 			{"workloadKinds[0].group=argoproj.io,workloadKinds[0].version=v1alpha1,workloadKinds[0].kind=Rollout,workloadKinds[0].resource=rollouts,workloadKinds[0].podTemplatePath=spec.template,workloadKinds[0].notRolledWhn=x",
 				"additional properties 'notRolledWhn' not allowed"},
+			{"workloadKinds[0].group=argoproj.io,workloadKinds[0].version=v1alpha1,workloadKinds[0].kind=Rollout,workloadKinds[0].resource=rollouts,workloadKinds[0].podTemplatePath=spec.template,workloadKinds[0].controllers={system:kube-controller-manager}",
+				"/workloadKinds/0/controllers/0"},
 		} {
 			res := helm("template", "configward", chartDir, "--kube-version", "1.37.2", "--set", tc.set)
 			Expect(res.ExitCode).NotTo(Equal(0), tc.set)
