@@ -56,6 +56,12 @@ var _ = Describe("a test binary that is killed", func() {
 		Eventually(ready, 2*time.Minute).Should(BeClosed(), "the helper's control plane started")
 		left := childrenOf(helper.Process.Pid, "kube-apiserver", "etcd")
 		Expect(left).To(HaveLen(2), "the helper runs kube-apiserver and etcd")
+		var dirs []string
+		for _, pid := range left {
+			dirs = append(dirs, testDirsOf(pid)...)
+		}
+		Expect(dirs).To(ContainElements(ContainSubstring("/k8s_test_framework_"), ContainSubstring("/configward-e2e-")),
+			"etcd's data and the helper's files")
 
 		By("killing the test binary as a timeout or an OOM kill would: nothing of it runs its cleanup")
 		Expect(helper.Process.Signal(syscall.SIGKILL)).To(Succeed())
@@ -77,6 +83,9 @@ var _ = Describe("a test binary that is killed", func() {
 		Expect(err).NotTo(HaveOccurred())
 		for _, pid := range left {
 			Expect(alive(pid)).To(BeFalse(), "process %d still runs", pid)
+		}
+		for _, d := range dirs {
+			Expect(d).NotTo(BeADirectory(), "the killed test's folder is left")
 		}
 	})
 })
@@ -100,6 +109,25 @@ func childrenOf(parent int, names ...string) []int {
 		exe, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
 		if len(fields) > 1 && fields[1] == strconv.Itoa(parent) && slices.Contains(names, filepath.Base(exe)) {
 			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// testDirsOf are the test folders (under the machine's temporary
+// directory) process pid's command line names.
+func testDirsOf(pid int) []string {
+	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	Expect(err).NotTo(HaveOccurred())
+	tmp := filepath.Clean(os.TempDir()) + "/"
+	var out []string
+	for _, arg := range strings.Split(string(raw), "\x00") {
+		_, value, _ := strings.Cut(arg, "=")
+		if rest, ok := strings.CutPrefix(value, tmp); ok {
+			top, _, _ := strings.Cut(rest, "/")
+			if (strings.HasPrefix(top, "k8s_test_framework_") || strings.HasPrefix(top, "configward-e2e-")) && !slices.Contains(out, tmp+top) {
+				out = append(out, tmp+top)
+			}
 		}
 	}
 	return out

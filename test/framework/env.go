@@ -167,6 +167,9 @@ func Start(opts Options) (env *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := writeOwner(dir); err != nil {
+		return nil, err
+	}
 	e := &Env{Dir: dir, CertDir: filepath.Join(dir, "tls"), webhookOptions: opts.Webhook, authenticate: !opts.UnauthenticatedCallers}
 	defer func() {
 		// A failed start must not leave kube-apiserver and etcd running.

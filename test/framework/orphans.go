@@ -127,13 +127,97 @@ func (o Orphan) tempDirs() []string {
 	return out
 }
 
+// ownerFile, in each folder Start makes, names the test process it belongs
+// to: its pid and start time (so a reused pid is not taken for it).
+const ownerFile = "owner"
+
+// processIdentity is a process's pid and start time ("" when it is gone).
+func processIdentity(pid int) string {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return ""
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) < 20 || fields[0] == "Z" {
+		return ""
+	}
+	return strconv.Itoa(pid) + " " + fields[19] // starttime, field 22 of stat
+}
+
+// writeOwner marks dir as this test process's.
+func writeOwner(dir string) error {
+	return os.WriteFile(filepath.Join(dir, ownerFile), []byte(processIdentity(os.Getpid())), 0o600)
+}
+
+// staleTempDirs are the test folders under the machine's temporary
+// directory that no running test owns: Start's, whose owner process is
+// gone (or, made before owners were written, an hour old), and envtest's,
+// which no running process names and which have not changed for ten
+// minutes (envtest starts etcd within seconds of making its folder).
+func staleTempDirs() ([]string, error) {
+	var out []string
+	for _, prefix := range tempDirPrefixes {
+		dirs, err := filepath.Glob(filepath.Join(os.TempDir(), prefix+"*"))
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range dirs {
+			info, err := os.Stat(d)
+			if err != nil || !info.IsDir() {
+				continue
+			}
+			owner, err := os.ReadFile(filepath.Join(d, ownerFile))
+			switch {
+			case err == nil:
+				pid, _, _ := strings.Cut(string(owner), " ")
+				n, _ := strconv.Atoi(pid)
+				if processIdentity(n) != string(owner) {
+					out = append(out, d)
+				}
+			case time.Since(info.ModTime()) > staleAfter(prefix) && !named(d):
+				out = append(out, d)
+			}
+		}
+	}
+	return out, nil
+}
+
+// staleAfter is how long a folder without an owner file is left alone.
+func staleAfter(prefix string) time.Duration {
+	if prefix == "configward-e2e-" {
+		return time.Hour
+	}
+	return 10 * time.Minute
+}
+
+// named says whether a running process's command line names dir.
+func named(dir string) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true // when in doubt, keep it
+	}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && bytes.Contains(raw, []byte(dir)) {
+			return true
+		}
+	}
+	return false
+}
+
 // SweepOrphans ends every process Orphans lists (SIGKILL: nothing waits for
-// them to finish anything), removes the test folders their flags name, and
-// returns what it ended, once they are gone.
+// them to finish anything), removes the test folders their flags name and
+// those no running test owns (staleTempDirs), and returns what it ended,
+// once they are gone.
 func SweepOrphans() ([]Orphan, error) {
 	orphans, err := Orphans()
-	if err != nil || len(orphans) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	if len(orphans) == 0 {
+		return nil, removeStaleTempDirs()
 	}
 	dirs := map[string]bool{}
 	for _, o := range orphans {
@@ -156,11 +240,27 @@ func SweepOrphans() ([]Orphan, error) {
 					return orphans, err
 				}
 			}
-			return orphans, nil
+			return orphans, removeStaleTempDirs()
 		}
 		if time.Now().After(deadline) {
 			return orphans, fmt.Errorf("orphaned test processes survived SIGKILL: %v", left)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// removeStaleTempDirs removes what staleTempDirs lists: a test killed
+// after its processes ended, or before it wrote anything they name, leaves
+// its folders too.
+func removeStaleTempDirs() error {
+	dirs, err := staleTempDirs()
+	if err != nil {
+		return err
+	}
+	for _, d := range dirs {
+		if err := os.RemoveAll(d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
