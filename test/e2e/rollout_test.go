@@ -12,7 +12,6 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -174,15 +173,9 @@ func expectedHash(ns string, consumed map[string][]string) string {
 }
 
 func eventsFor(ns, name, reason string) []string {
-	var list eventsv1.EventList
-	Expect(env.Client.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
-	var out []string
-	for _, e := range list.Items {
-		if e.Regarding.Name == name && e.Reason == reason {
-			out = append(out, e.Note)
-		}
-	}
-	return out
+	notes, err := env.EventNotes(context.Background(), ns, name, reason)
+	Expect(err).NotTo(HaveOccurred())
+	return notes
 }
 
 var _ = Describe("config-hash rollouts", func() {

@@ -90,8 +90,8 @@ var _ = Describe("a test binary that is killed", func() {
 	})
 })
 
-// childrenOf lists the pids of the children of parent whose program is one
-// of names.
+// childrenOf lists the pids of the running children of parent whose
+// program is one of names.
 func childrenOf(parent int, names ...string) []int {
 	entries, err := os.ReadDir("/proc")
 	Expect(err).NotTo(HaveOccurred())
@@ -101,13 +101,8 @@ func childrenOf(parent int, names ...string) []int {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
 		exe, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(parent) && slices.Contains(names, filepath.Base(exe)) {
+		if ppid, running := framework.ParentOf(pid); running && ppid == parent && slices.Contains(names, filepath.Base(exe)) {
 			out = append(out, pid)
 		}
 	}
@@ -135,10 +130,6 @@ func testDirsOf(pid int) []string {
 
 // alive says whether pid runs (a zombie waiting for pid 1 does not).
 func alive(pid int) bool {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
+	_, running := framework.ParentOf(pid)
+	return running
 }

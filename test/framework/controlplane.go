@@ -1,7 +1,6 @@
 package framework
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,15 +45,7 @@ func findControlPlaneChild(name string, with ...string) (controlPlaneChild, erro
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so read after
-		// its closing parenthesis.
-		rest := string(stat[bytes.LastIndexByte(stat, ')')+1:])
-		fields := strings.Fields(rest)
-		if len(fields) < 2 || fields[1] != self || fields[0] == "Z" {
+		if ppid, running := ParentOf(pid); !running || strconv.Itoa(ppid) != self {
 			continue
 		}
 		raw, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))

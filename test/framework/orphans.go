@@ -81,21 +81,38 @@ func Orphans() ([]Orphan, error) {
 	return out, nil
 }
 
-// parentAndState reads a process's parent and state from /proc/<pid>/stat
-// (0 and "" when it cannot).
-func parentAndState(pid int) (int, string) {
+// procStat is the fields of /proc/<pid>/stat after the command (state,
+// ppid, ...: field 3 of proc(5) is [0]), or nil when the process is gone.
+// The command may hold spaces and parentheses, so they are read after its
+// last closing parenthesis.
+func procStat(pid int) []string {
 	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return 0, ""
+		return nil
 	}
-	// pid (comm) state ppid ...: comm may hold spaces, so read after its
-	// closing parenthesis.
 	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(fields) < 2 {
+	if len(fields) < 20 {
+		return nil
+	}
+	return fields
+}
+
+// parentAndState reads a process's parent and state (0 and "" when it is
+// gone).
+func parentAndState(pid int) (int, string) {
+	fields := procStat(pid)
+	if fields == nil {
 		return 0, ""
 	}
 	ppid, _ := strconv.Atoi(fields[1])
 	return ppid, fields[0]
+}
+
+// ParentOf is the parent of a running process; false when it is gone (a
+// zombie, which waits only for its parent to reap it, counts as gone).
+func ParentOf(pid int) (int, bool) {
+	ppid, state := parentAndState(pid)
+	return ppid, state != "" && state != "Z"
 }
 
 // tempDirPrefixes start the names of the folders a test's processes keep
@@ -133,12 +150,8 @@ const ownerFile = "owner"
 
 // processIdentity is a process's pid and start time ("" when it is gone).
 func processIdentity(pid int) string {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return ""
-	}
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(fields) < 20 || fields[0] == "Z" {
+	fields := procStat(pid)
+	if fields == nil || fields[0] == "Z" {
 		return ""
 	}
 	return strconv.Itoa(pid) + " " + fields[19] // starttime, field 22 of stat

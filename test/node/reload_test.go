@@ -24,7 +24,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -468,15 +467,9 @@ func reloadResultOf(ns, name string) openreports.ReportResult {
 
 // eventsFor are the notes of the Events of reason regarding object name.
 func eventsFor(ns, name, reason string) []string {
-	var list eventsv1.EventList
-	Expect(env.Client.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
-	var out []string
-	for _, e := range list.Items {
-		if e.Regarding.Name == name && e.Reason == reason {
-			out = append(out, e.Note)
-		}
-	}
-	return out
+	notes, err := env.EventNotes(context.Background(), ns, name, reason)
+	Expect(err).NotTo(HaveOccurred())
+	return notes
 }
 
 // podToken is a token of pod's service account, of audience, bound to the
