@@ -308,6 +308,31 @@ func (w *walkthrough) steps() {
 		return w.expect(w.kubectl("get", "events", "-n", wavesNamespace, "--field-selector", "reason=ConfigReloadFailed",
 			"-o", "custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message"), 0, "rejected ConfigMap/storefront-flags") && ok
 	})
+	w.step("15", "A controller reference is no pass: a pod naming checkout's ReplicaSet as its controller is judged like any pod", func() bool {
+		return w.forgedOwner("15-forged-owner.yaml")
+	})
+}
+
+// forgedOwner creates the pod of sample file, claiming a ReplicaSet of
+// Deployment checkout as its controller, as the sample's comment says to,
+// and expects it refused.
+func (w *walkthrough) forgedOwner(file string) bool {
+	path := filepath.Join(samples, file)
+	fmt.Println("  " + firstComment(path))
+	rs := w.kubectl("get", "rs", "-n", namespace, "-l", "app=checkout", "-o", "jsonpath={.items[0].metadata.name} {.items[0].metadata.uid}")
+	owner := strings.Fields(rs.Stdout)
+	if rs.ExitCode != 0 || len(owner) != 2 {
+		fmt.Println("  ✗ no ReplicaSet of checkout to name")
+		return false
+	}
+	manifest, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Printf("  ✗ %v\n", err)
+		return false
+	}
+	pod := strings.NewReplacer("REPLICASET_NAME", owner[0], "REPLICASET_UID", owner[1]).Replace(string(manifest))
+	fmt.Printf("  $ sed -e s/REPLICASET_NAME/%s/ -e s/REPLICASET_UID/%s/ %s | kubectl create -f -\n", owner[0], owner[1], path)
+	return w.expect(w.show(w.env.Kubectl(pod, "create", "-f", "-")), 1, "denied the request: [subpath-config] Pod demo/checkout-forged")
 }
 
 // agentsReport reports, for each pod of storefront, what its agent would
