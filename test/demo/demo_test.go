@@ -119,7 +119,9 @@ wait:
 		"Hot config (reloaded in place",
 		"the program of pod storefront-",
 		"rejected ConfigMap/storefront-flags",
-		"✓ all 14 steps went as expected",
+		"✓ 15 as expected",
+		`denied the request: [subpath-config] Pod demo/checkout-forged`,
+		"✓ all 15 steps went as expected",
 	} {
 		if !strings.Contains(strings.ToLower(walk), strings.ToLower(want)) {
 			t.Errorf("the walkthrough does not show %q", want)
