@@ -24,7 +24,8 @@ import (
 
 // orphanNames are the programs the suites start that outlive a killed test
 // binary: the control plane, kwok, the real node's kubelet and containerd,
-// and configward's own processes. containerd's shims are left out: they
+// and configward's own processes (the suites' build, under bin/test).
+// containerd's shims are left out: they
 // are reparented by design while their node runs, and the node's own
 // teardown (StartNode) ends them.
 var orphanNames = []string{"kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok", "kubelet", "containerd", "configward"}
@@ -71,6 +72,9 @@ func Orphans() ([]Orphan, error) {
 		exe, err := os.Readlink(filepath.Join("/proc", ent.Name(), "exe"))
 		if err != nil || !strings.HasPrefix(exe, bin+string(filepath.Separator)) || !slices.Contains(orphanNames, filepath.Base(exe)) {
 			continue
+		}
+		if filepath.Base(exe) == "configward" && !strings.HasPrefix(exe, filepath.Join(bin, "test")+string(filepath.Separator)) {
+			continue // bin/configward is `make build`'s, which people run by hand; the suites run bin/test's
 		}
 		raw, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
 		if err != nil {
