@@ -47,6 +47,12 @@ func create(objs ...client.Object) {
 	}
 }
 
+// afterCreationSecond waits until the clock (the API server's: this
+// machine's) is past the second obj was created in.
+func afterCreationSecond(obj client.Object) {
+	time.Sleep(time.Until(obj.GetCreationTimestamp().Truncate(time.Second).Add(time.Second)))
+}
+
 // setValue changes the ConfigMap's one value.
 func setValue(cm *corev1.ConfigMap, value string) { writeAs(cm, value, "controllers-suite") }
 

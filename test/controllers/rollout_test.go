@@ -21,7 +21,12 @@ var _ = Describe("the rollout controller", func() {
 		ns := namespace(nil)
 		cm := configMap(ns, "cfg", "port: 80")
 		d := deployment(ns, "web", "cfg")
-		create(cm, d)
+		create(cm)
+		// The controller knows which came first only to the second: created
+		// in a later one, the Deployment's pods started with the ConfigMap,
+		// whatever order the informers deliver the two in.
+		afterCreationSecond(cm)
+		create(d)
 		// Installing configward restarts nothing: without a change, an
 		// unstamped workload stays unstamped.
 		Consistently(templateHash(d), 2*batchWindow).Should(BeEmpty())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -65,26 +66,33 @@ func logCauses(ctx context.Context, c cache.Cache, inv *inventory.Inventory, rol
 		if err != nil {
 			return fmt.Errorf("watching %ss for the change log: %w", kind, err)
 		}
-		log := func(o any) {
+		log := func(o any, created bool) {
 			obj, ok := o.(client.Object)
 			if !ok {
 				return
 			}
 			for _, key := range rolledConsumers(ctx, inv, rolled, kind, obj) {
-				causes.Add(key, inventory.IndexValue(kind, obj.GetName()), time.Now())
+				if created && !key.startedWithout(obj) {
+					// Informers deliver in their own order: under load a
+					// ConfigMap created before its consumer may reach this
+					// handler after the consumer reached the cache. Its
+					// pods started with it, so for them it changed nothing.
+					continue
+				}
+				causes.Add(key.Key, inventory.IndexValue(kind, obj.GetName()), time.Now())
 			}
 		}
 		_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(o any, isInInitialList bool) {
 				if !isInInitialList {
-					log(o)
+					log(o, true)
 				}
 			},
 			UpdateFunc: func(old, new any) {
 				o, okOld := old.(client.Object)
 				n, okNew := new.(client.Object)
 				if okOld && okNew && inventory.ContentChanged(o, n) {
-					log(n)
+					log(n, false)
 				}
 			},
 		})
@@ -95,16 +103,31 @@ func logCauses(ctx context.Context, c cache.Cache, inv *inventory.Inventory, rol
 	return nil
 }
 
+// consumer is a workload rolledConsumers names, with when it was created.
+type consumer struct {
+	drift.Key
+	created metav1.Time
+}
+
+// startedWithout says the workload may have started without obj: it was
+// not created in a later second than obj (creation times are to the
+// second; in the same one the order is unknown, and a creation counts as
+// the change it may be).
+func (c consumer) startedWithout(obj client.Object) bool {
+	created := obj.GetCreationTimestamp()
+	return !created.Truncate(time.Second).Before(c.created.Truncate(time.Second))
+}
+
 // rolledConsumers names the workloads of kinds that consume obj and are
 // rolled by their own rollout controller: not those another workload
 // controls, which their owner's rollout replaces.
-func rolledConsumers(ctx context.Context, inv *inventory.Inventory, kinds []workload.Kind, kind refs.Kind, obj client.Object) []drift.Key {
+func rolledConsumers(ctx context.Context, inv *inventory.Inventory, kinds []workload.Kind, kind refs.Kind, obj client.Object) []consumer {
 	consumers, err := inv.Consumers(ctx, kinds, kind, obj.GetNamespace(), obj.GetName())
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing consumers", "kind", kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
 		return nil
 	}
-	var out []drift.Key
+	var out []consumer
 	for _, c := range consumers {
 		if workload.Controlled(c) {
 			continue
@@ -113,8 +136,8 @@ func rolledConsumers(ctx context.Context, inv *inventory.Inventory, kinds []work
 		if !ok {
 			continue // listed for one of kinds, so never
 		}
-		out = append(out, drift.Key{Group: t.Group, Kind: t.Kind.Kind,
-			NamespacedName: types.NamespacedName{Namespace: c.GetNamespace(), Name: c.GetName()}})
+		out = append(out, consumer{Key: drift.Key{Group: t.Group, Kind: t.Kind.Kind,
+			NamespacedName: types.NamespacedName{Namespace: c.GetNamespace(), Name: c.GetName()}}, created: c.GetCreationTimestamp()})
 	}
 	return out
 }
