@@ -663,8 +663,14 @@ func alive(pid int) bool {
 // removes the cgroups its containers used, and deletes its root.
 func teardown(s nodeState) error {
 	var errs []error
+	// A process's executable is its resolved path: bin/ may be a link (a
+	// second work tree sharing one build cache).
+	bin := s.Bin
+	if resolved, err := filepath.EvalSymlinks(s.Bin); err == nil {
+		bin = resolved
+	}
 	for _, pid := range s.PIDs {
-		if alive(pid) && strings.HasPrefix(exe(pid), s.Bin+"/") {
+		if alive(pid) && strings.HasPrefix(exe(pid), bin+"/") {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
@@ -686,7 +692,7 @@ func teardown(s nodeState) error {
 			continue
 		}
 		cmdline, _ := os.ReadFile(filepath.Join(p, "cmdline"))
-		if strings.HasPrefix(exe(pid), s.Bin+"/") && strings.Contains(string(cmdline), socket) {
+		if strings.HasPrefix(exe(pid), bin+"/") && strings.Contains(string(cmdline), socket) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
