@@ -91,7 +91,7 @@ func (c *Common) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVarP(&c.LogLevel, "verbosity", "v", 0,
 		"Log verbosity: 0 logs decisions that refuse or warn and lifecycle events; 1 adds every admission decision; 2+ is for debugging.")
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", 5*time.Second,
-		"On SIGTERM, report not ready and keep serving this long before stopping, so the endpoint is removed from the Service before the listener closes. Set it above the time your cluster takes to propagate endpoint changes.")
+		"On SIGTERM, report not ready and keep serving this long before stopping, so the endpoint is removed from the Service before the listener closes. Set it above the time your cluster takes to propagate endpoint changes. The webhook then also waits until the API server has closed every connection it holds (up to --idle-timeout plus 30s); 0 stops at once.")
 	fs.StringVar(&c.HeapDumpFile, "heap-dump-file", "",
 		"Diagnostics: on SIGUSR1, collect garbage and write a dump of the live heap (runtime/debug.WriteHeapDump) to this file, e.g. to check that no Secret value lives in the process. Empty: off.")
 	fs.StringVar(&c.HashKeyNamespace, "hash-key-namespace", defaultNamespace(),
@@ -308,7 +308,7 @@ func (w *Webhook) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&w.MaxInFlightBytes, "max-in-flight-bytes", webhookserver.DefaultMaxInFlightBytes,
 		"Most request-body bytes held at once (a request without a length counts as --max-request-bytes); size it with the memory limit: each byte of a large review costs several while decoded.")
 	fs.DurationVar(&w.IdleTimeout, "idle-timeout", webhookserver.DefaultIdleTimeout,
-		"How long a connection from the API server may sit idle before it is closed. Until then Go's connection buffers hold the last review it carried; the API server reconnects when it next calls.")
+		"How long a connection from the API server may sit idle before it is closed. Until then Go's connection buffers hold the last review it carried. Keep it above the API server's own 90s idle timeout: a connection configward closes idle can take a review the API server writes onto it at that instant, which then fails.")
 	fs.StringVar(&w.ReloadAgent.Image, "reload-agent-image", "",
 		"Image of the reload agent injected into pods whose template carries configward.dev/reload-agent (configward's own; the chart sets it). Empty: no pod gets the agent.")
 	fs.StringVar(&w.ReloadAgent.ReportURL, "reload-agent-report-url", "",

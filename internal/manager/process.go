@@ -20,8 +20,21 @@ type Process struct {
 	Manager  ctrlmanager.Manager
 	draining atomic.Bool
 	delay    time.Duration
-	// onDrain runs when draining starts.
-	onDrain func()
+	// server, when the process serves the API server, drains before the
+	// manager stops it.
+	server drainer
+}
+
+// drainer is a server the API server keeps connections to.
+type drainer interface {
+	// Drain makes every answer from now on close its connection.
+	Drain()
+	// WaitConnectionsClosed returns once the API server holds no
+	// connection to the server.
+	WaitConnectionsClosed(context.Context) error
+	// DrainBound is the longest that wait takes with a well-behaved API
+	// server.
+	DrainBound() time.Duration
 }
 
 // RESTConfig loads the connection to the API server: an explicit kubeconfig,
@@ -84,8 +97,11 @@ func (p *Process) cachesSynced(req *http.Request) error {
 }
 
 // Run serves until ctx is cancelled (SIGTERM), then reports not ready, keeps
-// serving for the shutdown delay so endpoints drain, and only then stops the
-// manager, which lets in-flight requests finish.
+// serving for the shutdown delay so endpoints drain, then, for a server the
+// API server calls, until the API server has closed every connection it
+// holds to it, and only then stops the manager, which lets in-flight
+// requests finish. With no delay (nothing routes elsewhere, as in tests
+// that run one replica) it stops at once.
 func (p *Process) Run(ctx context.Context) error {
 	mgrCtx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -99,14 +115,33 @@ func (p *Process) Run(ctx context.Context) error {
 	}
 	log := ctrl.Log.WithName("shutdown")
 	p.draining.Store(true)
-	if p.onDrain != nil {
-		p.onDrain()
+	if p.server != nil {
+		p.server.Drain()
 	}
 	log.Info("not ready any more; draining before stopping", "delay", p.delay)
 	select {
 	case err := <-done:
 		return err
 	case <-time.After(p.delay):
+	}
+	if p.server != nil && p.delay > 0 {
+		// Each connection ends after its next answer or when the API
+		// server closes it idle; closing one under the API server instead
+		// loses the review it may be writing onto it at that instant.
+		waitCtx, cancel := context.WithTimeout(context.Background(), p.server.DrainBound())
+		defer cancel()
+		waited := make(chan error, 1)
+		go func() { waited <- p.server.WaitConnectionsClosed(waitCtx) }()
+		select {
+		case err := <-done:
+			return err
+		case err := <-waited:
+			if err != nil {
+				log.Info("stopping with connections open", "reason", err.Error())
+			} else {
+				log.Info("the API server closed every connection; stopping")
+			}
+		}
 	}
 	stop()
 	return <-done

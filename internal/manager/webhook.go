@@ -72,7 +72,7 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	if err := addAPIServerProbe(mgr, cfg); err != nil {
 		return nil, err
 	}
-	p := &WebhookProcess{Process: Process{Manager: mgr, delay: o.ShutdownDelay, onDrain: srv.Drain}, Server: srv}
+	p := &WebhookProcess{Process: Process{Manager: mgr, delay: o.ShutdownDelay, server: srv}, Server: srv}
 	if agents != nil {
 		p.Agents = agents
 	}

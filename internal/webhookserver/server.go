@@ -54,10 +54,23 @@ const (
 	DefaultMaxInFlightBytes = 4 * DefaultMaxRequestBytes
 )
 
-// DefaultIdleTimeout closes a connection the API server has not used for
-// half a minute. A busy API server keeps its connections in use, and a
-// quiet one pays one TLS handshake when it next calls.
-const DefaultIdleTimeout = 30 * time.Second
+// APIServerIdleTimeout is how long the API server keeps an idle connection
+// to a webhook before it closes it: client-go's transport takes net/http's
+// default (k8s.io/apimachinery/pkg/util/net.SetOldTransportDefaults).
+const APIServerIdleTimeout = 90 * time.Second
+
+// DefaultIdleTimeout is above APIServerIdleTimeout, so that the API server,
+// not configward, closes the connections it leaves idle. HTTP/1.1 gives a
+// server no race-free way to close an idle connection: a request the API
+// server writes onto it at that instant fails with EOF, Go's client does not
+// retry a POST, and the API server never retries a webhook call
+// (kubernetes#127335). When the client closes, no request is in flight.
+const DefaultIdleTimeout = 2 * time.Minute
+
+// requestTimeout bounds reading a request and writing its answer: the API
+// server's webhook timeout is at most 30s, and nothing legitimate takes
+// longer to send or receive.
+const requestTimeout = 30 * time.Second
 
 // Options configure the server. Zero values get the defaults documented on
 // each field.
@@ -97,7 +110,10 @@ type Options struct {
 	// buffers keep the last request a connection carried, Secret values
 	// and all, until the next one overwrites it or the connection goes;
 	// this bounds how long (see wipingListener for the buffer that would
-	// outlive the connection). Default DefaultIdleTimeout.
+	// outlive the connection), and the API server's own idle timeout
+	// (APIServerIdleTimeout) bounds it sooner. At or below that, the server
+	// closes idle connections under the API server, and now and then a
+	// review fails. Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
 	// ShutdownTimeout bounds how long in-flight requests may take to finish
 	// once the server is asked to stop. Default 30s.
@@ -121,6 +137,9 @@ type Server struct {
 	generation atomic.Int64 // number of certificate reloads after the first load
 	handshakes handshakeLog
 	bound      *inFlight
+	// open counts the connections accepted and not yet closed, so that a
+	// draining server knows when the API server has let go of it.
+	open atomic.Int64
 }
 
 var _ webhook.Server = (*Server)(nil)
@@ -162,6 +181,10 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
+	}
+	if opts.IdleTimeout <= APIServerIdleTimeout {
+		opts.Log.Info("the idle timeout is not above the API server's: configward, not the API server, closes idle connections, and a review the API server sends on one as it closes fails",
+			"idleTimeout", opts.IdleTimeout, "apiServerIdleTimeout", APIServerIdleTimeout)
 	}
 	return &Server{opts: opts, mux: http.NewServeMux(), paths: map[string]bool{},
 		bound: newInFlight(opts.MaxInFlight, opts.MaxInFlightBytes, opts.MaxRequestBytes)}, nil
@@ -277,12 +300,11 @@ func (s *Server) Start(ctx context.Context) error {
 	srv := &http.Server{
 		Handler:           s.retireStaleConnections(s.mux),
 		ConnContext:       s.stampConnection,
+		ConnState:         s.countConnection,
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
-		// The API server's webhook timeout is at most 30s; nothing legitimate
-		// takes longer to send or receive.
-		ReadTimeout:  30 * time.Second,
-		WriteTimeout: 30 * time.Second,
+		ReadTimeout:  requestTimeout,
+		WriteTimeout: requestTimeout,
 		IdleTimeout:  s.opts.IdleTimeout,
 		// TLS handshake errors from port scanners and TCP probes are noise at
 		// the default level.
@@ -357,9 +379,48 @@ func (s *Server) retireStaleConnections(next http.Handler) http.Handler {
 // close"), from now until the server stops. Called when the process starts
 // to shut down: while its endpoint leaves the Service, the API server's
 // keep-alive connections to this replica end one by one after an answered
-// request, instead of all at once when the listener closes, where a
-// request written onto a connection as it closes fails.
+// request, or when the API server closes them idle (WaitConnectionsClosed),
+// instead of all at once when the listener closes, where a request written
+// onto a connection as it closes fails.
 func (s *Server) Drain() { s.draining.Store(true) }
+
+// countConnection keeps open current.
+func (s *Server) countConnection(_ net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		s.open.Add(1)
+	case http.StateClosed, http.StateHijacked:
+		s.open.Add(-1)
+	}
+}
+
+// OpenConnections is the number of connections the server holds.
+func (s *Server) OpenConnections() int64 { return s.open.Load() }
+
+// WaitConnectionsClosed returns once no connection is open, or when ctx
+// ends. After Drain, every connection ends either after its next answer
+// (which tells the client to close it) or when the client closes it idle,
+// so the wait is bounded by the API server's idle timeout; a connection
+// this server would close itself (its own idle timeout, a stalled read)
+// ends sooner than ctx should. Only then may the listener and the
+// remaining connections close without a request being caught on one.
+func (s *Server) WaitConnectionsClosed(ctx context.Context) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for s.open.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d connections still open: %w", s.open.Load(), ctx.Err())
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// DrainBound is the longest WaitConnectionsClosed can take once every
+// client behaves: a connection idle up to the server's own idle timeout,
+// then one more request at most as long as the read and write timeouts.
+func (s *Server) DrainBound() time.Duration { return s.opts.IdleTimeout + requestTimeout }
 
 // AuthenticatesCallers reports whether only clients with a certificate from
 // the client CA (the API server) can call.

@@ -309,6 +309,11 @@ var _ = Describe("the chart, rendered", func() {
 		Expect(web.Spec.Template.Spec.Containers[0].Args).To(ContainElements("webhook", "--shutdown-delay=5s",
 			"--configward-service-accounts=configward/configward-webhook,configward/configward-controller"))
 		Expect(ctl.Spec.Template.Spec.Containers[0].Args).To(ContainElements("controller", "--leader-elect=true", "--leader-election-namespace=configward", "--reports=auto"))
+		// A stopping replica waits for the API server to close its idle
+		// connections (up to the idle timeout, above the API server's 90 s),
+		// then a last review and the stop: the kubelet must not kill it first.
+		Expect(web.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--idle-timeout=2m"))
+		Expect(*web.Spec.Template.Spec.TerminationGracePeriodSeconds).To(BeNumerically(">", 5+120+30+30))
 		pdb := typed[policyv1.PodDisruptionBudget](objs, "PodDisruptionBudget", "configward-webhook")
 		Expect(pdb.Spec.MinAvailable.IntValue()).To(Equal(1))
 		for _, d := range []*appsv1.Deployment{web, ctl} {
@@ -445,7 +450,7 @@ var _ = Describe("the chart, rendered", func() {
 
 	It("can require the API server's client certificate, admit only the API server's addresses, and bound work in flight", func() {
 		web := typed[appsv1.Deployment](render(), "Deployment", "configward-webhook")
-		Expect(web.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--max-in-flight=64", "--max-in-flight-bytes=33554432", "--idle-timeout=30s"))
+		Expect(web.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--max-in-flight=64", "--max-in-flight-bytes=33554432", "--idle-timeout=2m"))
 		Expect(web.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement(HavePrefix("--client-ca-file")), "client certificates are opt-in")
 
 		objs := render("--set", "webhook.clientCA.configMap=apiserver-client-ca", "--set", "webhook.maxInFlightBytes=67108864",

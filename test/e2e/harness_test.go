@@ -5,7 +5,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptrace"
+	"strings"
 	"sync"
 	"time"
 
@@ -210,6 +213,57 @@ var _ = Describe("the test harness", func() {
 		Eventually(done, delay+30*time.Second).Should(Receive(BeNil()))
 		Expect(time.Since(stopped)).To(BeNumerically(">=", delay))
 		Expect(serving()).NotTo(Succeed(), "still serving after shutdown")
+	})
+
+	It("on shutdown closes no connection under the API server: an idle one is answered after the delay, and the process stops once it is closed", func() {
+		const delay = time.Second
+		p, probe, err := env.NewWebhookProcess(delay, 0)
+		Expect(err).NotTo(HaveOccurred())
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		Eventually(func() int { return probeStatus(probe, "/readyz") }, 30*time.Second).Should(Equal(http.StatusOK))
+
+		// One keep-alive connection, as the API server's client keeps them,
+		// and a second that stays idle to the end.
+		cfg := env.ClientTLS()
+		cfg.ServerName = "127.0.0.1"
+		kept := &http.Transport{TLSClientConfig: cfg, MaxConnsPerHost: 1, IdleConnTimeout: time.Hour}
+		defer kept.CloseIdleConnections()
+		idle := &http.Transport{TLSClientConfig: cfg.Clone(), IdleConnTimeout: time.Hour}
+		url := "https://" + p.Server.Addr().String() + "/mutate-config-hash"
+		review := func(t *http.Transport) (*http.Response, bool, error) {
+			reused := false
+			trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}
+			req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodPost, url, strings.NewReader("{}"))
+			resp, err := t.RoundTrip(req)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			return resp, reused, err
+		}
+		_, _, err = review(kept)
+		Expect(err).NotTo(HaveOccurred())
+		_, _, err = review(idle)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(p.Server.OpenConnections()).To(BeEquivalentTo(2))
+
+		cancel()
+		// Past the shutdown delay, where a server that stops then would
+		// close both idle connections under their client.
+		time.Sleep(delay + 500*time.Millisecond)
+		resp, reused, err := review(kept)
+		Expect(err).NotTo(HaveOccurred(), "a review written onto an idle connection after the shutdown delay was lost")
+		Expect(reused).To(BeTrue(), "the review went on the connection kept alive from before the shutdown")
+		Expect(resp.Close).To(BeTrue(), "the answer tells the client to close the connection")
+		Consistently(done, 2*time.Second).ShouldNot(Receive(), "stopped while the API server still held a connection")
+		Expect(p.Server.OpenConnections()).To(BeEquivalentTo(1))
+
+		// The client closes the last one, as the API server does after 90 s idle.
+		idle.CloseIdleConnections()
+		Eventually(done, 10*time.Second).Should(Receive(BeNil()))
 	})
 
 	It("is not ready while the certificate on disk cannot be served, and keeps serving the last good one", func() {
