@@ -303,9 +303,9 @@ func (s *Server) Start(ctx context.Context) error {
 		ConnState:         s.countConnection,
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:  requestTimeout,
-		WriteTimeout: requestTimeout,
-		IdleTimeout:  s.opts.IdleTimeout,
+		ReadTimeout:       requestTimeout,
+		WriteTimeout:      requestTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
 		// TLS handshake errors from port scanners and TCP probes are noise at
 		// the default level.
 		ErrorLog: stdlog.New(logWriter{s.opts.Log.V(1)}, "", 0),
