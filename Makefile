@@ -191,7 +191,12 @@ FUZZ_TARGETS := internal/admission:FuzzWebhookBodies internal/valueschema:FuzzSc
                 internal/webhookscope:FuzzReferenceParity
 FUZZTIME     ?= 10m
 FUZZMINIMIZE ?= 2s
-FUZZ_REPORT  := $(BIN)/fuzz-report.txt
+FUZZ_REPORT  ?= $(BIN)/fuzz-report.txt
+# Workers per target: Go's default is one per core.
+FUZZPARALLEL ?= $(shell nproc)
+# fuzz-long's budget per target, and where the corpus it grows is kept.
+FUZZLONG     ?= 1h
+FUZZ_CORPUS  := $(BIN)/fuzz-corpus
 
 .PHONY: fuzz-smoke
 fuzz-smoke: ## Fuzz every target for 500 executions beyond its seeds (not part of make test: its instrumented builds cost five minutes cold).
@@ -204,10 +209,21 @@ fuzz-smoke: ## Fuzz every target for 500 executions beyond its seeds (not part o
 fuzz: ## Fuzz every target for FUZZTIME (default 10m) each; executions per target go to bin/fuzz-report.txt, crashers to the package's testdata/fuzz.
 	mkdir -p $(BIN) && : > $(FUZZ_REPORT)
 	failed=0; for t in $(FUZZ_TARGETS); do \
-		result=ok; $(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) > $(BIN)/fuzz.log 2>&1 \
+		result=ok; $(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) -parallel $(FUZZPARALLEL) > $(BIN)/fuzz.log 2>&1 \
 			|| { result=CRASHER; failed=1; grep -v '^fuzz: elapsed' $(BIN)/fuzz.log; }; \
 		echo "$$t $$result $$(grep '^fuzz: elapsed' $(BIN)/fuzz.log | tail -1)" >> $(FUZZ_REPORT); \
 	done; cat $(FUZZ_REPORT); exit $$failed
+
+# Go keeps the inputs that widened coverage in its cache ($$GOCACHE/fuzz),
+# where the next run starts from them; fuzz-long also copies them to
+# $(FUZZ_CORPUS) after the run and back before it, so a cleaned cache
+# (go clean -fuzzcache) or a new machine with bin/ carried over starts
+# where the last run stopped. Crashers go to testdata/fuzz, as with fuzz.
+.PHONY: fuzz-long
+fuzz-long: ## Fuzz every target for FUZZLONG (default 1h) each on a kept corpus (bin/fuzz-corpus); executions per target go to bin/fuzz-long-report.txt.
+	cache=$$($(GO) env GOCACHE)/fuzz && mkdir -p $(FUZZ_CORPUS) $$cache && cp -a $(FUZZ_CORPUS)/. $$cache/ && \
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZLONG) FUZZ_REPORT=$(BIN)/fuzz-long-report.txt; rc=$$?; \
+	cp -a $$cache/. $(FUZZ_CORPUS)/ && echo "corpus kept in $(FUZZ_CORPUS): $$(find $(FUZZ_CORPUS) -type f | wc -l) inputs"; exit $$rc
 
 .PHONY: image-binaries
 image-binaries: ## Cross-compile static configward binaries for IMAGE_PLATFORMS into bin/image/OS/ARCH/.

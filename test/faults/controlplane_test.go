@@ -17,6 +17,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/scheme"
+	"github.com/configward/configward/test/framework"
 )
 
 // The control plane fails under configward: an API server restarts (an
@@ -89,7 +90,7 @@ var _ = Describe("the control plane restarted under load", func() {
 				Should(Equal("1"), "%s does not say its API server is back", p.Name)
 		}
 		time.Sleep(3 * time.Second)
-		load.enough()
+		enough(load)
 		close(stop)
 		took := <-done
 
@@ -98,8 +99,8 @@ var _ = Describe("the control plane restarted under load", func() {
 			how = "SIGTERM, then SIGKILL after 20 s"
 		}
 		AddReportEntry("kube-apiserver restart", fmt.Sprintf("first API server %s in %v, down %v in all; the change made meanwhile seen %v after it was back\n%s",
-			how, stoppedIn.Round(100*time.Millisecond), outage.Round(100*time.Millisecond), resynced.Round(100*time.Millisecond), load.summary(took)))
-		Expect(load.failed.Load()).To(BeZero(), "requests through the API server that stayed up failed")
+			how, stoppedIn.Round(100*time.Millisecond), outage.Round(100*time.Millisecond), resynced.Round(100*time.Millisecond), load.Summary(took)))
+		Expect(load.Failed.Load()).To(BeZero(), "requests through the API server that stayed up failed")
 		Expect(webhookFailures(ctx, second)).To(Equal(failuresBefore), "the API server that stayed up failed to call a webhook")
 	})
 
@@ -151,13 +152,13 @@ var _ = Describe("the control plane restarted under load", func() {
 			ShouldNot(Or(Equal(before), BeEmpty()))
 		seen := time.Since(changed)
 		time.Sleep(3 * time.Second)
-		load.enough()
+		enough(load)
 		close(stop)
 		took := <-done
 
 		AddReportEntry("etcd restart", fmt.Sprintf("etcd down (SIGKILL) until the API server was ready again: %v; a change after it seen in %v\n%s",
-			outage.Round(100*time.Millisecond), seen.Round(100*time.Millisecond), load.summary(took)))
-		Expect(load.failures(callingWebhook)).To(BeZero(), "the API server failed to call a webhook while etcd was down")
+			outage.Round(100*time.Millisecond), seen.Round(100*time.Millisecond), load.Summary(took)))
+		Expect(load.Failures(framework.CallingWebhook)).To(BeZero(), "the API server failed to call a webhook while etcd was down")
 		Expect(webhookFailures(ctx, env.Config)).To(Equal(failuresBefore), "the API server failed to call a webhook")
 	})
 })
@@ -166,7 +167,7 @@ var _ = Describe("the control plane restarted under load", func() {
 // ConfigMap "shared" and returns the hash the webhook stamped on it ("" when
 // the create failed).
 func stampedVia(ctx context.Context, c client.Client, ns string) string {
-	d := deployment(ns, "probe")
+	d := framework.LoadDeployment(ns, "probe")
 	if err := c.Create(ctx, d, client.DryRunAll); err != nil {
 		return ""
 	}

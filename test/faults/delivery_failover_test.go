@@ -45,12 +45,12 @@ var _ = Describe("the leading controller killed during a config delivery", func(
 			Data: map[string]string{"level": "info"}})).To(Succeed())
 		// A spec before this one may have restarted etcd or the API server:
 		// a webhook replica's watches then take a while to come back.
-		Eventually(func() []string { return unknownTo(deployment(ns.Name, "probe")) }, 60*time.Second, 100*time.Millisecond).Should(BeEmpty())
+		Eventually(func() []string { return unknownTo(framework.LoadDeployment(ns.Name, "probe")) }, 60*time.Second, 100*time.Millisecond).Should(BeEmpty())
 		// The ConfigPolicy above too: after such a restart a replica's
 		// ConfigPolicy watch may come back later than its ConfigMap one.
-		Eventually(func() []string { return withoutRevisions(deployment(ns.Name, "probe")) }, 60*time.Second, 100*time.Millisecond).Should(BeEmpty())
+		Eventually(func() []string { return withoutRevisions(framework.LoadDeployment(ns.Name, "probe")) }, 60*time.Second, 100*time.Millisecond).Should(BeEmpty())
 		for i := range workloads {
-			Expect(env.Client.Create(ctx, deployment(ns.Name, fmt.Sprintf("web-%03d", i)))).To(Succeed())
+			Expect(env.Client.Create(ctx, framework.LoadDeployment(ns.Name, fmt.Sprintf("web-%03d", i)))).To(Succeed())
 		}
 		before := hashes(ctx, ns.Name)
 		Expect(distinct(before)).To(HaveLen(1), "every workload starts with the same hash")

@@ -51,9 +51,9 @@ var _ = Describe("the leading controller killed during a rollout of 100 workload
 		// (and re-stamped once the controller sees that).
 		// A spec before this one may have restarted etcd or the API server:
 		// a webhook replica's watches then take a while to come back.
-		Eventually(func() []string { return unknownTo(deployment(ns.Name, "probe")) }, 60*time.Second, 100*time.Millisecond).Should(BeEmpty())
+		Eventually(func() []string { return unknownTo(framework.LoadDeployment(ns.Name, "probe")) }, 60*time.Second, 100*time.Millisecond).Should(BeEmpty())
 		for i := range workloads {
-			Expect(env.Client.Create(ctx, deployment(ns.Name, fmt.Sprintf("web-%03d", i)))).To(Succeed())
+			Expect(env.Client.Create(ctx, framework.LoadDeployment(ns.Name, fmt.Sprintf("web-%03d", i)))).To(Succeed())
 		}
 		before := hashes(ctx, ns.Name)
 		Expect(before).To(HaveLen(workloads))
@@ -104,27 +104,6 @@ var _ = Describe("the leading controller killed during a rollout of 100 workload
 			rolledByLeader, workloads, failed))
 	})
 })
-
-// deployment is a Deployment of one pod mounting ConfigMap shared.
-func deployment(ns, name string) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: new(int32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1",
-						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/app"}}}},
-					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
-						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "shared"}}}}},
-				},
-			},
-		},
-	}
-}
 
 // unknownTo lists the webhook replicas that, asked directly as the API
 // server asks them, judge the creation of d with a missing-config-ref

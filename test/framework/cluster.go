@@ -292,6 +292,24 @@ func (c *Component) Kill() {
 	_ = c.Stop()
 }
 
+// Terminate sends SIGTERM, as the kubelet does to a pod's container, and
+// waits up to grace for the process to exit by itself; then it kills it,
+// as the kubelet does at the end of the grace period. It says whether the
+// process had to be killed and how it ended (nil: exit status 0).
+func (c *Component) Terminate(grace time.Duration) (killed bool, exit error) {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-c.exited:
+		c.exited <- err
+		return false, err
+	case <-time.After(grace):
+		_ = c.cmd.Process.Kill()
+		err := <-c.exited
+		c.exited <- err
+		return true, err
+	}
+}
+
 // Stop interrupts the component and waits for it, killing it after ten
 // seconds. Stopping a stopped component does nothing.
 func (c *Component) Stop() error {

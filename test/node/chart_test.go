@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/manager"
@@ -29,6 +31,9 @@ import (
 // node, its serving certificate from cert-manager, its webhook reached by
 // the API server through its Service, its controller's replicas sharing a
 // lease.
+// webhookGracePeriod is the chart's webhook.terminationGracePeriodSeconds.
+const webhookGracePeriod = 190 * time.Second
+
 var _ = Describe("configward installed by its chart, on the real node", Ordered, func() {
 	ctx := context.Background()
 	It("runs each replica from configward's image on the node, ready, at the chart's priority", func() {
@@ -171,6 +176,58 @@ var _ = Describe("configward installed by its chart, on the real node", Ordered,
 			Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(&lease), &lease)).To(Succeed())
 			return lease.Spec.RenewTime.Time
 		}, time.Minute, 250*time.Millisecond).Should(BeTemporally(">", renewed))
+	})
+	It("loses no admission request through a helm upgrade that restarts both processes", func() {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "upgrade-load"}}
+		Expect(env.Client.Create(ctx, ns)).To(Succeed())
+		before, err := framework.WebhookCallFailures(ctx, env.Config)
+		Expect(err).NotTo(HaveOccurred())
+		replaced := map[string]bool{}
+		for _, component := range []string{"webhook", "controller"} {
+			for _, p := range releasePods(component) {
+				replaced[p.Name] = true
+			}
+		}
+
+		// Through the webhook Service, which the API server resolves to
+		// the ready pods of its EndpointSlices at each new connection.
+		stop := make(chan struct{})
+		load, done, err := framework.StartLoad(ctx, env.Config, ns.Name, 50, 8*time.Minute, stop)
+		Expect(err).NotTo(HaveOccurred())
+		time.Sleep(3 * time.Second)
+		started := time.Now()
+		res := env.Helm("upgrade", release, filepath.Join(framework.RepoRoot(), "charts", "configward"), "-n", releaseNamespace,
+			"--reuse-values", "--set", "logVerbosity=1", "--wait", "--timeout", "5m")
+		Expect(res.ExitCode).To(Equal(0), func() string { return res.Stdout + res.Stderr + releaseLogs() })
+		upgraded := time.Since(started)
+		By("the old pods drain and end while the load goes on")
+		Eventually(func() []string {
+			var pods corev1.PodList
+			Expect(env.Client.List(ctx, &pods, client.InNamespace(releaseNamespace))).To(Succeed())
+			var left []string
+			for _, p := range pods.Items {
+				if replaced[p.Name] {
+					left = append(left, p.Name)
+				}
+			}
+			return left
+		}, webhookGracePeriod, time.Second).Should(BeEmpty(), "old pods still there after the chart's grace period")
+		gone := time.Since(started)
+		for _, component := range []string{"webhook", "controller"} {
+			for _, p := range releasePods(component) {
+				Expect(replaced).NotTo(HaveKey(p.Name), "the upgrade replaced every %s pod", component)
+			}
+		}
+		close(stop)
+		took := <-done
+
+		AddReportEntry("helm upgrade under load", fmt.Sprintf("helm upgrade done after %v, the old pods gone after %v; %s",
+			upgraded.Round(time.Second), gone.Round(time.Second), load.Summary(took)))
+		Expect(load.Sent.Load()).To(BeNumerically(">", 1000), "too little load to prove anything")
+		Expect(load.Failed.Load()).To(BeZero(), "requests failed during the upgrade")
+		after, err := framework.WebhookCallFailures(ctx, env.Config)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(after).To(Equal(before), "the API server failed to call a webhook (fail-open webhooks hide it from clients)")
 	})
 })
 
