@@ -187,6 +187,9 @@ type Webhook struct {
 	MaxInFlightBytes int64
 	ClientCAFile     string
 	IdleTimeout      time.Duration
+	// StaleViewWait is how long a review waits for a view that is not
+	// current while the API server answers (freshness.Gate).
+	StaleViewWait time.Duration
 	// ReloadAgent are the settings of the reload agent the webhook injects.
 	ReloadAgent ReloadAgent
 }
@@ -309,6 +312,8 @@ func (w *Webhook) AddFlags(fs *pflag.FlagSet) {
 		"Most request-body bytes held at once (a request without a length counts as --max-request-bytes); size it with the memory limit: each byte of a large review costs several while decoded.")
 	fs.DurationVar(&w.IdleTimeout, "idle-timeout", webhookserver.DefaultIdleTimeout,
 		"How long a connection from the API server may sit idle before it is closed. Until then Go's connection buffers hold the last review it carried. Keep it above the API server's own 90s idle timeout: a connection configward closes idle can take a review the API server writes onto it at that instant, which then fails.")
+	fs.DurationVar(&w.StaleViewWait, "stale-view-wait", 4*time.Second,
+		"How long a review waits for this replica's view of ConfigPolicies, ConfigSchemas, ConfigMaps and Secrets to be current again after a watch broke, while the API server serves that kind; keep it under the webhooks' timeout (the chart's is 5s). After it the replica answers 503 (the failure policy decides) and reports not ready until the view is back. While the API server serves no watch of the kind (it or etcd is down), reviews are judged from the view as it was.")
 	fs.StringVar(&w.ReloadAgent.Image, "reload-agent-image", "",
 		"Image of the reload agent injected into pods whose template carries configward.dev/reload-agent (configward's own; the chart sets it). Empty: no pod gets the agent.")
 	fs.StringVar(&w.ReloadAgent.ReportURL, "reload-agent-report-url", "",
@@ -333,6 +338,9 @@ func (w *Webhook) Validate() error {
 	}
 	if w.MaxRequestBytes < 1<<20 {
 		return fmt.Errorf("--max-request-bytes must be at least 1 MiB; the API server sends objects of up to 3 MiB")
+	}
+	if w.StaleViewWait < 0 || w.StaleViewWait > 10*time.Second {
+		return fmt.Errorf("--stale-view-wait must be between 0 and 10s: a review waiting longer would outlast the API server's webhook timeout")
 	}
 	if w.ReloadAgent.Image != "" && w.ReloadAgent.ReportURL == "" {
 		return fmt.Errorf("--reload-agent-image needs --reload-agent-report-url: an injected agent must know where to report")

@@ -20,6 +20,7 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/configschema"
 	"github.com/configward/configward/internal/effects"
+	"github.com/configward/configward/internal/freshness"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/reload"
 	"github.com/configward/configward/internal/webhookserver"
@@ -40,6 +41,10 @@ type WebhookProcess struct {
 // before Run.
 func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	log := ctrl.Log.WithName("webhook")
+	views := freshness.New().WithLog(ctrl.Log.WithName("freshness"))
+	freshness.Publish(views)
+	gate := &freshness.Gate{Views: views, Wait: o.StaleViewWait,
+		Kinds: []string{"ConfigPolicy", "ConfigSchema", "ConfigMap", "Secret"}}
 	srv, err := webhookserver.New(webhookserver.Options{
 		BindAddress:      o.BindAddress,
 		CertDir:          o.CertDir,
@@ -52,12 +57,14 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 		MaxInFlightBytes: o.MaxInFlightBytes,
 		IdleTimeout:      o.IdleTimeout,
 		ClientCAFile:     o.ClientCAFile,
+		Gate:             gate.Check,
 		Log:              log.WithName("server"),
 	})
 	if err != nil {
 		return nil, err
 	}
 	opts := managerOptions(o.Common, inventory.CacheOptions())
+	opts.Cache.NewInformer = views.NewInformer(kindOf(opts.Scheme))
 	opts.WebhookServer = srv
 	mgr, err := ctrl.NewManager(wipingWatchFrames(cfg), opts)
 	if err != nil {
@@ -79,6 +86,7 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	checks := append([]namedCheck{
 		{"webhook-server", srv.StartedChecker()},
 		{"serving-certificate", srv.CertificateChecker()},
+		{"current-view", func(r *http.Request) error { return gate.Ready(r.Context()) }},
 	}, ready...)
 	if err := p.addProbes(checks...); err != nil {
 		return nil, err

@@ -27,7 +27,7 @@ var (
 	})
 	rejectedRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_webhook_requests_refused_total",
-		Help: "Admission requests answered before reaching a rule, by reason: a denial (too_large, panic, malformed), or shed with 503 (overloaded), which the webhook's failure policy decides.",
+		Help: "Admission requests answered before reaching a rule, by reason: a denial (too_large, panic, malformed), or answered 503, which the webhook's failure policy decides: shed (overloaded), or not judged from a view that stayed stale while the API server answered (stale_view).",
 	}, []string{"reason"})
 	reviewsAnswered = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_webhook_reviews_total",

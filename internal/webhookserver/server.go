@@ -115,6 +115,10 @@ type Options struct {
 	// closes idle connections under the API server, and now and then a
 	// review fails. Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// Gate, when set, is asked before each review is judged; an error
+	// answers 503 with its message instead (the API server applies the
+	// webhook's failure policy), as when the server sheds load.
+	Gate func(context.Context) error
 	// ShutdownTimeout bounds how long in-flight requests may take to finish
 	// once the server is asked to stop. Default 30s.
 	ShutdownTimeout time.Duration
@@ -204,8 +208,24 @@ func (s *Server) Register(path string, hook http.Handler) {
 		panic(fmt.Sprintf("webhook server: path %q registered twice", path))
 	}
 	s.paths[path] = true
-	s.mux.Handle(path, s.bound.limit(harden(hook, s.opts.MaxRequestBytes, s.opts.Log.WithValues("path", path))))
+	s.mux.Handle(path, s.bound.limit(s.gated(harden(hook, s.opts.MaxRequestBytes, s.opts.Log.WithValues("path", path)))))
 	s.opts.Log.Info("registered webhook", "path", path)
+}
+
+// gated asks the Gate before the review is read.
+func (s *Server) gated(next http.Handler) http.Handler {
+	if s.opts.Gate == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.opts.Gate(r.Context()); err != nil {
+			rejectedRequests.WithLabelValues("stale_view").Inc()
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "configward: "+err.Error()+"; the request was not checked. Retry; the webhook's failure policy decides meanwhile.", http.StatusServiceUnavailable)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // CertPaths returns the certificate and key file paths being served.

@@ -25,7 +25,7 @@ import (
 // processes watch through one API server; the cluster's other API servers
 // keep calling its webhooks meanwhile.
 var _ = Describe("the control plane restarted under load", func() {
-	It("kube-apiserver: the webhooks keep answering the API server that stays up, stay ready, and see a change made during the outage once theirs is back", func() {
+	It("kube-apiserver: the webhooks keep answering the API server that stays up, stay ready, and judge every review after theirs is back with the config and ConfigPolicy changed during the outage", func() {
 		ctx := context.Background()
 		By("a second API server on the same etcd, as in a highly available control plane; configward's processes watch through the first")
 		second, err := env.StartSecondAPIServer()
@@ -43,6 +43,13 @@ var _ = Describe("the control plane restarted under load", func() {
 		var before string
 		Eventually(func() string { before = stampedVia(ctx, c2, ns.Name); return before }, 30*time.Second, 200*time.Millisecond).
 			ShouldNot(Or(BeEmpty(), Equal(missing)))
+		// A second namespace, which a ConfigPolicy created during the
+		// outage will govern: it turns stamping off there.
+		governed := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "apiserver-restart-governed-",
+			Labels: map[string]string{"configward-test/stale-view": ns.Name}}}
+		Expect(c2.Create(ctx, governed)).To(Succeed())
+		Expect(c2.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: governed.Name, Name: "shared"}})).To(Succeed())
+		Eventually(func() string { h, _ := stamp(ctx, c2, governed.Name); return h }, 30*time.Second, 200*time.Millisecond).ShouldNot(BeEmpty())
 		failuresBefore := webhookFailures(ctx, second)
 
 		stop := make(chan struct{})
@@ -64,6 +71,11 @@ var _ = Describe("the control plane restarted under load", func() {
 		Expect(c2.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "shared"}, cm)).To(Succeed())
 		cm.Data["level"] = "debug"
 		Expect(c2.Update(ctx, cm)).To(Succeed(), "the change made during the outage, through the API server that is up")
+		policy := &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{GenerateName: "stale-view-"}, Spec: v1alpha1.ConfigPolicySpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: governed.Labels},
+			Rollouts:          v1alpha1.RolloutSettings{Disabled: true}}}
+		Expect(c2.Create(ctx, policy)).To(Succeed(), "the ConfigPolicy created during the outage")
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(c2.Delete(ctx, policy))).To(Succeed()) })
 		By("meanwhile each replica stays ready, answers from what it last saw, and says its API server does not answer")
 		for _, p := range webhooks {
 			Eventually(func() string { return metric(p.MetricsURL, "configward_api_server_reachable") }, 20*time.Second, 250*time.Millisecond).
@@ -79,11 +91,39 @@ var _ = Describe("the control plane restarted under load", func() {
 		outage := time.Since(down)
 		restarted = true
 		Expect(restart()).To(Succeed())
+		ready := time.Now()
+		// The outage of ConfigPolicies ends when the API server serves
+		// their watch again: a few seconds after it is ready, once its
+		// watch cache of the custom resource is.
+		watcher, err := client.NewWithWatch(env.Config, client.Options{Scheme: scheme.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() error {
+			wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer cancel()
+			w, err := watcher.Watch(wctx, &v1alpha1.ConfigPolicyList{})
+			if err == nil {
+				w.Stop()
+			}
+			return err
+		}, time.Minute, 100*time.Millisecond).Should(Succeed())
 		back := time.Now()
 
-		By("once it is back, the change made during the outage is seen")
-		Eventually(func() string { return stampedVia(ctx, c2, ns.Name) }, 2*time.Minute, 250*time.Millisecond).
-			ShouldNot(Or(Equal(before), BeEmpty()))
+		By("from the moment it serves them again, every review is judged with the config and the ConfigPolicy changed during the outage")
+		// A replica whose watches have not caught up yet makes the review
+		// wait for them (freshness.Gate); none answers from its old view.
+		// The replicas ask whether their API server serves the watches
+		// about every 100 ms.
+		time.Sleep(200 * time.Millisecond)
+		checked := 0
+		for time.Since(back) < 10*time.Second {
+			h, err := stamp(ctx, c2, ns.Name)
+			Expect(err).NotTo(HaveOccurred(), "review %d, %v after the API server was back", checked, time.Since(back))
+			Expect(h).NotTo(Or(Equal(before), BeEmpty()), "review %d, %v after the API server was back, was judged with the config as it was before the outage", checked, time.Since(back))
+			h, err = stamp(ctx, c2, governed.Name)
+			Expect(err).NotTo(HaveOccurred(), "review %d, %v after the API server was back", checked, time.Since(back))
+			Expect(h).To(BeEmpty(), "review %d, %v after the API server was back, was judged without the ConfigPolicy created during the outage", checked, time.Since(back))
+			checked++
+		}
 		resynced := time.Since(back)
 		for _, p := range webhooks {
 			Eventually(func() string { return metric(p.MetricsURL, "configward_api_server_reachable") }, 20*time.Second, 250*time.Millisecond).
@@ -98,8 +138,8 @@ var _ = Describe("the control plane restarted under load", func() {
 		if killed {
 			how = "SIGTERM, then SIGKILL after 20 s"
 		}
-		AddReportEntry("kube-apiserver restart", fmt.Sprintf("first API server %s in %v, down %v in all; the change made meanwhile seen %v after it was back\n%s",
-			how, stoppedIn.Round(100*time.Millisecond), outage.Round(100*time.Millisecond), resynced.Round(100*time.Millisecond), load.Summary(took)))
+		AddReportEntry("kube-apiserver restart", fmt.Sprintf("first API server %s in %v, down %v in all, serving ConfigPolicy watches %v after it was ready; %d pairs of reviews in the %v after it was back, each judged with the config and the ConfigPolicy changed meanwhile; views stale meanwhile: %s\n%s",
+			how, stoppedIn.Round(100*time.Millisecond), outage.Round(100*time.Millisecond), back.Sub(ready).Round(100*time.Millisecond), checked, resynced.Round(100*time.Millisecond), staleViewMetrics(), load.Summary(took)))
 		Expect(load.Failed.Load()).To(BeZero(), "requests through the API server that stayed up failed")
 		Expect(webhookFailures(ctx, second)).To(Equal(failuresBefore), "the API server that stayed up failed to call a webhook")
 	})
@@ -137,6 +177,12 @@ var _ = Describe("the control plane restarted under load", func() {
 		restarted = true
 		Expect(restart()).To(Succeed())
 		outage := time.Since(down)
+		By("each replica's view is current again within seconds, not client-go's backoff")
+		for _, p := range webhooks {
+			Eventually(func() (int, error) { return framework.MetricSum(p.MetricsURL, "configward_view_stale_seconds") }, 5*time.Second, 100*time.Millisecond).
+				Should(BeZero(), "%s still has a stale view", p.Name)
+		}
+		current := time.Since(down) - outage
 
 		By("a change once the API server's storage is back is seen")
 		cm := &corev1.ConfigMap{}
@@ -156,8 +202,8 @@ var _ = Describe("the control plane restarted under load", func() {
 		close(stop)
 		took := <-done
 
-		AddReportEntry("etcd restart", fmt.Sprintf("etcd down (SIGKILL) until the API server was ready again: %v; a change after it seen in %v\n%s",
-			outage.Round(100*time.Millisecond), seen.Round(100*time.Millisecond), load.Summary(took)))
+		AddReportEntry("etcd restart", fmt.Sprintf("etcd down (SIGKILL) until the API server was ready again: %v; every replica's view current %v later; a change after it seen in %v\n%s",
+			outage.Round(100*time.Millisecond), current.Round(100*time.Millisecond), seen.Round(100*time.Millisecond), load.Summary(took)))
 		Expect(load.Failures(framework.CallingWebhook)).To(BeZero(), "the API server failed to call a webhook while etcd was down")
 		Expect(webhookFailures(ctx, env.Config)).To(Equal(failuresBefore), "the API server failed to call a webhook")
 	})
@@ -167,11 +213,29 @@ var _ = Describe("the control plane restarted under load", func() {
 // ConfigMap "shared" and returns the hash the webhook stamped on it ("" when
 // the create failed).
 func stampedVia(ctx context.Context, c client.Client, ns string) string {
+	h, _ := stamp(ctx, c, ns)
+	return h
+}
+
+// stamp is stampedVia with the create's error.
+func stamp(ctx context.Context, c client.Client, ns string) (string, error) {
 	d := framework.LoadDeployment(ns, "probe")
 	if err := c.Create(ctx, d, client.DryRunAll); err != nil {
-		return ""
+		return "", err
 	}
-	return d.Spec.Template.Annotations[v1alpha1.ConfigHashAnnotation]
+	return d.Spec.Template.Annotations[v1alpha1.ConfigHashAnnotation], nil
+}
+
+// staleViewMetrics is what the replicas counted of reviews judged from a
+// stale view (during the outage) and of reviews refused for one.
+func staleViewMetrics() string {
+	var b strings.Builder
+	for _, p := range webhooks {
+		judged, err := framework.MetricSum(p.MetricsURL, "configward_view_stale_reviews_total")
+		Expect(err).NotTo(HaveOccurred())
+		fmt.Fprintf(&b, "%s judged %d reviews from its view while its API server was gone; ", p.Name, judged)
+	}
+	return strings.TrimSuffix(b.String(), "; ")
 }
 
 // readyz is the status of a process's readiness probe, 0 when unreachable.

@@ -34,8 +34,9 @@ func InProductCode(re *regexp.Regexp) ([]string, error) {
 	return found, nil
 }
 
-// metricName is how configward declares a metric (prometheus.*Opts).
-var metricName = regexp.MustCompile(`Name:\s+"(configward_[a-z_]+)"`)
+// metricName is how configward declares a metric (prometheus.*Opts, or
+// prometheus.NewDesc for a collector of its own).
+var metricName = regexp.MustCompile(`(?:Name:\s+|prometheus\.NewDesc\(\s*)"(configward_[a-z_]+)"`)
 
 // RegisteredMetrics are the names of the metrics configward declares.
 func RegisteredMetrics() ([]string, error) { return InProductCode(metricName) }

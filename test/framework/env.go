@@ -367,6 +367,7 @@ func (e *Env) NewWebhookProcess(shutdownDelay, certPoll time.Duration) (*manager
 		KeyName:          "tls.key",
 		CertPollInterval: certPoll,
 		MaxRequestBytes:  8 << 20,
+		StaleViewWait:    4 * time.Second,
 	}
 	o.HashKeyNamespace, o.HashKeySecret, o.HashKeyPoll = Namespace, HashKeySecret, time.Second
 	// As the chart does: configward's own controller is never blocked by
