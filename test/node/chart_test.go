@@ -180,6 +180,8 @@ var _ = Describe("configward installed by its chart, on the real node", Ordered,
 	It("loses no admission request through a helm upgrade that restarts both processes", func() {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "upgrade-load"}}
 		Expect(env.Client.Create(ctx, ns)).To(Succeed())
+		// The ConfigMap the load's Deployments mount.
+		Expect(env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "shared"}})).To(Succeed())
 		before, err := framework.WebhookCallFailures(ctx, env.Config)
 		Expect(err).NotTo(HaveOccurred())
 		replaced := map[string]bool{}
