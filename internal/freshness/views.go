@@ -61,8 +61,8 @@ type Views struct {
 type kindState struct {
 	lw        toolscache.ListerWatcherWithContext // the first informer's, to ask the API server with
 	open      int                                 // watches open now
-	changed   time.Time // when open last went to or from 0
-	settled   time.Time // when the view is current again, once open
+	changed   time.Time                           // when open last went to or from 0
+	settled   time.Time                           // when the view is current again, once open
 	everOpen  bool
 	lastEvent time.Time // the last event or bookmark
 }

@@ -155,7 +155,10 @@ func TestGateJudgesDuringAnOutageWaitsAfterItAndThenRefuses(t *testing.T) {
 	}
 
 	// The watch comes back while a review waits.
-	go func() { time.Sleep(50 * time.Millisecond); _, _ = observed.(toolscache.ListerWatcherWithContext).WatchWithContext(context.Background(), metav1.ListOptions{}) }()
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_, _ = observed.(toolscache.ListerWatcherWithContext).WatchWithContext(context.Background(), metav1.ListOptions{})
+	}()
 	g.Wait = Settle + time.Second
 	if err := g.Check(context.Background()); err != nil {
 		t.Fatalf("the view came back within the wait, yet: %v", err)
