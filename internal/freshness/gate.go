@@ -75,7 +75,7 @@ func (g *Gate) Check(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
-			return fmt.Errorf("this replica's view of %s has not been current for %v while its API server serves them", stale[0].Kind, time.Since(stale[0].Since).Round(time.Millisecond))
+			return fmt.Errorf("this replica's view of %s objects has been out of date for %v although its API server serves them; it waited %v for its watch to come back", stale[0].Kind, time.Since(stale[0].Since).Round(time.Millisecond), g.Wait)
 		case <-tick.C:
 		}
 	}
@@ -94,7 +94,7 @@ func (g *Gate) Ready(context.Context) error {
 		return nil
 	}
 	if kind, _ := g.servable(late); kind != "" {
-		return fmt.Errorf("the view of %s has not been current for a while that the API server serves them", kind)
+		return fmt.Errorf("the view of %s objects has been out of date for over %v although the API server serves them: not judging with it until its watch is back", kind, g.Wait)
 	}
 	return nil
 }

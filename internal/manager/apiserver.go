@@ -2,16 +2,13 @@ package manager
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -94,17 +91,5 @@ func (p *apiServerProbe) Start(ctx context.Context) error {
 			}
 			reachable = false
 		}
-	}
-}
-
-// kindOf names the kind of an informer's example object, for
-// freshness.Views.
-func kindOf(scheme *runtime.Scheme) func(runtime.Object) string {
-	return func(obj runtime.Object) string {
-		gvk, err := apiutil.GVKForObject(obj, scheme)
-		if err != nil {
-			return fmt.Sprintf("%T", obj)
-		}
-		return gvk.Kind
 	}
 }

@@ -11,9 +11,11 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/configward/configward/internal/admission"
@@ -232,4 +234,16 @@ func reloadAgent(o ReloadAgent) *admission.ReloadAgent {
 		}
 	}
 	return a
+}
+
+// kindOf names the kind of an informer's example object, for
+// freshness.Views.
+func kindOf(scheme *runtime.Scheme) func(runtime.Object) string {
+	return func(obj runtime.Object) string {
+		gvk, err := apiutil.GVKForObject(obj, scheme)
+		if err != nil {
+			return fmt.Sprintf("%T", obj)
+		}
+		return gvk.Kind
+	}
 }
