@@ -34,6 +34,13 @@ const PodConfigPath = "/mutate-pod-config"
 // what the pod consumes has it pinned again.
 //
 // +kubebuilder:webhook:path=/mutate-pod-config,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=pod-config.configward.dev,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=5
+//
+// The same path serves a second webhook, for the namespaces where delivery
+// is on (their HotChannelsLabel), which takes the pods the first one does
+// not (PodChannelsMatchCondition): hot config there is pointed at its
+// wave's channels (Channels).
+//
+// +kubebuilder:webhook:path=/mutate-pod-config,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=pod-channels.configward.dev,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=5
 
 // PodConfigMatchCondition is the CEL matchCondition every installation puts
 // on the Pod path (controller-gen's markers cannot express one): only the
@@ -64,6 +71,9 @@ type PodConfig struct {
 	Inventory *inventory.Inventory
 	// Agent injects the reload agent where a pod asks for it (nil: never).
 	Agent *ReloadAgent
+	// Channels point hot config at its wave's channels where delivery is
+	// on (nil: never).
+	Channels *Channels
 	// Namespaces (a cache) say where configward cannot write snapshots.
 	Namespaces client.Reader
 	// Pending is how long a pod waits for a snapshot not written yet
@@ -102,8 +112,21 @@ func (h *PodConfig) Review(ctx context.Context, r *webhookserver.Review[string])
 	if denied != nil {
 		return *denied
 	}
+	var pointed map[revision.Source]string
+	if h.Channels != nil {
+		var channelled []jsonpatch.Operation
+		var note string
+		var err error
+		channelled, pointed, note, err = h.Channels.point(ctx, h.Inventory, pod)
+		if err != nil {
+			return admission.Errored(500, fmt.Errorf("configward: pointing the hot config of Pod %s/%s at its channels: %w", r.Namespace, r.Name(), err))
+		}
+		if note != "" {
+			ops, why = append(ops, channelled...), why+"; "+note
+		}
+	}
 	if _, asks := pod.Annotations[v1alpha1.ReloadAgentAnnotation]; asks && h.Agent != nil {
-		inject, note, err := h.Agent.inject(ctx, h.Inventory, pod)
+		inject, note, err := h.Agent.inject(ctx, h.Inventory, pod, pointed)
 		if err != nil {
 			return admission.Errored(500, fmt.Errorf("configward: injecting the reload agent into Pod %s/%s: %w", r.Namespace, r.Name(), err))
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/reload"
+	"github.com/configward/configward/internal/revision"
 )
 
 // ReloadAgent injects configward's reload agent, at a pod's creation, into
@@ -64,7 +65,10 @@ func ParseReloadAnnotations(annotations map[string]string) error {
 }
 
 // inject returns the patch that adds the agent to pod, or why it adds none.
-func (a *ReloadAgent) inject(ctx context.Context, inv *inventory.Inventory, pod *corev1.Pod) ([]jsonpatch.Operation, string, error) {
+//
+// pointed names the channels the same review points hot config at: the
+// agent watches (and reports on) what the pod will mount.
+func (a *ReloadAgent) inject(ctx context.Context, inv *inventory.Inventory, pod *corev1.Pod, pointed map[revision.Source]string) ([]jsonpatch.Operation, string, error) {
 	if err := ParseReloadAnnotations(pod.Annotations); err != nil {
 		return nil, "no reload agent: " + err.Error(), nil
 	}
@@ -78,7 +82,7 @@ func (a *ReloadAgent) inject(ctx context.Context, inv *inventory.Inventory, pod 
 			return nil, fmt.Sprintf("no reload agent: %s names container %s, which the pod does not have", v1alpha1.ReloadAgentAnnotation, trigger.Container), nil
 		}
 	}
-	configs, mounts, err := hotDirectories(ctx, inv, pod)
+	configs, mounts, err := hotDirectories(ctx, inv, pod, pointed)
 	if err != nil || len(configs) == 0 {
 		return nil, "no reload agent: the pod mounts no hot ConfigMap or Secret as a directory", err
 	}
@@ -145,7 +149,7 @@ func (a *ReloadAgent) container(spec string, mounts []corev1.VolumeMount) corev1
 
 // hotDirectories lists the hot config pod mounts as volumes of their own
 // (inventory.HotMounts), each with the mount the agent reads it through.
-func hotDirectories(ctx context.Context, inv *inventory.Inventory, pod *corev1.Pod) ([]reload.Config, []corev1.VolumeMount, error) {
+func hotDirectories(ctx context.Context, inv *inventory.Inventory, pod *corev1.Pod, pointed map[revision.Source]string) ([]reload.Config, []corev1.VolumeMount, error) {
 	hot, err := inv.HotMounts(ctx, pod.Namespace, &pod.Spec)
 	if err != nil {
 		return nil, nil, err
@@ -153,7 +157,11 @@ func hotDirectories(ctx context.Context, inv *inventory.Inventory, pod *corev1.P
 	var configs []reload.Config
 	var mounts []corev1.VolumeMount
 	for _, m := range hot {
-		c := reload.Config{Kind: string(m.Ref.Kind), Name: m.Ref.Name, Dir: agentConfigDir + m.Ref.Volume, Items: m.Ref.Files}
+		name := m.Ref.Name
+		if ch, ok := pointed[revision.Source{Kind: m.Ref.Kind, Name: name}]; ok {
+			name = ch
+		}
+		c := reload.Config{Kind: string(m.Ref.Kind), Name: name, Dir: agentConfigDir + m.Ref.Volume, Items: m.Ref.Files}
 		configs = append(configs, c)
 		mounts = append(mounts, corev1.VolumeMount{Name: m.Ref.Volume, MountPath: c.Dir, ReadOnly: true})
 	}

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/digest"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
@@ -177,7 +178,14 @@ func (h *ReloadReports) record(ctx context.Context, pod *corev1.Pod, token []byt
 		if !consumed[part.Config] || (kind != string(refs.ConfigMap) && kind != string(refs.Secret)) {
 			continue // a pod reports on the config it reads, nothing else
 		}
-		e := reload.PodEntry{Config: part.Config, Result: part.Result, Message: reload.Cut(part.Message), SwappedAt: part.SwappedAt.UTC(), At: part.At.UTC()}
+		// A channel speaks for its original: what the pod applied is a
+		// content of the config its pipeline writes, whichever wave's copy
+		// brought it.
+		named, err := h.original(ctx, refs.Kind(kind), pod.Namespace, name)
+		if err != nil {
+			return "", err
+		}
+		e := reload.PodEntry{Config: kind + "/" + named, Result: part.Result, Message: reload.Cut(part.Message), SwappedAt: part.SwappedAt.UTC(), At: part.At.UTC()}
 		if !shareable && e.Message != "" {
 			e.Message = reload.Withheld
 		}
@@ -188,7 +196,7 @@ func (h *ReloadReports) record(ctx context.Context, pod *corev1.Pod, token []byt
 			return "", err
 		}
 		if kd != nil {
-			e.Content = reload.ContentID(key, pod.Namespace, kind, name, kd)
+			e.Content = reload.ContentID(key, pod.Namespace, kind, named, kd)
 		}
 		newSwap := isNewSwap(previous, e)
 		if e.Content != "" && newSwap && !at.IsZero() && e.SwappedAt.After(at) {
@@ -255,6 +263,19 @@ func (h *ReloadReports) contentOf(ctx context.Context, kind refs.Kind, namespace
 	return kd, writtenAt(obj), nil
 }
 
+// original is the name a report's config stands for: a channel's original,
+// or the config itself.
+func (h *ReloadReports) original(ctx context.Context, kind refs.Kind, namespace, name string) (string, error) {
+	o, err := h.Inventory.Get(ctx, kind, namespace, name)
+	if err != nil {
+		return "", err
+	}
+	if of, _, ok := channel.Of(o.Labels, o.Annotations); ok {
+		return of, nil
+	}
+	return name, nil
+}
+
 // isNewSwap says e is about a swap previous did not know.
 func isNewSwap(previous map[string]reload.PodEntry, e reload.PodEntry) bool {
 	p, ok := previous[e.Config]
@@ -264,17 +285,7 @@ func isNewSwap(previous map[string]reload.PodEntry, e reload.PodEntry) bool {
 // rejected records a Warning Event on the pod's workload.
 func (h *ReloadReports) rejected(ctx context.Context, pod *corev1.Pod, e reload.PodEntry) {
 	var regarding client.Object = pod
-	top := workload.TopOwner(metav1.GetControllerOf(pod), func(ref *metav1.OwnerReference) *metav1.OwnerReference {
-		t, ok := h.Kinds.Type(schemaGroupKind(ref))
-		if !ok {
-			return nil
-		}
-		o := t.New()
-		if err := h.Pods.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, o); err != nil {
-			return nil
-		}
-		return metav1.GetControllerOf(o)
-	})
+	top := h.Kinds.TopOwnerOf(ctx, h.Pods, pod)
 	if top != nil {
 		if t, ok := h.Kinds.Type(schemaGroupKind(top)); ok {
 			o := t.New()

@@ -319,3 +319,35 @@ func TestConfigSchemaChanges(t *testing.T) {
 		t.Errorf("a create: %v", got)
 	}
 }
+
+// A channel of hot config is written by configward alone: a change written
+// into it would reach its wave's pods past the delivery's gates. A write
+// that makes an object look like a channel is refused the same way.
+func TestChannelsAreConfigwards(t *testing.T) {
+	ch := &Content{Data: map[string][]byte{"k": []byte("v")},
+		Labels:      map[string]string{v1alpha1.ChannelLabel: v1alpha1.ChannelLabelValue},
+		Annotations: map[string]string{v1alpha1.ChannelOfAnnotation: "flags", v1alpha1.ChannelWaveAnnotation: "canary"}}
+	plain := &Content{Data: map[string][]byte{"k": []byte("v")}}
+	pipeline := authenticationv1.UserInfo{Username: "system:serviceaccount:ci:deployer"}
+	own := authenticationv1.UserInfo{Username: "system:serviceaccount:configward:configward-controller"}
+	s := Settings{Pipeline: Identities{ServiceAccounts: []string{pipeline.Username}},
+		Configward: Identities{ServiceAccounts: []string{own.Username}}}
+	for _, governed := range []bool{true, false} {
+		s.Governed = governed
+		for _, r := range []Request{
+			{Operation: "DELETE", User: pipeline, Kind: "ConfigMap", Namespace: "shop", Name: "flags-ch-canary", Old: ch},
+			{Operation: "UPDATE", User: pipeline, Kind: "ConfigMap", Namespace: "shop", Name: "flags-ch-canary", Old: ch, New: ch},
+			{Operation: "UPDATE", User: pipeline, Kind: "ConfigMap", Namespace: "shop", Name: "flags-ch-canary", Old: ch, New: plain},
+			{Operation: "UPDATE", User: pipeline, Kind: "ConfigMap", Namespace: "shop", Name: "flags-ch-canary", Old: plain, New: ch},
+			{Operation: "CREATE", User: authenticationv1.UserInfo{Username: "mallory"}, Kind: "ConfigMap", Namespace: "shop", Name: "flags-ch-canary", New: ch},
+		} {
+			v := Decide(s, r)
+			if !strings.HasPrefix(v.Refused, "[config-delivery] ConfigMap shop/flags-ch-canary is configward's channel of ConfigMap flags for wave canary") {
+				t.Errorf("%s by %s (governed %v): %+v", r.Operation, r.User.Username, governed, v)
+			}
+		}
+		if v := Decide(s, Request{Operation: "UPDATE", User: own, Kind: "ConfigMap", Namespace: "shop", Name: "flags-ch-canary", Old: ch, New: ch}); v.Exempt == "" {
+			t.Errorf("configward's own write was judged: %+v", v)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/rules"
 )
@@ -100,6 +101,9 @@ func Decide(s Settings, r Request) Verdict {
 	if refused := snapshotWrite(r); refused != "" {
 		return Verdict{Refused: refused}
 	}
+	if refused := channelWrite(r); refused != "" {
+		return Verdict{Refused: refused}
+	}
 	pipeline := s.Pipeline.Includes(r.User)
 	var v Verdict
 	what := fmt.Sprintf("%s %s/%s", r.Kind, r.Namespace, r.Name)
@@ -183,6 +187,32 @@ func snapshotWrite(r Request) string {
 	return fmt.Sprintf("[config-revision] %s %s/%s is configward's snapshot of %s %s: the pods of a revision read exactly its bytes, so only configward's controller writes snapshots, and it deletes them once no workload, ReplicaSet, ControllerRevision, Job or pod names them. %s may not %s it. "+
 		"To change config, change %s %s; to go back, roll the workload back (kubectl rollout undo).",
 		r.Kind, r.Namespace, r.Name, r.Kind, of, r.User.Username, verb, r.Kind, of)
+}
+
+// channelWrite refuses a write or delete of a channel of hot config (or a
+// write that makes an object look like one) by anyone but configward: a
+// channel holds what its wave's pods should run now, and a change written
+// into it would reach them past the delivery's waves and gates. Kubernetes'
+// own controllers and configward were let through before.
+func channelWrite(r Request) string {
+	var of, wave string
+	for _, c := range []*Content{r.Old, r.New} {
+		if c == nil {
+			continue
+		}
+		if o, w, ok := channel.Of(c.Labels, c.Annotations); ok {
+			of, wave = o, w
+		} else if c.Labels[v1alpha1.ChannelLabel] != "" {
+			of, wave = "(none named)", "(none named)"
+		}
+	}
+	if of == "" {
+		return ""
+	}
+	verb := map[string]string{"CREATE": "create", "UPDATE": "change", "DELETE": "delete"}[r.Operation]
+	return fmt.Sprintf("[config-delivery] %s %s/%s is configward's channel of %s %s for wave %s: the pods of that wave read it, and only configward's controller writes it, "+
+		"wave by wave, so that a change reaches them through the delivery's gates. %s may not %s it. To change config, change %s %s.",
+		r.Kind, r.Namespace, r.Name, r.Kind, of, wave, r.User.Username, verb, r.Kind, of)
 }
 
 // neverBlocked names the writers change control lets through without

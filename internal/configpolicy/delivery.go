@@ -63,9 +63,15 @@ func validateDelivery(spec *field.Path, s v1alpha1.ConfigPolicySpec) field.Error
 		if w.Percent != nil && (*w.Percent < 1 || *w.Percent > 100) {
 			errs = append(errs, field.Invalid(wp.Child("percent"), *w.Percent, "a share between 1 and 100"))
 		}
+		if w.PodPercent != nil && (*w.PodPercent < 1 || *w.PodPercent > 100) {
+			errs = append(errs, field.Invalid(wp.Child("podPercent"), *w.PodPercent, "a share between 1 and 100"))
+		}
 	}
 	if d.ProgressDeadlineSeconds < 0 {
 		errs = append(errs, field.Invalid(at.Child("progressDeadlineSeconds"), d.ProgressDeadlineSeconds, "must not be negative"))
+	}
+	if d.PropagationSeconds != nil && *d.PropagationSeconds < 0 {
+		errs = append(errs, field.Invalid(at.Child("propagationSeconds"), *d.PropagationSeconds, "must not be negative"))
 	}
 	if d.SoakSeconds != nil && *d.SoakSeconds < 0 {
 		errs = append(errs, field.Invalid(at.Child("soakSeconds"), *d.SoakSeconds, "must not be negative"))
@@ -77,6 +83,11 @@ func validateDelivery(spec *field.Path, s v1alpha1.ConfigPolicySpec) field.Error
 	}
 	return errs
 }
+
+// DefaultPropagationSeconds is how long a wave of hot config waits for
+// pods without a reload agent: the kubelet's default sync period (1
+// minute) plus as much again for its cache and the pod's own jitter.
+const DefaultPropagationSeconds int32 = 120
 
 // DeliveryDefaults fills what the CRD's defaults fill, for settings that
 // did not pass the API server's defaulting (configward check, tests).
@@ -90,6 +101,10 @@ func DeliveryDefaults(d v1alpha1.DeliverySettings) v1alpha1.DeliverySettings {
 	}
 	if d.OnFailure == "" {
 		d.OnFailure = v1alpha1.FailureHalt
+	}
+	if d.PropagationSeconds == nil {
+		p := DefaultPropagationSeconds
+		d.PropagationSeconds = &p
 	}
 	return d
 }

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
@@ -178,6 +179,29 @@ func (p *Pinner) Delivered(ctx context.Context, namespace string, policy configp
 		return o, false, nil
 	}
 	return o, true, nil
+}
+
+// Channelled says whether o, a ConfigMap or Secret, reaches pods through
+// channels in a namespace with policy: delivery is on there, and o is hot,
+// is neither a snapshot nor a channel itself, and is a ConfigMap or, where
+// Secrets have revisions, a Secret that gets snapshots.
+func Channelled(o inventory.Object, policy configpolicy.NamespacePolicy) bool {
+	if policy.Delivery == nil || !o.Exists || o.Mode != inventory.Hot {
+		return false
+	}
+	if _, isSnapshot := revision.SnapshotOf(o.Labels, o.Annotations); isSnapshot {
+		return false
+	}
+	if _, _, isChannel := channel.Of(o.Labels, o.Annotations); isChannel {
+		return false
+	}
+	switch o.Kind {
+	case refs.ConfigMap:
+		return true
+	case refs.Secret:
+		return policy.RevisionSecrets && revision.Copied(o.Type)
+	}
+	return false
 }
 
 // RecordName names the seq-th delivery of src: the kind, the config's name

@@ -117,6 +117,11 @@ func restarts(cs []corev1.ContainerStatus) []corev1.ContainerStatus {
 	out := make([]corev1.ContainerStatus, len(cs))
 	for i, c := range cs {
 		out[i] = corev1.ContainerStatus{Name: c.Name, RestartCount: c.RestartCount, Ready: c.Ready}
+		// When it last stopped: a wave of hot config fails on a restart
+		// after it wrote its channels, not on one from before.
+		if t := c.LastTerminationState.Terminated; t != nil {
+			out[i].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{FinishedAt: t.FinishedAt}
+		}
 	}
 	return out
 }

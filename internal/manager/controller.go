@@ -18,6 +18,7 @@ import (
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/configward/configward/internal/controller/changerecords"
+	"github.com/configward/configward/internal/controller/channels"
 	"github.com/configward/configward/internal/controller/deliveries"
 	"github.com/configward/configward/internal/controller/policies"
 	"github.com/configward/configward/internal/controller/reports"
@@ -137,6 +138,9 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, writeReports bool) 
 	if err := deliveries.Setup(mgr, inv, deliveries.Options{
 		Policies: inForce, Snapshots: snapshots, Keys: keys, Pinner: pinner, BatchWindow: o.RolloutBatchWindow, Flapping: tracker,
 	}); err != nil {
+		return err
+	}
+	if err := channels.Setup(mgr, inv, channels.Options{Policies: inForce, Snapshots: snapshots, Keys: keys}); err != nil {
 		return err
 	}
 	if err := reports.Setup(mgr, inv, reports.Options{

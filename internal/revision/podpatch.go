@@ -17,19 +17,37 @@ import (
 // references to other objects stay as written.
 func PodPatch(spec *corev1.PodSpec, snaps Snapshots) (ops []jsonpatch.Operation, pinned map[Source]bool) {
 	pinned = map[Source]bool{}
-	// A volume source comes once per mount but has one name to rewrite.
-	rewritten := map[string]bool{}
-	for _, r := range refs.FromPodSpec(spec) {
+	ops = Repoint(spec, func(r refs.Ref) string {
 		src := Source{Kind: r.Kind, Name: r.Name}
 		snap, ok := snaps[src]
-		if !ok || !r.RewrittenAtCreate() || rewritten[r.NamePath] {
+		if ok {
+			pinned[src] = true
+		}
+		return snap
+	})
+	return ops, pinned
+}
+
+// Repoint is the JSON patch that points each reference of a pod spec that
+// can be rewritten when the pod is created (refs.Ref.RewrittenAtCreate) at
+// the name to gives it ("" leaves it as written). A volume source comes
+// once per mount but has one name to rewrite. Snapshots (PodPatch) and hot
+// config's channels are both pointed at through it.
+func Repoint(spec *corev1.PodSpec, to func(refs.Ref) string) []jsonpatch.Operation {
+	var ops []jsonpatch.Operation
+	rewritten := map[string]bool{}
+	for _, r := range refs.FromPodSpec(spec) {
+		if !r.RewrittenAtCreate() || rewritten[r.NamePath] {
+			continue
+		}
+		name := to(r)
+		if name == "" {
 			continue
 		}
 		rewritten[r.NamePath] = true
-		ops = append(ops, jsonpatch.Operation{Operation: "replace", Path: pointer(r.NamePath), Value: snap})
-		pinned[src] = true
+		ops = append(ops, jsonpatch.Operation{Operation: "replace", Path: pointer(r.NamePath), Value: name})
 	}
-	return ops, pinned
+	return ops
 }
 
 // pointer is the JSON pointer of a field path rooted at a Pod:

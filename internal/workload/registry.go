@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -163,4 +165,22 @@ func (r *Registry) controller(obj metav1.Object) (*Type, bool) {
 func (r *Registry) ControlledByWorkload(obj metav1.Object) bool {
 	_, ok := r.controller(obj)
 	return ok
+}
+
+// TopOwnerOf is the top-level owner of obj (a pod, say), as TopOwner finds
+// it, reading each owner between from c (a cache) as a kind of the
+// registry; an owner that is not there, or is another object of its name
+// (another UID), ends the walk. nil for an object without a controller.
+func (r *Registry) TopOwnerOf(ctx context.Context, c client.Reader, obj metav1.Object) *metav1.OwnerReference {
+	return TopOwner(metav1.GetControllerOf(obj), func(ref *metav1.OwnerReference) *metav1.OwnerReference {
+		t, ok := r.Type(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).GroupKind())
+		if !ok {
+			return nil
+		}
+		owner := t.New()
+		if err := c.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, owner); err != nil || owner.GetUID() != ref.UID {
+			return nil
+		}
+		return metav1.GetControllerOf(owner)
+	})
 }

@@ -120,8 +120,11 @@ wait:
 		"the program of pod storefront-",
 		"rejected ConfigMap/storefront-flags",
 		"✓ 15 as expected",
+		"banner-text-ch-canary",
+		"WaitingForApproval",
+		"✓ 16 as expected",
 		`denied the request: [subpath-config] Pod demo/checkout-forged`,
-		"✓ all 15 steps went as expected",
+		"✓ all 16 steps went as expected",
 	} {
 		if !strings.Contains(strings.ToLower(walk), strings.ToLower(want)) {
 			t.Errorf("the walkthrough does not show %q", want)

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/signal"
@@ -311,6 +312,72 @@ func (w *walkthrough) steps() {
 	w.step("15", "A controller reference is no pass: a pod naming checkout's ReplicaSet as its controller is judged like any pod", func() bool {
 		return w.forgedOwner("15-forged-owner.yaml")
 	})
+	w.step("16", "Hot config in waves: a change the pods reload in place reaches one canary pod first, then the rest once approved", func() bool {
+		return w.hotWaves()
+	})
+}
+
+// hotNamespace is where step 16 delivers hot config in waves.
+const hotNamespace = "demo-hot"
+
+// hotWaves walks through step 16: banner's two pods mount the channels of
+// their waves, a change reaches the canary pod's channel first, and the
+// rest's once a person promotes it.
+func (w *walkthrough) hotWaves() bool {
+	if !w.apply("16-hot-waves.yaml", 0) {
+		return false
+	}
+	// Pods created before configward knows the namespace's delivery mount
+	// the original: wait until a pod would be pointed at a channel.
+	probe := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"probe","namespace":"demo-hot"},"spec":{"containers":[{"name":"c","image":"x"}],"volumes":[{"name":"v","configMap":{"name":"banner-text"}}]}}`
+	w.waitFor(30*time.Second, func() bool {
+		return strings.Contains(w.env.Kubectl(probe, "create", "--dry-run=server", "-f", "-", "-o", "jsonpath={.spec.volumes[0].configMap.name}").Stdout, "-ch-")
+	})
+	if !w.apply("16-banner.yaml", 0) || !w.expect(w.quietKubectl("rollout", "status", "deployment/banner", "-n", hotNamespace, "--timeout=60s"), 0, "successfully rolled out") {
+		return false
+	}
+	fmt.Println("  each pod mounts the channel of its wave, a copy only configward writes; the template still names banner-text:")
+	ok := w.expect(w.kubectl("get", "pods", "-n", hotNamespace, "-l", "app=banner", "-o", "custom-columns=POD:.metadata.name,WAVE:.metadata.annotations.configward\\.dev/channel-wave,READS:.spec.volumes[0].configMap.name"),
+		0, "banner-text-ch-canary", "banner-text-ch-rest")
+	ok = w.agentsReportIn(hotNamespace, "banner", "banner-text", func(int) (string, string) { return reload.Applied, "reloaded" }) && ok
+	if !w.apply("16-banner-change.yaml", 0) {
+		return false
+	}
+	fmt.Println("  the canary pod's channel takes the change first; its agent reports that the app applied it (the demo plays the agents), and the rest waits for a person:")
+	ok = w.agentsReportIn(hotNamespace, "banner", "banner-text", func(i int) (string, string) {
+		if w.waveOf(i) == "canary" {
+			return reload.Applied, "reloaded"
+		}
+		return "", ""
+	}) && ok
+	ok = w.waitFor(60*time.Second, func() bool { return w.hotDeliveryAt("WaitingForApproval/rest") }) && ok
+	channels := []string{"get", "configmaps", "-n", hotNamespace, "-l", "configward.dev/channel=true", "-o", `custom-columns=CHANNEL:.metadata.name,TEXT:.data.text`}
+	ok = w.expect(w.kubectl(channels...), 0, "Welcome back") && ok
+	w.kubectl("get", "configdeliveries", "-n", hotNamespace)
+	ok = w.expect(w.show(w.env.KubectlPlugin("delivery", "promote", "-n", hotNamespace, "configmap/banner-text")), 0) && ok
+	ok = w.agentsReportIn(hotNamespace, "banner", "banner-text", func(int) (string, string) { return reload.Applied, "reloaded" }) && ok
+	ok = w.waitFor(60*time.Second, func() bool { return w.hotDeliveryAt("Succeeded/rest") }) && ok
+	w.kubectl("get", "configdeliveries", "-n", hotNamespace)
+	return w.expect(w.kubectl(channels...), 0, "banner-text-ch-rest") && ok
+}
+
+// waveOf is the wave of the i-th pod of banner, by name.
+func (w *walkthrough) waveOf(i int) string {
+	var pods corev1.PodList
+	if w.env.Client.List(w.ctx, &pods, client.InNamespace(hotNamespace), client.MatchingLabels{"app": "banner"}) != nil || i >= len(pods.Items) {
+		return ""
+	}
+	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
+	return pods.Items[i].Annotations["configward.dev/channel-wave"]
+}
+
+// hotDeliveryAt says whether the newest ConfigDelivery of demo-hot is at
+// "State/wave".
+func (w *walkthrough) hotDeliveryAt(stateWave string) bool {
+	res := w.quietKubectl("get", "configdeliveries", "-n", hotNamespace, "--sort-by=.spec.sequence",
+		"-o", `jsonpath={range .items[*]}{.status.state}/{.status.currentWave}{"\n"}{end}`)
+	lines := strings.Fields(res.Stdout)
+	return len(lines) > 0 && lines[len(lines)-1] == stateWave
 }
 
 // forgedOwner creates the pod of sample file, claiming a ReplicaSet of
@@ -339,13 +406,22 @@ func (w *walkthrough) forgedOwner(file string) bool {
 // (kwok runs no agent): that the pod has storefront-flags as stored now,
 // and what result says the app made of it (nothing, for "").
 func (w *walkthrough) agentsReport(result func(i int) (string, string)) bool {
-	var cm corev1.ConfigMap
+	return w.agentsReportIn(wavesNamespace, "storefront", "storefront-flags", result)
+}
+
+// agentsReportIn reports, for each pod of app in ns, what its agent would
+// (kwok runs no agent): that the pod has the content of what it mounts of
+// ConfigMap cm (cm itself, or the channel of its wave where delivery is
+// on) once that holds cm's content as stored now, and what result says
+// the app made of it (nothing, for "").
+func (w *walkthrough) agentsReportIn(ns, app, cm string, result func(i int) (string, string)) bool {
+	var original corev1.ConfigMap
 	var pods corev1.PodList
-	if err := w.env.Client.Get(w.ctx, client.ObjectKey{Namespace: wavesNamespace, Name: "storefront-flags"}, &cm); err != nil {
+	if err := w.env.Client.Get(w.ctx, client.ObjectKey{Namespace: ns, Name: cm}, &original); err != nil {
 		fmt.Println("  ✗", err)
 		return false
 	}
-	if err := w.env.Client.List(w.ctx, &pods, client.InNamespace(wavesNamespace), client.MatchingLabels{"app": "storefront"}); err != nil {
+	if err := w.env.Client.List(w.ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
 		fmt.Println("  ✗", err)
 		return false
 	}
@@ -355,21 +431,41 @@ func (w *walkthrough) agentsReport(result func(i int) (string, string)) bool {
 		if what == "" {
 			continue
 		}
-		token, err := w.env.PodToken(w.ctx, &pods.Items[i], reload.Audience)
+		p := &pods.Items[i]
+		mounted := mountedName(p, cm)
+		var held corev1.ConfigMap
+		if !w.waitFor(30*time.Second, func() bool {
+			return w.env.Client.Get(w.ctx, client.ObjectKey{Namespace: ns, Name: mounted}, &held) == nil && maps.Equal(held.Data, original.Data)
+		}) {
+			fmt.Printf("  ✗ %s, which pod %s mounts, did not get the content of %s\n", mounted, p.Name, cm)
+			return false
+		}
+		token, err := w.env.PodToken(w.ctx, p, reload.Audience)
 		if err == nil {
 			var status int
 			var body string
-			status, body, err = w.env.PostReport(token, framework.AgentReport(token, "ConfigMap/storefront-flags", cm.Data, what, message))
+			status, body, err = w.env.PostReport(token, framework.AgentReport(token, "ConfigMap/"+mounted, held.Data, what, message))
 			if err == nil && status != http.StatusOK {
 				err = fmt.Errorf("%d %s", status, body)
 			}
 		}
 		if err != nil {
-			fmt.Printf("  ✗ the report of pod %s: %v\n", pods.Items[i].Name, err)
+			fmt.Printf("  ✗ the report of pod %s: %v\n", p.Name, err)
 			return false
 		}
 	}
 	return true
+}
+
+// mountedName is the ConfigMap pod mounts in place of cm: the channel of
+// its wave where delivery is on, cm otherwise.
+func mountedName(pod *corev1.Pod, cm string) string {
+	for _, v := range pod.Spec.Volumes {
+		if v.ConfigMap != nil && (v.ConfigMap.Name == cm || strings.HasPrefix(v.ConfigMap.Name, cm+"-ch-")) {
+			return v.ConfigMap.Name
+		}
+	}
+	return cm
 }
 
 // reloadStatus runs `kubectl configward status` on storefront with args

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/configward/configward/internal/admission"
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/manager"
 	"github.com/configward/configward/internal/webhookscope"
@@ -66,19 +66,25 @@ func WebhookScope(objs []client.Object) webhookscope.Configurations {
 	return names
 }
 
-// pinOnlyRevisionPods puts on the Pod path the matchCondition every
+// pinOnlyRevisionPods puts on the Pod path's two webhooks what every
 // installation puts there (the chart too): only pods whose template names
-// config snapshots reach it.
+// config snapshots or asks for the reload agent reach the first; the
+// second takes the others, in the namespaces where delivery is on.
 func pinOnlyRevisionPods(o client.Object) {
 	c, ok := o.(*admissionregistrationv1.MutatingWebhookConfiguration)
 	if !ok {
 		return
 	}
 	for i := range c.Webhooks {
-		if c.Webhooks[i].ClientConfig.Service != nil && c.Webhooks[i].ClientConfig.Service.Path != nil && *c.Webhooks[i].ClientConfig.Service.Path == admission.PodConfigPath ||
-			c.Webhooks[i].ClientConfig.URL != nil && strings.HasSuffix(*c.Webhooks[i].ClientConfig.URL, admission.PodConfigPath) {
-			c.Webhooks[i].MatchConditions = append(c.Webhooks[i].MatchConditions,
+		w := &c.Webhooks[i]
+		switch w.Name {
+		case "pod-config.configward.dev":
+			w.MatchConditions = append(w.MatchConditions,
 				admissionregistrationv1.MatchCondition{Name: "pod-config-annotations", Expression: admission.PodConfigMatchCondition})
+		case "pod-channels.configward.dev":
+			w.MatchConditions = append(w.MatchConditions,
+				admissionregistrationv1.MatchCondition{Name: "pod-channels-not-annotated", Expression: admission.PodChannelsMatchCondition})
+			w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.HotChannelsLabel: "true"}}
 		}
 	}
 }

@@ -36,6 +36,15 @@ type DeliverySettings struct {
 	// +optional
 	// +kubebuilder:default=Halt
 	OnFailure FailurePolicy `json:"onFailure,omitempty"`
+	// PropagationSeconds is how long a wave of hot config waits, after it
+	// wrote its channels, for pods without a reload agent (which cannot say
+	// when the kubelet swapped the new content in) before it judges their
+	// readiness and restarts: the kubelet's longest propagation, its sync
+	// period (1 minute by default) plus its cache's delay.
+	// +optional
+	// +kubebuilder:default=120
+	// +kubebuilder:validation:Minimum=0
+	PropagationSeconds *int32 `json:"propagationSeconds,omitempty"`
 }
 
 // FailurePolicy is what a failed wave does.
@@ -66,6 +75,15 @@ type Wave struct {
 	// soaked, for a person's `configward delivery promote`.
 	// +optional
 	Approval bool `json:"approval,omitempty"`
+	// PodPercent, for hot config only, takes this share of the pods of
+	// each workload the wave takes (rounded up, at least one pod); their
+	// other pods belong to the waves after it. A pod's share is decided
+	// once, when it is created, and kept for its life. Restart-based
+	// deliveries place whole workloads (one template), so they ignore it.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	PodPercent *int32 `json:"podPercent,omitempty"`
 }
 
 // ConfigDelivery is one delivery of a content change of a ConfigMap (or
@@ -103,6 +121,12 @@ type ConfigDeliverySpec struct {
 	Policy string `json:"policy"`
 	// Settings are the policy's delivery settings when it started.
 	Settings DeliverySettings `json:"settings"`
+	// Hot: the config is hot (its pods reload it in place). Its waves
+	// write the config's channels, the copies each group of pods mounts,
+	// instead of re-stamping workloads, and each wave's gate is its pods'
+	// reload reports.
+	// +optional
+	Hot bool `json:"hot,omitempty"`
 	// Request is what a person asked for last; configward's webhook records
 	// who. The controller acts on each request once (status.handledRequest).
 	// +optional
@@ -214,10 +238,20 @@ type ConfigDeliveryStatus struct {
 // WaveStatus is one wave.
 type WaveStatus struct {
 	Name string `json:"name"`
+	// Channel, for hot config, is the channel the wave's pods mount.
+	// +optional
+	Channel string `json:"channel,omitempty"`
+	// From, for hot config, is the snapshot the wave's channel held when
+	// the delivery started: what it keeps until its wave starts, and gets
+	// back when its wave is rolled back.
+	// +optional
+	From string `json:"from,omitempty"`
 	// Approval: the wave waits for a person before it starts.
 	// +optional
 	Approval bool `json:"approval,omitempty"`
-	// Workloads placed in the wave.
+	// Workloads placed in the wave. For hot config: the workloads with
+	// pods in the wave when it started (a workload split by podPercent is
+	// in several waves).
 	// +optional
 	Workloads []DeliveryTarget `json:"workloads,omitempty"`
 	// StartedAt: written before the wave's first patch.
@@ -249,9 +283,10 @@ type DeliveryTarget struct {
 type WorkloadHealth struct {
 	Kind string `json:"kind"`
 	Name string `json:"name"`
-	// State: Progressing, Failed or Unverified (it cannot show health by
-	// itself: paused, OnDelete, opted out, a CronJob; it neither blocks nor
-	// passes the wave on its own).
+	// State: Progressing, Unready, Failed or Unverified (it cannot show
+	// health by itself: paused, OnDelete, opted out, a CronJob, or, for hot
+	// config, a pod without a reload agent; it neither blocks nor passes
+	// the wave on its own). For hot config, Kind is Pod.
 	State string `json:"state"`
 	// Message says what the gate waits for or saw.
 	Message string `json:"message"`

@@ -107,6 +107,27 @@ const (
 	SnapshotsBlockedAnnotation = "configward.dev/snapshots-blocked"
 )
 
+// Channels: the copies of a hot ConfigMap or Secret that the pods of one
+// wave mount where delivery is on, written only by configward's
+// controller, so a change of hot config reaches the pods wave by wave.
+const (
+	// ChannelLabel is ChannelLabelValue on every channel.
+	ChannelLabel      = "configward.dev/channel"
+	ChannelLabelValue = "true"
+	// ChannelOfAnnotation on a channel names the hot original it copies.
+	ChannelOfAnnotation = "configward.dev/channel-of"
+	// ChannelWaveAnnotation names the wave of a channel, and of a pod that
+	// mounts channels (set when the pod is created, kept for its life).
+	ChannelWaveAnnotation = "configward.dev/channel-wave"
+	// ChannelContentAnnotation on a channel names the snapshot whose
+	// content it holds.
+	ChannelContentAnnotation = "configward.dev/channel-content"
+	// HotChannelsLabel is "true" on a Namespace where delivery is on: the
+	// Pod path's second webhook (pod-channels) is sent that namespace's
+	// pods, so their hot config can be pointed at channels.
+	HotChannelsLabel = "configward.dev/hot-channels"
+)
+
 // Labels configward maintains on Namespaces. They scope the fail-closed
 // copies of its webhooks (see the Helm chart), so that while configward is
 // down, writes are refused only where it enforces something; everywhere

@@ -188,6 +188,15 @@ func (d *deliveries) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	hot := false
+	if !delivered && settings.Delivery != nil {
+		// Hot config is delivered through its channels.
+		if o, err = d.inv.Get(ctx, src.Kind, ns, src.Name); err != nil {
+			return reconcile.Result{}, err
+		}
+		delivered = delivery.Channelled(o, settings)
+		hot = delivered
+	}
 	if !delivered {
 		if latest != nil && delivery.Open(latest.Status.State) && latest.Status.State != "" {
 			why := "delivery is off for the namespace: plain rollouts take every consumer to the current content"
@@ -202,8 +211,14 @@ func (d *deliveries) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	switch {
 	case latest != nil && latest.Status.State == "":
 		// Created by a leader that stopped before it wrote the placement.
+		if latest.Spec.Hot {
+			return d.placeHot(ctx, latest, recs, src, current)
+		}
 		return d.place(ctx, latest, recs, src, current, settings)
-	case latest == nil || latest.Status.To != current || latest.Status.State == v1alpha1.DeliveryCancelled:
+	case latest == nil || latest.Status.To != current || latest.Status.State == v1alpha1.DeliveryCancelled || latest.Spec.Hot != hot:
+		if hot {
+			return d.maybeStartHot(ctx, req, src, current, settings, recs)
+		}
 		return d.maybeStart(ctx, req, src, current, settings, recs)
 	}
 	d.forgetChange(req.NamespacedName)

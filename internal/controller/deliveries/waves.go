@@ -27,7 +27,11 @@ func (d *deliveries) advance(ctx context.Context, rec *v1alpha1.ConfigDelivery) 
 	obs := delivery.Observation{Now: time.Now(), LastProgressWrite: d.lastProgressWrite(rec.UID)}
 	step := delivery.Next(rec, obs)
 	if step.NeedsGate {
-		g, err := d.gate(ctx, rec, &rec.Status.Waves[delivery.CurrentWave(rec)])
+		gate := d.gate
+		if rec.Spec.Hot {
+			gate = d.hotGate
+		}
+		g, err := gate(ctx, rec, &rec.Status.Waves[delivery.CurrentWave(rec)])
 		if err != nil {
 			return reconcile.Result{}, err
 		}

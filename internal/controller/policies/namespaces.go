@@ -24,8 +24,12 @@ import (
 // Helm chart scopes the fail-closed copies of the change-control and schema
 // webhooks to these labels and lets the copies for every other namespace
 // fail open, so an outage of configward blocks ConfigMap and Secret writes
-// only where configward enforces something. A label removed by hand comes
-// back at once (the removal is itself a namespace event).
+// only where configward enforces something. The third,
+// v1alpha1.HotChannelsLabel on namespaces where delivery is on, sends their
+// pods to the Pod path (pod-channels.configward.dev), which points their hot
+// config at channels; other namespaces' pods never reach it. A label
+// removed by hand comes back at once (the removal is itself a namespace
+// event).
 //
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;patch
 
@@ -33,7 +37,7 @@ import (
 // control governs a namespace; it is re-asked for every namespace whenever
 // the ConfigPolicies in force change.
 func SetupNamespaceLabels(mgr ctrl.Manager, policies *configpolicy.Store, governed func(*corev1.Namespace) bool) error {
-	r := &namespaceLabels{client: mgr.GetClient(), governed: governed}
+	r := &namespaceLabels{client: mgr.GetClient(), governed: governed, policies: policies}
 	policiesChanged := make(chan event.TypedGenericEvent[*corev1.Namespace], 1)
 	policies.OnChange(func() {
 		select {
@@ -54,6 +58,7 @@ func SetupNamespaceLabels(mgr ctrl.Manager, policies *configpolicy.Store, govern
 type namespaceLabels struct {
 	client   client.Client
 	governed func(*corev1.Namespace) bool
+	policies *configpolicy.Store
 }
 
 func (r *namespaceLabels) everyNamespace(ctx context.Context, _ *corev1.Namespace) []reconcile.Request {
@@ -74,12 +79,13 @@ func (r *namespaceLabels) Reconcile(ctx context.Context, req reconcile.Request) 
 	}
 	before := ns.DeepCopy()
 	changed := setLabel(&ns, v1alpha1.ChangeControlLabel, v1alpha1.ChangeControlGoverned, r.governed(&ns))
+	changed = setLabel(&ns, v1alpha1.HotChannelsLabel, "true", r.policies.Current().For(&ns).Delivery != nil) || changed
 	changed = setLabel(&ns, v1alpha1.ConfigSchemasLabel, v1alpha1.ConfigSchemasPresent, len(schemas.Items) > 0) || changed
 	if !changed {
 		return reconcile.Result{}, nil
 	}
 	ctrl.LoggerFrom(ctx).Info("namespace labels", v1alpha1.ChangeControlLabel, ns.Labels[v1alpha1.ChangeControlLabel],
-		v1alpha1.ConfigSchemasLabel, ns.Labels[v1alpha1.ConfigSchemasLabel])
+		v1alpha1.ConfigSchemasLabel, ns.Labels[v1alpha1.ConfigSchemasLabel], v1alpha1.HotChannelsLabel, ns.Labels[v1alpha1.HotChannelsLabel])
 	return reconcile.Result{}, r.client.Patch(ctx, &ns, client.MergeFrom(before))
 }
 

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/controller"
 	"github.com/configward/configward/internal/inventory"
@@ -258,7 +259,51 @@ func (r *revisions) named(ctx context.Context, ns string) (named, error) {
 		}
 		n.pods = append(n.pods, p)
 	}
-	return n, nil
+	return n, r.namedByChannels(ctx, ns, n)
+}
+
+// namedByChannels adds what hot config's channels hold and what its
+// deliveries may write into them (their From, each wave's From, and To):
+// a rollback or a wave not reached yet writes it back.
+func (r *revisions) namedByChannels(ctx context.Context, ns string, n named) error {
+	in := []client.ListOption{client.InNamespace(ns), client.MatchingLabels{v1alpha1.ChannelLabel: v1alpha1.ChannelLabelValue}}
+	var cms corev1.ConfigMapList
+	if err := r.cache.List(ctx, &cms, in...); err != nil {
+		return fmt.Errorf("listing channels: %w", err)
+	}
+	for i := range cms.Items {
+		n.snapshots[revision.Source{Kind: refs.ConfigMap, Name: channel.Content(cms.Items[i].Annotations)}] = true
+	}
+	var secrets corev1.SecretList
+	if err := r.cache.List(ctx, &secrets, in...); err != nil {
+		return fmt.Errorf("listing channels: %w", err)
+	}
+	for i := range secrets.Items {
+		n.snapshots[revision.Source{Kind: refs.Secret, Name: channel.Content(secrets.Items[i].Annotations)}] = true
+	}
+	var recs v1alpha1.ConfigDeliveryList
+	if err := r.client.List(ctx, &recs, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("listing configdeliveries: %w", err)
+	}
+	for i := range recs.Items {
+		rec := &recs.Items[i]
+		if !rec.Spec.Hot {
+			continue
+		}
+		kind := refs.Kind(rec.Spec.Config.Kind)
+		for _, snap := range append([]string{rec.Status.From, rec.Status.To}, waveFroms(rec)...) {
+			n.snapshots[revision.Source{Kind: kind, Name: snap}] = true
+		}
+	}
+	return nil
+}
+
+func waveFroms(rec *v1alpha1.ConfigDelivery) []string {
+	var out []string
+	for _, w := range rec.Status.Waves {
+		out = append(out, w.From)
+	}
+	return out
 }
 
 // reportUnpinned records, once per pod, a pod that names snapshots in its

@@ -82,19 +82,7 @@ func (r *rollout) podGone(ctx context.Context, obj client.Object) []reconcile.Re
 // top-level owner workload.TopOwner finds, reading each owner between from
 // the cache.
 func (r *rollout) workloadOf(ctx context.Context, pod *corev1.Pod) []reconcile.Request {
-	top := workload.TopOwner(metav1.GetControllerOf(pod), func(ref *metav1.OwnerReference) *metav1.OwnerReference {
-		// Only built-in kinds hand on (ReplicaSet, Job), read typed from
-		// the informers the manager has for them.
-		t, ok := r.inv.Registry().Type(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).GroupKind())
-		if !ok {
-			return nil
-		}
-		owner := t.New()
-		if err := r.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, owner); err != nil {
-			return nil
-		}
-		return metav1.GetControllerOf(owner)
-	})
+	top := r.inv.Registry().TopOwnerOf(ctx, r.client, pod)
 	if top == nil || top.Kind != r.typ.Kind.Kind || ownerGroup(top) != r.typ.Group {
 		return nil
 	}

@@ -1,0 +1,172 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/channel"
+	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/revision"
+	"github.com/configward/configward/internal/workload"
+)
+
+// PodChannelsMatchCondition is the matchCondition of the Pod path's second
+// webhook (pod-channels.configward.dev), which a namespaceSelector limits
+// to the namespaces where delivery is on (v1alpha1.HotChannelsLabel): the
+// pods the first one (PodConfigMatchCondition) does not take, so each pod
+// reaches the Pod path once.
+const PodChannelsMatchCondition = `!(` + PodConfigMatchCondition + `)`
+
+// Channels points a new pod's hot config at its wave's channels, where
+// delivery is on in the pod's namespace: a change of the hot config then
+// reaches the pod when its wave does (the delivery controller writes each
+// wave's channels in turn), not when the kubelet next syncs. The pod's
+// template stays as written.
+type Channels struct {
+	Policies *configpolicy.Store
+	// Cache reads Namespaces and the pod's owners; Live lists the pods of
+	// a workload whose waves take a share of its pods (a pod created a
+	// moment before must count, and the cache may not show it yet).
+	Cache, Live client.Reader
+	Kinds       *workload.Registry
+}
+
+// point returns the patch that points pod's hot config at the channels of
+// its wave, the channel each hot config is pointed at (for the reload
+// agent, which watches the channels), and why.
+func (c *Channels) point(ctx context.Context, inv *inventory.Inventory, pod *corev1.Pod) ([]jsonpatch.Operation, map[revision.Source]string, string, error) {
+	policy, err := c.Policies.For(ctx, c.Cache, pod.Namespace)
+	if err != nil || policy.Delivery == nil {
+		return nil, nil, "", err
+	}
+	hot := map[revision.Source]bool{}
+	for _, r := range refs.FromPodSpec(&pod.Spec) {
+		if r.Via != refs.Volume && r.Via != refs.Projected {
+			continue // hot config in env or subPath is refused before a pod is created
+		}
+		src := revision.Source{Kind: r.Kind, Name: r.Name}
+		if _, seen := hot[src]; seen {
+			continue
+		}
+		o, err := inv.Get(ctx, r.Kind, pod.Namespace, r.Name)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		hot[src] = delivery.Channelled(o, policy)
+	}
+	if !anyTrue(hot) {
+		return nil, nil, "", nil
+	}
+	owner, err := c.owner(ctx, pod)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	waves := policy.Delivery.Waves
+	wave, err := delivery.WaveOf(waves, owner, func(i int) (bool, error) { return c.inShare(ctx, pod, owner, waves[i]) })
+	if err != nil {
+		return nil, nil, "", err
+	}
+	for src, channelled := range hot {
+		if !channelled {
+			continue
+		}
+		// An object of the channel's name that configward did not write
+		// (someone's own) is never mounted in its place: the pod reads the
+		// original.
+		o, err := inv.Get(ctx, src.Kind, pod.Namespace, channel.Name(src.Name, wave))
+		if err != nil {
+			return nil, nil, "", err
+		}
+		if _, _, isChannel := channel.Of(o.Labels, o.Annotations); o.Exists && !isChannel {
+			hot[src] = false
+		}
+	}
+	pointed := map[revision.Source]string{}
+	ops := revision.Repoint(&pod.Spec, func(r refs.Ref) string {
+		src := revision.Source{Kind: r.Kind, Name: r.Name}
+		if (r.Via != refs.Volume && r.Via != refs.Projected) || !hot[src] {
+			return ""
+		}
+		pointed[src] = channel.Name(r.Name, wave)
+		return pointed[src]
+	})
+	if len(pointed) == 0 {
+		return nil, nil, "", nil
+	}
+	if pod.Annotations == nil {
+		ops = append(ops, jsonpatch.Operation{Operation: "add", Path: "/metadata/annotations", Value: map[string]string{v1alpha1.ChannelWaveAnnotation: wave}})
+	} else {
+		ops = append(ops, jsonpatch.Operation{Operation: "add", Path: "/metadata/annotations/" + strings.ReplaceAll(v1alpha1.ChannelWaveAnnotation, "/", "~1"), Value: wave})
+	}
+	return ops, pointed, fmt.Sprintf("hot config pointed at the channels of wave %s", wave), nil
+}
+
+func anyTrue(m map[revision.Source]bool) bool {
+	for _, v := range m {
+		if v {
+			return true
+		}
+	}
+	return false
+}
+
+// owner is the top-level workload of pod, as its controller references
+// say (nil for a pod no workload controls, or whose owner is not known).
+func (c *Channels) owner(ctx context.Context, pod *corev1.Pod) (*delivery.PodOwner, error) {
+	top := c.Kinds.TopOwnerOf(ctx, c.Cache, pod)
+	if top == nil {
+		return nil, nil
+	}
+	t, ok := c.Kinds.Type(schemaGroupKind(top))
+	if !ok {
+		return nil, nil
+	}
+	o := t.New()
+	if err := c.Cache.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: top.Name}, o); err != nil || o.GetUID() != top.UID {
+		return nil, client.IgnoreNotFound(err)
+	}
+	w := t.Wrap(o)
+	return &delivery.PodOwner{Kind: t.RecordKind(), Name: o.GetName(), Labels: o.GetLabels(), Selector: w.Selector()}, nil
+}
+
+// inShare says whether wave, which takes a share of owner's pods
+// (podPercent), holds fewer than its share of them: then the new pod joins
+// it. The owner's live pods are listed from the API server, found by its
+// selector.
+func (c *Channels) inShare(ctx context.Context, pod *corev1.Pod, owner *delivery.PodOwner, wave v1alpha1.Wave) (bool, error) {
+	sel := owner.Selector
+	if sel == nil {
+		return false, nil
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil || s.Empty() {
+		return false, nil
+	}
+	var list corev1.PodList
+	if err := c.Live.List(ctx, &list, client.InNamespace(pod.Namespace), client.MatchingLabelsSelector{Selector: s}); err != nil {
+		return false, fmt.Errorf("listing the pods of %s %s to place a new one in a wave: %w", owner.Kind, owner.Name, err)
+	}
+	total, in := 1, 0 // the new pod counts
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		total++
+		if p.Annotations[v1alpha1.ChannelWaveAnnotation] == wave.Name {
+			in++
+		}
+	}
+	return in < delivery.ShareTarget(*wave.PodPercent, total), nil
+}

@@ -1,0 +1,130 @@
+// Package channel says what a channel is: the copy of a hot ConfigMap or
+// Secret that the pods of one delivery wave mount, so that a change of hot
+// config reaches them wave by wave (the seed's "separate objects per
+// group"). It names channels, builds them from the snapshot whose content
+// they hold, and tells one from other objects. Which wave a pod is in, and
+// which content a wave's channel holds, are the delivery's decisions
+// (internal/delivery); writing channels is the channels controller's.
+package channel
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/refs"
+)
+
+// maxName is the longest name of a ConfigMap or Secret (a DNS subdomain).
+const maxName = 253
+
+// Name names the channel of original for wave: "<original>-ch-<wave>",
+// readable in a pod's spec. Where that is too long, the original's name is
+// cut and 8 hex digits of a hash of the whole keep it unique.
+func Name(original, wave string) string {
+	name := original + "-ch-" + wave
+	if len(name) <= maxName {
+		return name
+	}
+	sum := sha256.Sum256([]byte(original + "\x00" + wave))
+	suffix := "-" + hex.EncodeToString(sum[:4]) + "-ch-" + wave
+	return original[:maxName-len(suffix)] + suffix
+}
+
+// meta is the metadata of every channel: configward's label, the original
+// and the wave, the snapshot whose content it holds, the hot reload mode
+// (a channel is hot config: its pods' agents watch it, and the rules for
+// hot config hold for it), none of the original's labels (no ConfigSchema
+// or selector picks a channel up) and no owner: the channels controller
+// deletes channels nobody mounts any more.
+func meta(namespace, original, wave, content string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Namespace: namespace,
+		Name:      Name(original, wave),
+		Labels:    map[string]string{v1alpha1.ChannelLabel: v1alpha1.ChannelLabelValue},
+		Annotations: map[string]string{
+			v1alpha1.ChannelOfAnnotation:      original,
+			v1alpha1.ChannelWaveAnnotation:    wave,
+			v1alpha1.ChannelContentAnnotation: content,
+			v1alpha1.ReloadAnnotation:         v1alpha1.ReloadHot,
+		},
+	}
+}
+
+// ConfigMap is the channel of original for wave holding the content of
+// snapshot (a snapshot of original, read from the API server).
+func ConfigMap(snapshot *corev1.ConfigMap, original, wave string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: meta(snapshot.Namespace, original, wave, snapshot.Name),
+		Data:       snapshot.Data,
+		BinaryData: snapshot.BinaryData,
+	}
+}
+
+// Secret is the channel of original for wave holding the content of
+// snapshot.
+func Secret(snapshot *corev1.Secret, original, wave string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: meta(snapshot.Namespace, original, wave, snapshot.Name),
+		Type:       snapshot.Type,
+		Data:       snapshot.Data,
+	}
+}
+
+// Of reports whether an object with these labels and annotations is a
+// channel, of which original and for which wave.
+func Of(labels, annotations map[string]string) (original, wave string, ok bool) {
+	if labels[v1alpha1.ChannelLabel] != v1alpha1.ChannelLabelValue {
+		return "", "", false
+	}
+	original, wave = annotations[v1alpha1.ChannelOfAnnotation], annotations[v1alpha1.ChannelWaveAnnotation]
+	return original, wave, original != "" && wave != ""
+}
+
+// Content is the snapshot a channel holds ("" when it says none).
+func Content(annotations map[string]string) string {
+	return annotations[v1alpha1.ChannelContentAnnotation]
+}
+
+// Held is a channel as a cache shows it.
+type Held struct {
+	Name, Wave string
+	// Content is the snapshot it holds.
+	Content string
+	Object  client.Object
+}
+
+// List lists the channels of original, a ConfigMap or a Secret by kind, in
+// namespace from r (a cache), by wave.
+func List(ctx context.Context, r client.Reader, namespace string, kind refs.Kind, original string) (map[string]Held, error) {
+	out := map[string]Held{}
+	add := func(o client.Object) {
+		if of, wave, ok := Of(o.GetLabels(), o.GetAnnotations()); ok && of == original {
+			out[wave] = Held{Name: o.GetName(), Wave: wave, Content: Content(o.GetAnnotations()), Object: o}
+		}
+	}
+	in := []client.ListOption{client.InNamespace(namespace), client.MatchingLabels{v1alpha1.ChannelLabel: v1alpha1.ChannelLabelValue}}
+	if kind == refs.Secret {
+		var list corev1.SecretList
+		if err := r.List(ctx, &list, in...); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			add(&list.Items[i])
+		}
+		return out, nil
+	}
+	var list corev1.ConfigMapList
+	if err := r.List(ctx, &list, in...); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		add(&list.Items[i])
+	}
+	return out, nil
+}

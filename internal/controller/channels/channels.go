@@ -1,0 +1,332 @@
+// Package channels is the channels controller: it keeps the channels of
+// each hot ConfigMap (and Secret) in namespaces where delivery is on, one
+// per wave of the policy, holding the content its wave should run now
+// (delivery.ChannelContent: what the config's latest ConfigDelivery says),
+// and it brings every channel to the current content where delivery is
+// turned off. It is the only writer of channels; it deletes a channel once
+// no pod mounts it and its wave is gone from the policy (or delivery is
+// off).
+package channels
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/channel"
+	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/controller/revisions"
+	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/digest"
+	"github.com/configward/configward/internal/hashkey"
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/revision"
+)
+
+// Channels are written only here, from values read from the API server
+// (the cache holds digests only): the original's, or a snapshot's.
+//
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=create;update;delete
+
+var (
+	channelWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configward_channel_writes_total",
+		Help: "Writes of channels (the copies of hot config each delivery wave's pods mount), by result: written, deleted, refused (a quota, RBAC or an admission webhook refused the write: the wave's pods keep the content they have).",
+	}, []string{"result"})
+)
+
+func init() { metrics.Registry.MustRegister(channelWrites) }
+
+// Options configure the channels controller.
+type Options struct {
+	Policies  *configpolicy.Store
+	Snapshots *revisions.Snapshotter
+	Keys      *hashkey.Source
+}
+
+// Setup registers the channels controller. Its requests name a config
+// ("ConfigMap/flags" in a namespace).
+func Setup(mgr ctrl.Manager, inv *inventory.Inventory, opts Options) error {
+	c := &channels{client: mgr.GetClient(), cache: mgr.GetCache(), live: mgr.GetAPIReader(), inv: inv, opts: opts, events: mgr.GetEventRecorder("configward-channels")}
+	configKey := func(kind refs.Kind) handler.MapFunc {
+		return func(_ context.Context, o client.Object) []reconcile.Request {
+			if of, _, ok := channel.Of(o.GetLabels(), o.GetAnnotations()); ok {
+				return []reconcile.Request{key(o.GetNamespace(), revision.Source{Kind: kind, Name: of})}
+			}
+			if _, ok := revision.SnapshotOf(o.GetLabels(), o.GetAnnotations()); ok {
+				return nil
+			}
+			return []reconcile.Request{key(o.GetNamespace(), revision.Source{Kind: kind, Name: o.GetName()})}
+		}
+	}
+	policiesChanged := make(chan event.TypedGenericEvent[*corev1.ConfigMap], 1)
+	opts.Policies.OnChange(func() {
+		select {
+		case policiesChanged <- event.TypedGenericEvent[*corev1.ConfigMap]{Object: &corev1.ConfigMap{}}:
+		default: // one pending look covers every change before it
+		}
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("channels").
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(configKey(refs.ConfigMap))).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(configKey(refs.Secret))).
+		Watches(&v1alpha1.ConfigDelivery{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			rec := o.(*v1alpha1.ConfigDelivery)
+			if !rec.Spec.Hot {
+				return nil
+			}
+			return []reconcile.Request{key(rec.Namespace, revision.Source{Kind: refs.Kind(rec.Spec.Config.Kind), Name: rec.Spec.Config.Name})}
+		})).
+		WatchesRawSource(source.Channel(policiesChanged, handler.TypedEnqueueRequestsFromMapFunc(c.everyHotConfig))).
+		Complete(c)
+}
+
+type channels struct {
+	client client.Client
+	// cache lists and reads ConfigMaps and Secrets by their identity (the
+	// client refuses reads of them: the cache holds digests only).
+	cache client.Reader
+	// live reads values (originals and snapshots) from the API server.
+	live   client.Reader
+	inv    *inventory.Inventory
+	opts   Options
+	events recorder.EventRecorder
+}
+
+func key(namespace string, src revision.Source) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: src.String()}}
+}
+
+// everyHotConfig asks for a look at every hot config and every channel's
+// original, after the policies in force changed (delivery turned on or
+// off, waves added or removed).
+func (c *channels) everyHotConfig(ctx context.Context, _ *corev1.ConfigMap) []reconcile.Request {
+	var out []reconcile.Request
+	seen := map[reconcile.Request]bool{}
+	add := func(r reconcile.Request) {
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	for kind, list := range map[refs.Kind]client.ObjectList{refs.ConfigMap: &corev1.ConfigMapList{}, refs.Secret: &corev1.SecretList{}} {
+		if err := c.cache.List(ctx, list); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing config to look at its channels after a ConfigPolicy change")
+			continue
+		}
+		each(list, func(o client.Object) {
+			if of, _, ok := channel.Of(o.GetLabels(), o.GetAnnotations()); ok {
+				add(key(o.GetNamespace(), revision.Source{Kind: kind, Name: of}))
+			} else if o.GetAnnotations()[v1alpha1.ReloadAnnotation] == v1alpha1.ReloadHot {
+				add(key(o.GetNamespace(), revision.Source{Kind: kind, Name: o.GetName()}))
+			}
+		})
+	}
+	return out
+}
+
+func each(list client.ObjectList, f func(client.Object)) {
+	switch l := list.(type) {
+	case *corev1.ConfigMapList:
+		for i := range l.Items {
+			f(&l.Items[i])
+		}
+	case *corev1.SecretList:
+		for i := range l.Items {
+			f(&l.Items[i])
+		}
+	}
+}
+
+func (c *channels) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	kind, name, ok := strings.Cut(req.Name, "/")
+	if !ok {
+		return reconcile.Result{}, nil
+	}
+	src, ns := revision.Source{Kind: refs.Kind(kind), Name: name}, req.Namespace
+	policy, err := c.opts.Policies.For(ctx, c.client, ns)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	o, err := c.inv.Get(ctx, src.Kind, ns, src.Name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	held, err := channel.List(ctx, c.cache, ns, src.Kind, src.Name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	mounted, err := c.mounted(ctx, ns)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	current := ""
+	if o.Exists {
+		current = c.inv.SnapshotName(c.opts.Keys.Current().Bytes(), o)
+	}
+	want := map[string]string{} // wave to the snapshot its channel holds
+	if delivery.Channelled(o, policy) {
+		// Every content a channel takes has a snapshot: a delivery of the
+		// next change starts from it (its From), and a rollback writes it
+		// back.
+		if err := c.opts.Snapshots.Ensure(ctx, ns, revision.Snapshots{src: current}); err != nil {
+			return reconcile.Result{}, fmt.Errorf("writing the snapshot of %s %s/%s that its channels hold: %w", src.Kind, ns, src.Name, err)
+		}
+		rec, err := latest(ctx, c.client, ns, src)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		for _, w := range policy.Delivery.Waves {
+			want[w.Name] = delivery.ChannelContent(rec, w.Name, held[w.Name].Content, current)
+		}
+		for wave, h := range held {
+			if _, inPolicy := want[wave]; !inPolicy && mounted[h.Name] {
+				want[wave] = delivery.ChannelContent(rec, wave, h.Content, current)
+			}
+		}
+	} else if o.Exists {
+		// Delivery off, or the config no longer hot: the channels pods
+		// still mount follow the config as it is.
+		for wave, h := range held {
+			if mounted[h.Name] {
+				want[wave] = current
+			}
+		}
+	} else {
+		// The original is gone: pods that mount its channels keep what
+		// they hold.
+		for wave, h := range held {
+			if mounted[h.Name] {
+				want[wave] = h.Content
+			}
+		}
+	}
+	var errs []error
+	for wave, snap := range want {
+		if h, ok := held[wave]; ok && h.Content == snap {
+			continue
+		}
+		if err := c.write(ctx, ns, src, wave, snap, current, held[wave]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for wave, h := range held {
+		if _, kept := want[wave]; kept {
+			continue
+		}
+		if err := c.client.Delete(ctx, h.Object); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("deleting channel %s/%s nobody mounts: %w", ns, h.Name, err))
+			continue
+		}
+		channelWrites.WithLabelValues("deleted").Inc()
+	}
+	return reconcile.Result{}, errors.Join(errs...)
+}
+
+// mounted names the ConfigMaps and Secrets the live pods of ns reference.
+func (c *channels) mounted(ctx context.Context, ns string) (map[string]bool, error) {
+	var pods corev1.PodList
+	if err := c.client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, r := range refs.FromPodSpec(&p.Spec) {
+			out[r.Name] = true
+		}
+	}
+	return out, nil
+}
+
+// write makes the channel of src for wave hold the content of snapshot
+// snap: read from the original itself when snap is its current content,
+// from the snapshot otherwise.
+func (c *channels) write(ctx context.Context, ns string, src revision.Source, wave, snap, current string, held channel.Held) error {
+	from := snap
+	if snap == current {
+		from = src.Name
+	}
+	// The values live only in this call: copied, never logged or kept.
+	var obj client.Object
+	var content map[string]string
+	key := types.NamespacedName{Namespace: ns, Name: from}
+	switch src.Kind {
+	case refs.Secret:
+		var s corev1.Secret
+		if err := c.live.Get(ctx, key, &s); err != nil {
+			return fmt.Errorf("reading %s for channel %s of %s %s/%s: %w", from, channel.Name(src.Name, wave), src.Kind, ns, src.Name, err)
+		}
+		s.Name, content = snap, digest.SecretKeyDigests(s.Data)
+		obj = channel.Secret(&s, src.Name, wave)
+	default:
+		var cm corev1.ConfigMap
+		if err := c.live.Get(ctx, key, &cm); err != nil {
+			return fmt.Errorf("reading %s for channel %s of %s %s/%s: %w", from, channel.Name(src.Name, wave), src.Kind, ns, src.Name, err)
+		}
+		cm.Name, content = snap, digest.KeyDigests(cm.Data, cm.BinaryData)
+		obj = channel.ConfigMap(&cm, src.Name, wave)
+	}
+	if from == src.Name && revision.SnapshotName(c.opts.Keys.Current().Bytes(), ns, src.Kind, src.Name, digest.Content(content, nil)) != snap {
+		return fmt.Errorf("the content of %s %s/%s changed again before its channel %s was written", src.Kind, ns, src.Name, obj.GetName())
+	}
+	var err error
+	if held.Object == nil {
+		err = c.client.Create(ctx, obj)
+	} else {
+		obj.SetResourceVersion(held.Object.GetResourceVersion())
+		err = c.client.Update(ctx, obj)
+	}
+	switch {
+	case err == nil:
+		channelWrites.WithLabelValues("written").Inc()
+		ctrl.LoggerFrom(ctx).Info("channel written", "channel", obj.GetName(), "content", snap)
+		return nil
+	case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err):
+		return err // the cache is behind; the next look writes it
+	case apierrors.IsForbidden(err):
+		channelWrites.WithLabelValues("refused").Inc()
+		c.blocked(ctx, ns, src, obj.GetName(), err)
+	}
+	return fmt.Errorf("writing channel %s/%s: %w", ns, obj.GetName(), err)
+}
+
+// blocked records on the config that its channel cannot be written.
+func (c *channels) blocked(ctx context.Context, ns string, src revision.Source, name string, err error) {
+	var o client.Object = &corev1.ConfigMap{}
+	if src.Kind == refs.Secret {
+		o = &corev1.Secret{}
+	}
+	if c.cache.Get(ctx, types.NamespacedName{Namespace: ns, Name: src.Name}, o) != nil {
+		return
+	}
+	c.events.Eventf(o, nil, corev1.EventTypeWarning, "ConfigChannelBlocked", "WriteChannel",
+		"channel %s cannot be written (%v): the pods that mount it keep the content they have until it can", name, err)
+}
+
+// latest is the newest delivery record of src, nil when there is none.
+func latest(ctx context.Context, r client.Reader, ns string, src revision.Source) (*v1alpha1.ConfigDelivery, error) {
+	recs, err := delivery.Records(ctx, r, ns, src)
+	if err != nil || len(recs) == 0 {
+		return nil, err
+	}
+	return recs[0], nil
+}

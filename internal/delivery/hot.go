@@ -1,0 +1,102 @@
+package delivery
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/reload"
+)
+
+// BeginHot is the first step of a new record of hot config: its waves are
+// the policy's, each with the channel its pods mount, what that channel
+// holds now (its From) and the workloads with pods in it (waves, built by
+// the controller); from is what most channels hold, to the snapshot
+// delivered. Unlike a restart-based delivery, a wave with no pod now is
+// kept: a pod created during the delivery joins it, and its channel must
+// still wait for its turn.
+//
+// outside names the pods that mount the original itself (created before
+// delivery was on, or while the Pod path was down): they get every change
+// at once, and the record says so.
+func BeginHot(rec *v1alpha1.ConfigDelivery, to, from string, waves []v1alpha1.WaveStatus, pods int, outside []string, now time.Time) Step {
+	c := change{rec: rec, now: metav1.NewTime(now)}
+	s := &c.step.Status
+	*s = v1alpha1.ConfigDeliveryStatus{
+		State: v1alpha1.DeliveryProgressing, Reason: ReasonStarted,
+		To: to, From: from, Waves: waves, StartedAt: c.stamp(),
+	}
+	msg := fmt.Sprintf("delivering hot %s %s to %d pods in %d waves through their channels", rec.Spec.Config.Kind, to, pods, len(waves))
+	if len(outside) > 0 {
+		names := outside
+		if len(names) > 5 {
+			names = append(slices.Clone(names[:5]), fmt.Sprintf("and %d more", len(outside)-5))
+		}
+		msg += fmt.Sprintf("; %d pods mount %s %s directly and are outside the waves (they read every change at once; created before delivery was on, or while configward's webhook was down): %s",
+			len(outside), rec.Spec.Config.Kind, rec.Spec.Config.Name, strings.Join(names, ", "))
+	}
+	s.Message = msg
+	c.history("", v1alpha1.HistoryStarted, "", msg)
+	c.step.Write = true
+	c.event(corev1.EventTypeNormal, EventStarted, fmt.Sprintf("%s (ConfigDelivery %s)", msg, rec.Name))
+	return c.then(soon)
+}
+
+// HotWant is the snapshot the channel of wave i of a hot delivery holds
+// while the wave is gated: the delivered one, or, rolled back, the one it
+// held before.
+func HotWant(rec *v1alpha1.ConfigDelivery, i int) string {
+	if rec.Status.RolledBack && i == CurrentWave(rec) {
+		if from := rec.Status.Waves[i].From; from != "" {
+			return from
+		}
+		return rec.Status.From
+	}
+	return rec.Status.To
+}
+
+// HotHealthOf says where one pod of a started wave of hot config stands.
+// config is the hot config as the pod's reload condition names it
+// ("ConfigMap/<original>": a channel's reports speak for its original),
+// want the ContentID of the content the wave delivers, started when
+// the wave wrote its channel, and propagation how long the kubelet may
+// take to swap the content in (DeliverySettings.PropagationSeconds).
+//
+//   - A container that restarted after the wave started fails it.
+//   - With a reload agent: a rejection of the content fails the wave; the
+//     pod waits (Progressing) until it reports the content, then must be
+//     ready.
+//   - Without one, nothing can say when the pod has the content: it waits
+//     for propagation, then must be ready, and passes Unverified.
+func HotHealthOf(p *corev1.Pod, config, want string, started time.Time, propagation time.Duration, now time.Time) (state, message string) {
+	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if t := cs.LastTerminationState.Terminated; t != nil && !t.FinishedAt.Time.Before(started) {
+			return Failed, fmt.Sprintf("container %q restarted after the wave wrote its channel (%d restarts)", cs.Name, cs.RestartCount)
+		}
+	}
+	if !reload.HasAgent(p) {
+		if left := started.Add(propagation).Sub(now); left > 0 {
+			return Progressing, fmt.Sprintf("no reload agent: waiting %s more for the kubelet to deliver the content", left.Round(time.Second))
+		}
+		if !ready(p) {
+			return Unready, "not ready"
+		}
+		return Unverified, fmt.Sprintf("no reload agent: nothing confirms it applied the content; ready and not restarted %s after the wave started", propagation)
+	}
+	st, e := reload.StateOf(p, reload.EntriesOf(p), config, want)
+	switch st {
+	case reload.StateRejected:
+		return Failed, "its program rejected the content: " + e.Message
+	case reload.StateOlder, reload.StatePending:
+		return Progressing, "has not reported the content yet"
+	}
+	if !ready(p) {
+		return Unready, "not ready"
+	}
+	return Healthy, ""
+}

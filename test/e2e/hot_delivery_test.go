@@ -1,0 +1,225 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+)
+
+// These specs deliver changes of a hot ConfigMap through channels on the
+// whole cluster: kube-controller-manager creates the pods, configward's Pod
+// path points each at its wave's channel, its controller writes the
+// channels wave by wave, and kwok runs the pods (which have no reload
+// agent here: the gate waits propagationSeconds, then judges readiness).
+// The real node's spec (test/node) has the agents and a real program.
+
+// hotDeliveryNamespace returns a namespace where delivery is on with
+// waves (YAML under spec.delivery), a hot ConfigMap "flags" holding
+// level=info, and Deployments a (labelled app=a, the canary's selector)
+// and b, two pods each, mounting it as a directory; it returns once every
+// pod runs and both channels hold level=info.
+func hotDeliveryNamespace(tag, waves string) string {
+	ns := newNamespace("hot", map[string]string{policyLabel: tag})
+	applyPolicy(policyYAML("hot-"+tag, tag, "revisions: {enabled: true}\ndelivery:\n"+indent(waves, 2)))
+	Eventually(policyReady("hot-"+tag), 10*time.Second).Should(HaveField("Status", metav1.ConditionTrue))
+	Eventually(func() string {
+		var n corev1.Namespace
+		Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: ns}, &n)).To(Succeed())
+		return n.Labels[v1alpha1.HotChannelsLabel]
+	}, 10*time.Second, 100*time.Millisecond).Should(Equal("true"), "the controller sends the namespace's pods to the Pod path")
+	apply(hotConfigMap(ns, "flags", map[string]string{"level": "info"}))
+	awaitHotSeen(ns, "flags")
+	Eventually(channelsOf(ns, "flags"), 20*time.Second, 200*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}))
+	apply(hotDeployment(ns, "a", 2), hotDeployment(ns, "b", 2))
+	rolloutStatus(ns, "deployment/a")
+	rolloutStatus(ns, "deployment/b")
+	return ns
+}
+
+// hotDeployment is a Deployment labelled app=name whose pods mount hot
+// ConfigMap flags as a directory.
+func hotDeployment(ns, name string, replicas int) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %[2]s, namespace: %[1]s, labels: {app: %[2]s}}
+spec:
+  replicas: %[3]d
+  minReadySeconds: 3
+  selector: {matchLabels: {app: %[2]s}}
+  template:
+    metadata: {labels: {app: %[2]s}}
+    spec:
+      containers:
+      - name: app
+        image: registry.example/app:1
+        volumeMounts: [{name: flags, mountPath: /etc/flags}]
+      volumes: [{name: flags, configMap: {name: flags}}]
+`, ns, name, replicas)
+}
+
+// channelsOf maps each wave to the level its channel of cm holds.
+func channelsOf(ns, cm string) func() map[string]string {
+	return func() map[string]string {
+		var list corev1.ConfigMapList
+		Expect(env.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.ChannelLabel: "true"})).To(Succeed())
+		out := map[string]string{}
+		for _, c := range list.Items {
+			if c.Annotations[v1alpha1.ChannelOfAnnotation] == cm {
+				out[c.Annotations[v1alpha1.ChannelWaveAnnotation]] = c.Data["level"]
+			}
+		}
+		return out
+	}
+}
+
+// mountsOf maps each live pod of app to the ConfigMap its flags volume
+// names.
+func mountsOf(ns, app string) func() map[string]string {
+	return func() map[string]string {
+		out := map[string]string{}
+		for _, p := range livePods(ns, app) {
+			for _, v := range p.Spec.Volumes {
+				if v.Name == "flags" && v.ConfigMap != nil {
+					out[p.Name] = v.ConfigMap.Name
+				}
+			}
+		}
+		return out
+	}
+}
+
+// countValues counts the values of m.
+func countValues(m map[string]string) map[string]int {
+	out := map[string]int{}
+	for _, v := range m {
+		out[v]++
+	}
+	return out
+}
+
+var _ = Describe("hot config delivered through channels", func() {
+	It("places one pod of the canary's Deployment on the canary channel and keeps the placement as pods are replaced and workloads added", func() {
+		ns := hotDeliveryNamespace("place", `waves:
+- name: canary
+  selector: {matchLabels: {app: a}}
+  podPercent: 50
+- name: rest
+`)
+		Expect(countValues(mountsOf(ns, "a")())).To(Equal(map[string]int{"flags-ch-canary": 1, "flags-ch-rest": 1}), "half of a's two pods, rounded up")
+		Expect(countValues(mountsOf(ns, "b")())).To(Equal(map[string]int{"flags-ch-rest": 2}))
+		for _, p := range livePods(ns, "a") {
+			Expect(p.Annotations).To(HaveKey(v1alpha1.ChannelWaveAnnotation))
+		}
+		var d appsv1.Deployment
+		Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "a"}, &d)).To(Succeed())
+		Expect(d.Spec.Template.Spec.Volumes[0].ConfigMap.Name).To(Equal("flags"), "the template stays as written")
+
+		By("the canary pod replaced: its replacement takes the canary's place, the other pod stays where it is")
+		var canary, other string
+		for pod, cm := range mountsOf(ns, "a")() {
+			if cm == "flags-ch-canary" {
+				canary = pod
+			} else {
+				other = pod
+			}
+		}
+		Expect(env.Client.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: canary}})).To(Succeed())
+		Eventually(mountsOf(ns, "a"), rolloutTimeout, 250*time.Millisecond).Should(And(HaveLen(2), Not(HaveKey(canary)), HaveKeyWithValue(other, "flags-ch-rest")))
+		Expect(countValues(mountsOf(ns, "a")())).To(Equal(map[string]int{"flags-ch-canary": 1, "flags-ch-rest": 1}))
+
+		By("a workload added later goes where its labels say, and moves no one")
+		before := mountsOf(ns, "a")()
+		apply(hotDeployment(ns, "c", 1))
+		rolloutStatus(ns, "deployment/c")
+		Expect(countValues(mountsOf(ns, "c")())).To(Equal(map[string]int{"flags-ch-rest": 1}))
+		Expect(mountsOf(ns, "a")()).To(Equal(before))
+	})
+
+	It("delivers a change to the canary's pods first, waits for approval with the rest on the old content, then delivers it to every pod", func() {
+		ns := hotDeliveryNamespace("approve", `waves:
+- name: canary
+  selector: {matchLabels: {app: a}}
+  podPercent: 50
+- name: rest
+  approval: true
+progressDeadlineSeconds: 60
+soakSeconds: 1
+propagationSeconds: 2
+`)
+		apply(hotConfigMap(ns, "flags", map[string]string{"level": "debug"}))
+		Eventually(latestDelivery(ns, "flags"), rolloutTimeout, 250*time.Millisecond).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
+		Expect(channelsOf(ns, "flags")()).To(Equal(map[string]string{"canary": "debug", "rest": "info"}))
+		Consistently(channelsOf(ns, "flags"), 3*time.Second, 250*time.Millisecond).Should(HaveKeyWithValue("rest", "info"), "the rest waits for a person")
+		rec := deliveries(ns, "flags")[0]
+		Expect(rec.Spec.Hot).To(BeTrue())
+		Expect(rec.Status.Waves).To(HaveLen(2))
+		Expect(rec.Status.Waves[0]).To(And(HaveField("Channel", "flags-ch-canary"), HaveField("Workloads", ConsistOf(HaveField("Name", "a")))))
+		Expect(rec.Status.Waves[1].Workloads).To(ConsistOf(HaveField("Name", "a"), HaveField("Name", "b")))
+		Expect(rec.Status.Waves[0].Health).To(ConsistOf(And(HaveField("Kind", "Pod"), HaveField("State", "Unverified"),
+			HaveField("Message", ContainSubstring("no reload agent")))), "a pod without an agent passes without showing what it applied")
+		Expect(env.Kubectl("", "get", "configdeliveries", "-n", ns).Stdout).To(ContainSubstring("WaitingForApproval"))
+
+		res := env.KubectlPlugin("delivery", "promote", "-n", ns, "configmap/flags")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(latestDelivery(ns, "flags"), rolloutTimeout, 250*time.Millisecond).Should(HavePrefix("Succeeded/"))
+		Expect(channelsOf(ns, "flags")()).To(Equal(map[string]string{"canary": "debug", "rest": "debug"}))
+		Expect(eventsFor(ns, "flags", "DeliveryWaveStarted")).To(HaveLen(2))
+	})
+
+	It("halts a change that makes the canary unready, rolls its channel back, and the rest never see it; nobody but configward writes a channel", func() {
+		ns := hotDeliveryNamespace("rollback", `waves:
+- name: canary
+  selector: {matchLabels: {app: a}}
+  podPercent: 50
+- name: rest
+progressDeadlineSeconds: 15
+soakSeconds: 1
+propagationSeconds: 2
+onFailure: Rollback
+`)
+		failingApp(ns, false)
+		apply(hotConfigMap(ns, "flags", map[string]string{"level": "broken"}))
+		Eventually(latestDelivery(ns, "flags"), 2*rolloutTimeout, 250*time.Millisecond).Should(Equal("Halted/ProgressDeadlineExceeded@canary"))
+		rec := deliveries(ns, "flags")[0]
+		Expect(rec.Status.RolledBack).To(BeTrue())
+		Expect(rec.Status.Message).To(ContainSubstring("not ready"))
+		Eventually(channelsOf(ns, "flags"), 20*time.Second, 250*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}),
+			"the canary's channel has its old content back; the rest never had the new one")
+		Eventually(func() []string { return eventsFor(ns, "a", "ConfigDeliveryHalted") }, 10*time.Second).Should(HaveLen(1))
+
+		By("a person and the pipeline are refused when they write a channel; it stays as configward wrote it")
+		patch := `{"data":{"level":"broken"}}`
+		for _, who := range []string{human, pipelineSA} {
+			res := as(who, "", "patch", "configmap/flags-ch-rest", "-n", ns, "--type=merge", "-p", patch)
+			Expect(res.ExitCode).NotTo(Equal(0), who)
+			Expect(res.Stderr).To(ContainSubstring("[config-delivery] ConfigMap %s/flags-ch-rest is configward's channel of ConfigMap flags for wave rest", ns), who)
+			res = as(who, "", "delete", "configmap/flags-ch-rest", "-n", ns)
+			Expect(res.ExitCode).NotTo(Equal(0), who)
+		}
+		forged := strings.ReplaceAll(hotConfigMap(ns, "flags-ch-extra", map[string]string{"level": "broken"}), "annotations:", "labels: {configward.dev/channel: \"true\"}\n  annotations:")
+		res := as(human, forged, "apply", "-f", "-")
+		Expect(res.ExitCode).NotTo(Equal(0), res.Stdout)
+		Expect(res.Stderr).To(ContainSubstring("[config-delivery]"))
+		Expect(channelsOf(ns, "flags")()).To(Equal(map[string]string{"canary": "info", "rest": "info"}))
+
+		By("delivery turned off: the halted delivery is cancelled and every channel the pods mount takes the current content")
+		Expect(env.Client.Delete(context.Background(), &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{Name: "hot-rollback"}})).To(Succeed())
+		Eventually(latestDelivery(ns, "flags"), 20*time.Second, 250*time.Millisecond).Should(HavePrefix("Cancelled/"))
+		Eventually(channelsOf(ns, "flags"), 20*time.Second, 250*time.Millisecond).Should(Equal(map[string]string{"canary": "broken", "rest": "broken"}))
+		Eventually(func() map[string]string {
+			var n corev1.Namespace
+			Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: ns}, &n)).To(Succeed())
+			return n.Labels
+		}, 10*time.Second).ShouldNot(HaveKey(v1alpha1.HotChannelsLabel))
+	})
+})
