@@ -24,6 +24,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
@@ -31,6 +32,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/configward/configward/internal/admission"
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/manager"
 	"github.com/configward/configward/internal/workload"
@@ -489,14 +491,23 @@ var _ = Describe("the chart, rendered", func() {
 			rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"patch"}}))
 		mutating := typed[admissionregistrationv1.MutatingWebhookConfiguration](objs, "MutatingWebhookConfiguration", "configward")
-		var podConfig []admissionregistrationv1.MatchCondition
+		var podConfig, podChannels []admissionregistrationv1.MatchCondition
+		var channelsScope *metav1.LabelSelector
 		for _, w := range mutating.Webhooks {
-			if w.Name == "pod-config.configward.dev" {
+			switch w.Name {
+			case "pod-config.configward.dev":
 				podConfig = w.MatchConditions
+			case "pod-channels.configward.dev":
+				podChannels, channelsScope = w.MatchConditions, w.NamespaceSelector
+				Expect(*w.ClientConfig.Service.Path).To(Equal(admission.PodConfigPath))
 			}
 		}
 		Expect(podConfig).To(ContainElement(admissionregistrationv1.MatchCondition{Name: "pod-config-annotations", Expression: admission.PodConfigMatchCondition}),
 			"the chart sends the Pod path what the handler expects, and no other pod")
+		Expect(podChannels).To(ContainElement(admissionregistrationv1.MatchCondition{Name: "pod-channels-not-annotated", Expression: admission.PodChannelsMatchCondition}),
+			"the second entry takes the pods the first does not, so each pod reaches the Pod path once")
+		Expect(channelsScope.MatchExpressions).To(ContainElement(metav1.LabelSelectorRequirement{Key: v1alpha1.HotChannelsLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{"true"}}),
+			"only the pods of namespaces where delivery is on")
 
 		objs = render("--set", "reloadAgent.enabled=false")
 		web = typed[appsv1.Deployment](objs, "Deployment", "configward-webhook")
