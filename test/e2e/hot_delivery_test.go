@@ -46,6 +46,14 @@ func hotDeliveryNamespace(tag, waves string) string {
 	return ns
 }
 
+// halfOfA begins the waves of every spec here: a canary wave of one of
+// Deployment a's two pods.
+const halfOfA = `waves:
+- name: canary
+  selector: {matchLabels: {app: a}}
+  podPercent: 50
+`
+
 // hotDeployment is a Deployment labelled app=name whose pods mount hot
 // ConfigMap flags as a directory.
 func hotDeployment(ns, name string, replicas int) string {
@@ -109,11 +117,7 @@ func countValues(m map[string]string) map[string]int {
 
 var _ = Describe("hot config delivered through channels", func() {
 	It("places one pod of the canary's Deployment on the canary channel and keeps the placement as pods are replaced and workloads added", func() {
-		ns := hotDeliveryNamespace("place", `waves:
-- name: canary
-  selector: {matchLabels: {app: a}}
-  podPercent: 50
-- name: rest
+		ns := hotDeliveryNamespace("place", halfOfA+`- name: rest
 `)
 		Expect(countValues(mountsOf(ns, "a")())).To(Equal(map[string]int{"flags-ch-canary": 1, "flags-ch-rest": 1}), "half of a's two pods, rounded up")
 		Expect(countValues(mountsOf(ns, "b")())).To(Equal(map[string]int{"flags-ch-rest": 2}))
@@ -146,11 +150,7 @@ var _ = Describe("hot config delivered through channels", func() {
 	})
 
 	It("delivers a change to the canary's pods first, waits for approval with the rest on the old content, then delivers it to every pod", func() {
-		ns := hotDeliveryNamespace("approve", `waves:
-- name: canary
-  selector: {matchLabels: {app: a}}
-  podPercent: 50
-- name: rest
+		ns := hotDeliveryNamespace("approve", halfOfA+`- name: rest
   approval: true
 progressDeadlineSeconds: 60
 soakSeconds: 1
@@ -177,11 +177,7 @@ propagationSeconds: 2
 	})
 
 	It("halts a change that makes the canary unready, rolls its channel back, and the rest never see it; nobody but configward writes a channel", func() {
-		ns := hotDeliveryNamespace("rollback", `waves:
-- name: canary
-  selector: {matchLabels: {app: a}}
-  podPercent: 50
-- name: rest
+		ns := hotDeliveryNamespace("rollback", halfOfA+`- name: rest
 progressDeadlineSeconds: 15
 soakSeconds: 1
 propagationSeconds: 2
@@ -221,5 +217,95 @@ onFailure: Rollback
 			Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: ns}, &n)).To(Succeed())
 			return n.Labels
 		}, 10*time.Second).ShouldNot(HaveKey(v1alpha1.HotChannelsLabel))
+	})
+
+	It("supersedes an open delivery without moving the canary back, halts and resumes on request, survives a controller restart, and keeps what pods hold when the original goes", func() {
+		ns := hotDeliveryNamespace("supersede", halfOfA+`- name: rest
+  approval: true
+progressDeadlineSeconds: 60
+soakSeconds: 1
+propagationSeconds: 2
+`)
+		apply(hotConfigMap(ns, "flags", map[string]string{"level": "debug"}))
+		Eventually(latestDelivery(ns, "flags"), rolloutTimeout, 250*time.Millisecond).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
+
+		By("a newer change supersedes it: the canary takes it, the rest stays where it was")
+		apply(hotConfigMap(ns, "flags", map[string]string{"level": "trace"}))
+		Eventually(func() int { return len(deliveries(ns, "flags")) }, 30*time.Second).Should(Equal(2))
+		Eventually(latestDelivery(ns, "flags"), rolloutTimeout, 250*time.Millisecond).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
+		Expect(deliveries(ns, "flags")[0].Status.State).To(Equal(v1alpha1.DeliverySuperseded))
+		Expect(channelsOf(ns, "flags")()).To(Equal(map[string]string{"canary": "trace", "rest": "info"}))
+
+		By("halt and resume, recorded with who asked")
+		res := env.KubectlPlugin("delivery", "halt", "-n", ns, "configmap/flags")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(latestDelivery(ns, "flags"), 30*time.Second, 200*time.Millisecond).Should(Equal("Halted/HaltedByUser@rest"))
+		Consistently(channelsOf(ns, "flags"), 2*time.Second, 250*time.Millisecond).Should(Equal(map[string]string{"canary": "trace", "rest": "info"}))
+		res = env.KubectlPlugin("delivery", "resume", "-n", ns, "configmap/flags")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(latestDelivery(ns, "flags"), rolloutTimeout, 250*time.Millisecond).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
+		Expect(deliveries(ns, "flags")[1].Status.History).To(ContainElements(
+			And(HaveField("What", "Halted"), HaveField("By", Not(BeEmpty()))), And(HaveField("What", "Resumed"), HaveField("By", Not(BeEmpty())))))
+
+		By("promoted, the rest's wave is judged by a restarted controller")
+		res = env.KubectlPlugin("delivery", "promote", "-n", ns, "configmap/flags")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(latestDelivery(ns, "flags"), 30*time.Second, 100*time.Millisecond).Should(Equal("Progressing/WaveStarted@rest"))
+		restartController(suiteController, func() {})
+		Eventually(latestDelivery(ns, "flags"), rolloutTimeout, 250*time.Millisecond).Should(HavePrefix("Succeeded/"))
+		Expect(channelsOf(ns, "flags")()).To(Equal(map[string]string{"canary": "trace", "rest": "trace"}))
+
+		By("the original deleted while a delivery is open: it is cancelled, and the channels keep what the pods run on")
+		apply(hotConfigMap(ns, "flags", map[string]string{"level": "warn"}))
+		Eventually(latestDelivery(ns, "flags"), rolloutTimeout, 250*time.Millisecond).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
+		res = as(pipelineSA, "", "delete", "configmap/flags", "-n", ns)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(latestDelivery(ns, "flags"), 30*time.Second, 250*time.Millisecond).Should(HavePrefix("Cancelled/"))
+		Consistently(channelsOf(ns, "flags"), 3*time.Second, 250*time.Millisecond).Should(Equal(map[string]string{"canary": "warn", "rest": "trace"}))
+
+		By("once no pod mounts them, the channels go")
+		Expect(env.Kubectl("", "delete", "deployment/a", "deployment/b", "-n", ns, "--wait=true").ExitCode).To(Equal(0))
+		Eventually(channelsOf(ns, "flags"), rolloutTimeout, 250*time.Millisecond).Should(BeEmpty())
+	})
+
+	It("holds a change a quota refuses to copy: the delivery halts before its first wave, no pod sees it, and it goes on once resumed", func() {
+		ns := hotDeliveryNamespace("quota", halfOfA+`- name: rest
+progressDeadlineSeconds: 60
+soakSeconds: 1
+propagationSeconds: 2
+`)
+		var cms corev1.ConfigMapList
+		Expect(env.Client.List(context.Background(), &cms, client.InNamespace(ns))).To(Succeed())
+		full := fmt.Sprintf(`apiVersion: v1
+kind: ResourceQuota
+metadata: {name: configmaps, namespace: %s}
+spec:
+  hard: {count/configmaps: "%%d"}
+`, ns)
+		apply(fmt.Sprintf(full, len(cms.Items)))
+		Eventually(func() string {
+			var q corev1.ResourceQuota
+			Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "configmaps"}, &q)).To(Succeed())
+			used := q.Status.Used["count/configmaps"]
+			return used.String()
+		}, 30*time.Second, 200*time.Millisecond).Should(Equal(fmt.Sprint(len(cms.Items))), "the quota controller counted the ConfigMaps")
+
+		apply(hotConfigMap(ns, "flags", map[string]string{"level": "debug"}))
+		Eventually(latestDelivery(ns, "flags"), rolloutTimeout, 250*time.Millisecond).Should(Equal("Halted/SnapshotsBlocked@"))
+		Expect(deliveries(ns, "flags")[0].Status.Message).To(ContainSubstring("quota"))
+		Consistently(channelsOf(ns, "flags"), 3*time.Second, 250*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}))
+
+		By("the quota raised, resume delivers it wave by wave")
+		apply(fmt.Sprintf(full, len(cms.Items)+5))
+		Eventually(func() int {
+			var q corev1.ResourceQuota
+			Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "configmaps"}, &q)).To(Succeed())
+			hard := q.Status.Hard["count/configmaps"]
+			return int(hard.Value())
+		}, 30*time.Second, 200*time.Millisecond).Should(Equal(len(cms.Items) + 5))
+		res := env.KubectlPlugin("delivery", "resume", "-n", ns, "configmap/flags")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(latestDelivery(ns, "flags"), rolloutTimeout, 250*time.Millisecond).Should(HavePrefix("Succeeded/"))
+		Expect(channelsOf(ns, "flags")()).To(Equal(map[string]string{"canary": "debug", "rest": "debug"}))
 	})
 })

@@ -19,10 +19,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -93,6 +95,10 @@ func Setup(mgr ctrl.Manager, inv *inventory.Inventory, opts Options) error {
 			return []reconcile.Request{key(rec.Namespace, revision.Source{Kind: refs.Kind(rec.Spec.Config.Kind), Name: rec.Spec.Config.Name})}
 		})).
 		WatchesRawSource(source.Channel(policiesChanged, handler.TypedEnqueueRequestsFromMapFunc(c.everyHotConfig))).
+		// A pod gone may leave a channel nobody mounts.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(c.channelsOf), builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false }, UpdateFunc: func(event.UpdateEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false }})).
 		Complete(c)
 }
 
@@ -136,6 +142,25 @@ func (c *channels) everyHotConfig(ctx context.Context, _ *corev1.ConfigMap) []re
 				add(key(o.GetNamespace(), revision.Source{Kind: kind, Name: o.GetName()}))
 			}
 		})
+	}
+	return out
+}
+
+// channelsOf maps a pod that mounts channels to their originals.
+func (c *channels) channelsOf(ctx context.Context, o client.Object) []reconcile.Request {
+	pod, ok := o.(*corev1.Pod)
+	if !ok || pod.Annotations[v1alpha1.ChannelWaveAnnotation] == "" {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, r := range refs.FromPodSpec(&pod.Spec) {
+		got, err := c.inv.Get(ctx, r.Kind, pod.Namespace, r.Name)
+		if err != nil {
+			continue
+		}
+		if of, _, isChannel := channel.Of(got.Labels, got.Annotations); isChannel {
+			out = append(out, key(pod.Namespace, revision.Source{Kind: r.Kind, Name: of}))
+		}
 	}
 	return out
 }

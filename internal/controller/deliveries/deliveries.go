@@ -236,6 +236,19 @@ func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src 
 		d.forgetChange(req.NamespacedName)
 		return reconcile.Result{}, err
 	}
+	return d.start(ctx, req, src, current, s, recs, false, func(rec *v1alpha1.ConfigDelivery) delivery.Step {
+		return delivery.Begin(rec, current, consumers, time.Now())
+	})
+}
+
+// start starts the next delivery of src's content current, once the batch
+// window since the change was first seen has passed and the config is not
+// flapping: it writes the snapshot of current, creates the record (hot: of
+// hot config), supersedes the open ones, and takes the record's first step
+// (begin). A snapshot that cannot be written halts the delivery before its
+// first wave, saying why, instead of retrying unseen.
+func (d *deliveries) start(ctx context.Context, req reconcile.Request, src revision.Source, current string, s configpolicy.NamespacePolicy, recs []*v1alpha1.ConfigDelivery,
+	hot bool, begin func(*v1alpha1.ConfigDelivery) delivery.Step) (reconcile.Result, error) {
 	if wait := d.batchWait(req.NamespacedName); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
@@ -245,10 +258,9 @@ func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src 
 		// it settled on.
 		return reconcile.Result{RequeueAfter: time.Until(rec.Until(s.Flapping)) + time.Second}, nil
 	}
-	// The delivered content's snapshot exists before any template names
-	// it: the wave's pods would be refused otherwise. One that cannot be
-	// written halts the delivery before its first wave, saying why,
-	// instead of retrying unseen.
+	// The delivered content's snapshot exists before any template or
+	// channel takes it: a wave's pods would be refused otherwise, and a
+	// channel is written from it.
 	blocked := d.opts.Snapshots.Ensure(ctx, req.Namespace, revision.Snapshots{src: current})
 	if blocked != nil && !revisions.Blocked(blocked) {
 		return reconcile.Result{}, fmt.Errorf("writing the snapshot of %s %s/%s to deliver: %w", src.Kind, req.Namespace, src.Name, blocked)
@@ -261,7 +273,7 @@ func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src 
 		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: delivery.RecordName(src, seq+1)},
 		Spec: v1alpha1.ConfigDeliverySpec{
 			Config:   v1alpha1.ConfigRef{Kind: string(src.Kind), Name: src.Name},
-			Sequence: seq + 1, Policy: s.DeliveryPolicy, Settings: configpolicy.DeliveryDefaults(*s.Delivery),
+			Sequence: seq + 1, Policy: s.DeliveryPolicy, Settings: configpolicy.DeliveryDefaults(*s.Delivery), Hot: hot,
 		},
 	}
 	if err := d.client.Create(ctx, rec); err != nil {
@@ -275,7 +287,7 @@ func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src 
 	}
 	d.forgetChange(req.NamespacedName)
 	deliveriesStarted.Inc()
-	res, err := d.placeConsumers(ctx, rec, current, consumers)
+	res, err := d.take(ctx, rec, begin(rec))
 	if err != nil || blocked == nil {
 		return res, err
 	}
@@ -307,12 +319,6 @@ func (d *deliveries) place(ctx context.Context, rec *v1alpha1.ConfigDelivery, re
 	if err := d.supersede(ctx, rec, recs); err != nil {
 		return reconcile.Result{}, err
 	}
-	return d.placeConsumers(ctx, rec, current, consumers)
-}
-
-// placeConsumers writes the placement of consumers into rec's waves: the
-// delivery starts.
-func (d *deliveries) placeConsumers(ctx context.Context, rec *v1alpha1.ConfigDelivery, current string, consumers []delivery.Consumer) (reconcile.Result, error) {
 	return d.take(ctx, rec, delivery.Begin(rec, current, consumers, time.Now()))
 }
 

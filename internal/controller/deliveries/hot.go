@@ -2,12 +2,9 @@ package deliveries
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,50 +26,16 @@ import (
 // reload agents' reports, readiness and restarts.
 
 // maybeStartHot starts a delivery of current once a channel of src holds
-// other content and the batch window since the change was first seen has
-// passed.
+// other content (see start).
 func (d *deliveries) maybeStartHot(ctx context.Context, req reconcile.Request, src revision.Source, current string, s configpolicy.NamespacePolicy, recs []*v1alpha1.ConfigDelivery) (reconcile.Result, error) {
 	waves, from, pods, outside, behind, err := d.hotWaves(ctx, req.Namespace, src, current, s.Delivery.Waves)
 	if err != nil || !behind {
 		d.forgetChange(req.NamespacedName)
 		return reconcile.Result{}, err
 	}
-	if wait := d.batchWait(req.NamespacedName); wait > 0 {
-		return reconcile.Result{RequeueAfter: wait}, nil
-	}
-	if fr, held := d.opts.Flapping.Object(s.Flapping, req.Namespace, src.Kind, src.Name); held {
-		return reconcile.Result{RequeueAfter: time.Until(fr.Until(s.Flapping)) + time.Second}, nil
-	}
-	// The delivered content has a snapshot before any channel takes it: a
-	// wave's channel is written from it, and a later rollback or delivery
-	// starts from it.
-	blocked := d.opts.Snapshots.Ensure(ctx, req.Namespace, revision.Snapshots{src: current})
-	if blocked != nil {
-		return reconcile.Result{}, fmt.Errorf("writing the snapshot of hot %s %s/%s to deliver: %w", src.Kind, req.Namespace, src.Name, blocked)
-	}
-	var seq int64
-	for _, r := range recs {
-		seq = max(seq, r.Spec.Sequence)
-	}
-	rec := &v1alpha1.ConfigDelivery{
-		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: delivery.RecordName(src, seq+1)},
-		Spec: v1alpha1.ConfigDeliverySpec{
-			Config:   v1alpha1.ConfigRef{Kind: string(src.Kind), Name: src.Name},
-			Sequence: seq + 1, Policy: s.DeliveryPolicy, Settings: configpolicy.DeliveryDefaults(*s.Delivery), Hot: true,
-		},
-	}
-	if err := d.client.Create(ctx, rec); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return reconcile.Result{RequeueAfter: time.Second}, nil
-		}
-		return reconcile.Result{}, err
-	}
-	if err := d.supersede(ctx, rec, recs); err != nil {
-		return reconcile.Result{}, err
-	}
-	d.forgetChange(req.NamespacedName)
-	deliveriesStarted.Inc()
-	return d.take(ctx, rec, delivery.BeginHot(rec, current, from, waves, pods, outside, time.Now()))
+	return d.start(ctx, req, src, current, s, recs, true, func(rec *v1alpha1.ConfigDelivery) delivery.Step {
+		return delivery.BeginHot(rec, current, from, waves, pods, outside, time.Now())
+	})
 }
 
 // placeHot writes the waves of a hot record whose status is empty (its
