@@ -193,7 +193,8 @@ func (c *channels) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		return reconcile.Result{}, err
 	}
 	held, err := channel.List(ctx, c.cache, ns, src.Kind, src.Name)
-	if err != nil {
+	if err != nil || (len(held) == 0 && !delivery.Channelled(o, policy)) {
+		// Most config has no channels and gets none: nothing to look at.
 		return reconcile.Result{}, err
 	}
 	mounted, err := c.mounted(ctx, ns)
@@ -266,7 +267,7 @@ func (c *channels) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 // mounted names the ConfigMaps and Secrets the live pods of ns reference.
 func (c *channels) mounted(ctx context.Context, ns string) (map[string]bool, error) {
 	var pods corev1.PodList
-	if err := c.client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+	if err := c.client.List(ctx, &pods, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	out := map[string]bool{}

@@ -96,7 +96,7 @@ func (d *deliveries) hotWaves(ctx context.Context, ns string, src revision.Sourc
 // they reference, from the cache.
 func (d *deliveries) podsMounting(ctx context.Context, ns string) (map[string][]*corev1.Pod, error) {
 	var list corev1.PodList
-	if err := d.client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+	if err := d.client.List(ctx, &list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	out := map[string][]*corev1.Pod{}
@@ -144,8 +144,7 @@ func (d *deliveries) hotGate(ctx context.Context, rec *v1alpha1.ConfigDelivery, 
 		g.Progressing = append(g.Progressing, "the snapshot "+delivery.HotWant(rec, i)+" the channel takes (not in the cache yet)")
 		return g, nil
 	}
-	// Reports name a channel's content as its original's (see the reload
-	// reports' handler).
+	// The wave's pods can have the content only once its channel does.
 	var ch client.Object = &corev1.ConfigMap{}
 	if src.Kind == refs.Secret {
 		ch = &corev1.Secret{}
@@ -157,6 +156,8 @@ func (d *deliveries) hotGate(ctx context.Context, rec *v1alpha1.ConfigDelivery, 
 		g.Progressing = append(g.Progressing, "channel "+wave.Channel+" (not written with the content yet)")
 		return g, nil
 	}
+	// Reports name a channel's content as its original's (see the reload
+	// reports' handler).
 	want := reload.ContentID(d.opts.Keys.Current().Bytes(), rec.Namespace, string(src.Kind), src.Name, snap.KeyDigests)
 	mounting, err := d.podsMounting(ctx, rec.Namespace)
 	if err != nil {
