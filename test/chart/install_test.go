@@ -207,12 +207,23 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		o.MetricsAddr, o.ProbeAddr, o.LogFormat = "0", "0", "console"
 		mountWorkloadKinds(&o.WorkloadKindsFile)
 		o.BindAddress, o.CertDir, o.CertPollInterval, o.ShutdownDelay = "127.0.0.1:"+addr[len("localhost:"):], certDir, time.Second, 0
+		// The agents' port, in the pod :9444 of its own network, is any
+		// free loopback port here: the node suite, which may run beside
+		// this one, serves the same port number on the node's address.
+		o.ReloadAgent.BindAddress = "127.0.0.1:0"
 		Expect(o.Validate()).To(Succeed())
 		p, err := manager.NewWebhook(asServiceAccount(env.Config, "webhook"), o)
 		Expect(err).NotTo(HaveOccurred())
 		wctx, wcancel := context.WithCancel(ctx)
 		webhookDone = make(chan error, 1)
-		go func() { webhookDone <- p.Run(wctx) }()
+		go func() {
+			err := p.Run(wctx)
+			if err != nil {
+				// Said at once: the spec that notices the outage comes later.
+				fmt.Fprintf(GinkgoWriter, "configward webhook stopped: %v\n", err)
+			}
+			webhookDone <- err
+		}()
 		stopWebhook = func() {
 			wcancel()
 			Expect(<-webhookDone).To(Succeed())
