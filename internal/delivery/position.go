@@ -12,8 +12,10 @@ type Position struct {
 	Wave         string
 	Index, Waves int
 	// Started: its wave has started (it has the delivered revision, or is
-	// getting it); RolledBack: its wave failed and went back.
-	Started, RolledBack bool
+	// getting it); RolledBack: its wave failed and went back. Hot: the
+	// delivery is of hot config, whose waves are groups of pods (a
+	// workload may have pods in several).
+	Started, RolledBack, Hot bool
 	// State and CurrentWave are the delivery's; Message what its current
 	// wave waits for.
 	State       v1alpha1.DeliveryState
@@ -37,7 +39,7 @@ func Positions(recs []v1alpha1.ConfigDelivery) map[string][]Position {
 				continue
 			}
 			p := Position{Record: d.Name, Config: d.Spec.Config.Kind + "/" + d.Spec.Config.Name, Wave: w.Name, Index: wi, Waves: len(d.Status.Waves),
-				Started: w.StartedAt != nil, RolledBack: wi == cur && d.Status.RolledBack,
+				Started: w.StartedAt != nil, RolledBack: wi == cur && d.Status.RolledBack, Hot: d.Spec.Hot,
 				State: d.Status.State, CurrentWave: d.Status.CurrentWave, Message: d.Status.Message}
 			for _, t := range w.Workloads {
 				out[t.Kind+"/"+t.Name] = append(out[t.Kind+"/"+t.Name], p)

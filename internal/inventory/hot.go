@@ -44,3 +44,13 @@ func (inv *Inventory) HotMounts(ctx context.Context, namespace string, spec *cor
 	}
 	return out, nil
 }
+
+// Rolls says, for config of namespace, whether its changes roll the
+// workloads that consume it: it is rollout-mode (or not known: counted as
+// the default mode).
+func (inv *Inventory) Rolls(ctx context.Context, namespace string) func(kind refs.Kind, name string) bool {
+	return func(kind refs.Kind, name string) bool {
+		o, err := inv.Get(ctx, kind, namespace, name)
+		return err != nil || !o.Exists || o.Mode == Rollout
+	}
+}

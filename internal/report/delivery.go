@@ -25,23 +25,28 @@ func DeliveryResult(p delivery.Position) openreports.ReportResult {
 		Properties: map[string]string{"delivery": p.Record, "config": p.Config, "wave": p.Wave},
 	}
 	where := fmt.Sprintf("%s: ConfigDelivery %s, wave %s (%d of %d)", p.Config, p.Record, p.Wave, p.Index+1, p.Waves)
+	// Hot config's waves are groups of pods, not whole workloads.
+	workload, has, keeps, back := "the workload", "has the delivered revision", "keeps its revision", "went back to its previous revision"
+	if p.Hot {
+		workload, has, keeps, back = "the workload's pods in this wave", "have the delivered content", "keep the content they have", "got the content they had back"
+	}
 	switch {
 	case p.Started && p.State == v1alpha1.DeliveryHalted && p.Wave == p.CurrentWave:
 		res.Result, res.Severity = "fail", "medium"
 		res.Description = where + ": the delivery halted in this wave"
 		if p.RolledBack {
-			res.Description += "; the workload went back to its previous revision"
+			res.Description += "; " + workload + " " + back
 		}
 	case p.Started:
-		res.Description = where + ": the workload has the delivered revision; its wave is being judged"
+		res.Description = where + ": " + workload + " " + has + "; its wave is being judged"
 	case p.State == v1alpha1.DeliveryHalted:
 		res.Result, res.Severity = "warn", "low"
-		res.Description = fmt.Sprintf("%s: the workload keeps its revision; the delivery halted at wave %s", where, p.CurrentWave)
+		res.Description = fmt.Sprintf("%s: %s %s; the delivery halted at wave %s", where, workload, keeps, p.CurrentWave)
 	default:
 		// Not the wave in progress: a held workload's result changes when
 		// its own wave starts, not with every wave before it.
 		res.Result, res.Severity = "warn", "low"
-		res.Description = where + ": the workload keeps its revision until this wave starts"
+		res.Description = where + ": " + workload + " " + keeps + " until this wave starts"
 	}
 	return res
 }

@@ -46,10 +46,14 @@ func deliveriesOf(ctx context.Context, c client.Reader, in []client.ListOption) 
 func describe(p delivery.Position) string {
 	where := fmt.Sprintf("%s: ConfigDelivery %s, wave %s (%d of %d)", p.Config, p.Record, p.Wave, p.Index+1, p.Waves)
 	switch {
+	case p.RolledBack && p.Hot:
+		return where + fmt.Sprintf(", rolled back: its pods in this wave got the content they had back; %s: %s", p.State, p.Message)
 	case p.RolledBack:
 		return where + fmt.Sprintf(", rolled back to its previous revision; %s: %s", p.State, p.Message)
 	case p.Started:
 		return where + fmt.Sprintf(", %s: %s", p.State, p.Message)
+	case p.Hot:
+		return where + fmt.Sprintf(", its pods in this wave keep the content they have until this wave starts; the delivery is %s at wave %s", p.State, p.CurrentWave)
 	}
 	return where + fmt.Sprintf(", keeps its revision until this wave starts; the delivery is %s at wave %s", p.State, p.CurrentWave)
 }

@@ -198,7 +198,8 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 			if !stamped {
 				if len(reloads) > 0 {
 					res.Items = append(res.Items, Item{APIVersion: k.GroupVersionKind().GroupVersion().String(), Kind: k.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
-						State: HotOnly, Message: "its config is all reloaded in place: see its reloads", FromReport: true, Reloads: reloads})
+						State: HotOnly, Message: "its config is all reloaded in place: see its reloads", FromReport: true, Reloads: reloads,
+						Deliveries: waves[obj.GetNamespace()+"/"+t.RecordKind()+"/"+obj.GetName()]})
 				}
 				continue
 			}

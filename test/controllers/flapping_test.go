@@ -101,12 +101,49 @@ var _ = Describe("flapping config", func() {
 		Eventually(func() int { return len(configDeliveries(ns)) }, window+15*time.Second).Should(Equal(1))
 		Eventually(configMapNames(ns), 10*time.Second).Should(HaveLen(2))
 	})
+
+	It("holds the delivery of hot config that flaps where delivery is on: its channels keep their content, and it delivers the content it settles on", func() {
+		window := 15 * time.Second
+		ns := flappingNamespace("flapping-hot", 1, window, func(s *v1alpha1.ConfigPolicySpec) {
+			s.Revisions = v1alpha1.RevisionSettings{Enabled: true}
+			s.Delivery = &v1alpha1.DeliverySettings{SoakSeconds: new(int32(0)), Waves: []v1alpha1.Wave{{Name: "canary"}, {Name: "rest"}}}
+		})
+		cm := configMap(ns, "live", "salt: 0")
+		cm.Annotations = map[string]string{v1alpha1.ReloadAnnotation: "hot"}
+		create(cm)
+		Eventually(channelValues(ns, "live"), 10*time.Second).Should(Equal(map[string]string{"canary": "salt: 0", "rest": "salt: 0"}))
+		writeAs(cm, "salt: 1", "secret-templater")
+		writeAs(cm, "salt: 2", "secret-templater")
+		Eventually(events(ns, "live", "ConfigFlapping"), 10*time.Second).Should(HaveLen(1))
+		Consistently(func() int { return len(configDeliveries(ns)) }, 4*time.Second).Should(BeZero())
+		Expect(channelValues(ns, "live")()).To(Equal(map[string]string{"canary": "salt: 0", "rest": "salt: 0"}), "flapping content reached a channel")
+
+		By("settled, its content is delivered once, wave by wave")
+		Eventually(func() int { return len(configDeliveries(ns)) }, window+15*time.Second).Should(Equal(1))
+		Eventually(channelValues(ns, "live"), 20*time.Second).Should(Equal(map[string]string{"canary": "salt: 2", "rest": "salt: 2"}))
+		Expect(configDeliveries(ns)[0].Spec.Hot).To(BeTrue())
+	})
 })
 
 func configDeliveries(ns string) []v1alpha1.ConfigDelivery {
 	var list v1alpha1.ConfigDeliveryList
 	Expect(env.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 	return list.Items
+}
+
+// channelValues maps each wave to the value its channel of cm holds.
+func channelValues(ns, cm string) func() map[string]string {
+	return func() map[string]string {
+		var list corev1.ConfigMapList
+		Expect(env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.ChannelLabel: "true"})).To(Succeed())
+		out := map[string]string{}
+		for _, c := range list.Items {
+			if c.Annotations[v1alpha1.ChannelOfAnnotation] == cm {
+				out[c.Annotations[v1alpha1.ChannelWaveAnnotation]] = c.Data["app.yaml"]
+			}
+		}
+		return out
+	}
 }
 
 func configMapNames(ns string) func() []string {

@@ -192,6 +192,9 @@ onFailure: Rollback
 		Eventually(channelsOf(ns, "flags"), 20*time.Second, 250*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}),
 			"the canary's channel has its old content back; the rest never had the new one")
 		Eventually(func() []string { return eventsFor(ns, "a", "ConfigDeliveryHalted") }, 10*time.Second).Should(HaveLen(1))
+		Expect(status("-n", ns)().Table).To(And(
+			ContainSubstring("Deployment/a: ConfigMap/flags: ConfigDelivery configmap-flags-1, wave canary (1 of 2), rolled back: its pods in this wave got the content they had back; Halted"),
+			ContainSubstring("Deployment/b: ConfigMap/flags: ConfigDelivery configmap-flags-1, wave rest (2 of 2), its pods in this wave keep the content they have until this wave starts; the delivery is Halted at wave canary")))
 
 		By("a person and the pipeline are refused when they write a channel; it stays as configward wrote it")
 		patch := `{"data":{"level":"broken"}}`
@@ -308,4 +311,74 @@ spec:
 		Eventually(latestDelivery(ns, "flags"), rolloutTimeout, 250*time.Millisecond).Should(HavePrefix("Succeeded/"))
 		Expect(channelsOf(ns, "flags")()).To(Equal(map[string]string{"canary": "debug", "rest": "debug"}))
 	})
+
+	It("moves no running pod when delivery is turned on, and the first delivery names the pods that still mount the original", func() {
+		ns := newNamespace("hot", map[string]string{policyLabel: "turnon"})
+		apply(hotConfigMap(ns, "flags", map[string]string{"level": "info"}))
+		awaitHotSeen(ns, "flags")
+		apply(hotDeployment(ns, "b", 2))
+		rolloutStatus(ns, "deployment/b")
+		Expect(countValues(mountsOf(ns, "b")())).To(Equal(map[string]int{"flags": 2}))
+
+		applyPolicy(policyYAML("hot-turnon", "turnon", "revisions: {enabled: true}\ndelivery:\n"+indent(halfOfA+"- name: rest\nsoakSeconds: 1\npropagationSeconds: 2\n", 2)))
+		Eventually(policyReady("hot-turnon"), 10*time.Second).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(channelsOf(ns, "flags"), 20*time.Second, 200*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}))
+		apply(hotDeployment(ns, "a", 2))
+		rolloutStatus(ns, "deployment/a")
+		Expect(countValues(mountsOf(ns, "a")())).To(Equal(map[string]int{"flags-ch-canary": 1, "flags-ch-rest": 1}))
+		Expect(countValues(mountsOf(ns, "b")())).To(Equal(map[string]int{"flags": 2}), "running pods are not moved")
+
+		apply(hotConfigMap(ns, "flags", map[string]string{"level": "debug"}))
+		Eventually(latestDelivery(ns, "flags"), rolloutTimeout, 250*time.Millisecond).Should(HavePrefix("Succeeded/"))
+		started := deliveries(ns, "flags")[0].Status.History[0]
+		Expect(started.What).To(Equal("Started"))
+		Expect(started.Message).To(ContainSubstring("2 pods mount ConfigMap flags directly and are outside the waves"))
+		for _, p := range livePods(ns, "b") {
+			Expect(started.Message).To(ContainSubstring(p.Name))
+		}
+	})
+
+	It("delivers a hot Secret through Secret channels where revisions cover Secrets", func() {
+		ns := newNamespace("hot", map[string]string{policyLabel: "secret"})
+		applyPolicy(policyYAML("hot-secret", "secret", "revisions: {enabled: true, secrets: true}\ndelivery:\n"+
+			indent(halfOfA+"- name: rest\n  approval: true\nsoakSeconds: 1\npropagationSeconds: 2\n", 2)))
+		Eventually(policyReady("hot-secret"), 10*time.Second).Should(HaveField("Status", metav1.ConditionTrue))
+		secret := func(level string) string {
+			return fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata: {name: token, namespace: %s, annotations: {configward.dev/reload: hot}}
+stringData: {level: %s}
+`, ns, level)
+		}
+		apply(secret("info"))
+		Eventually(secretChannelsOf(ns, "token"), 20*time.Second, 200*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}))
+		apply(strings.ReplaceAll(hotDeployment(ns, "a", 2), "{name: flags, configMap: {name: flags}}", "{name: flags, secret: {secretName: token}}"))
+		rolloutStatus(ns, "deployment/a")
+		mounts := map[string]int{}
+		for _, p := range livePods(ns, "a") {
+			mounts[p.Spec.Volumes[0].Secret.SecretName]++
+		}
+		Expect(mounts).To(Equal(map[string]int{"token-ch-canary": 1, "token-ch-rest": 1}))
+
+		apply(secret("debug"))
+		Eventually(latestDelivery(ns, "token"), rolloutTimeout, 250*time.Millisecond).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
+		Expect(secretChannelsOf(ns, "token")()).To(Equal(map[string]string{"canary": "debug", "rest": "info"}))
+		Expect(deliveries(ns, "token")[0].Spec.Config.Kind).To(Equal("Secret"))
+	})
 })
+
+// secretChannelsOf maps each wave to the level its channel of Secret name
+// holds.
+func secretChannelsOf(ns, name string) func() map[string]string {
+	return func() map[string]string {
+		var list corev1.SecretList
+		Expect(env.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.ChannelLabel: "true"})).To(Succeed())
+		out := map[string]string{}
+		for _, c := range list.Items {
+			if c.Annotations[v1alpha1.ChannelOfAnnotation] == name {
+				out[c.Annotations[v1alpha1.ChannelWaveAnnotation]] = string(c.Data["level"])
+			}
+		}
+		return out
+	}
+}

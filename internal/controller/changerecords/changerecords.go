@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/flapping"
 	"github.com/configward/configward/internal/inventory"
@@ -76,16 +77,20 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 				if !okOld || !okNew || !inventory.DataChanged(o, n) || client.ObjectKeyFromObject(n) == opts.Record {
 					return
 				}
-				if mode, _ := inventory.ModeOf(n.GetAnnotations()); mode != inventory.Rollout {
-					// Its changes roll nothing (hot: the app reloads it;
-					// ignore: nobody needs to react), so there is nothing
-					// to hold.
-					return
+				mode, _ := inventory.ModeOf(n.GetAnnotations())
+				if mode == inventory.Ignore {
+					return // nobody needs to react: nothing to hold
 				}
 				s, err := opts.Policies.For(ctx, mgr.GetCache(), n.GetNamespace())
 				if err != nil {
 					ctrl.Log.Error(err, "reading the flapping threshold; counting the change with the default", "namespace", n.GetNamespace())
 					s.Flapping = flapping.Default
+				}
+				if _, _, isChannel := channel.Of(n.GetLabels(), n.GetAnnotations()); mode == inventory.Hot && (s.Delivery == nil || isChannel) {
+					// Its changes reach the app with no delivery to hold
+					// (where delivery is off), or are configward's own (a
+					// channel).
+					return
 				}
 				opts.Tracker.Observe(recordKey(kind, n), flapping.Change{At: time.Now(), Version: n.GetResourceVersion()}, inventory.Writer(n), s.Flapping)
 			},

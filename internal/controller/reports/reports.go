@@ -267,7 +267,7 @@ func (d *driftController) statuses(ctx context.Context, ns string, byWorkload ma
 			if err != nil {
 				return nil, nil, err
 			}
-			_, _, isFlapping := d.opts.Flapping.Input(settings.Flapping, ns, spec)
+			_, _, isFlapping := d.opts.Flapping.Input(settings.Flapping, ns, spec, d.inv.Rolls(ctx, ns))
 			decided := stamp.Decide(stamp.Input{Workload: w, Facts: facts, Look: stamp.Look{Changed: true, Flapping: isFlapping}})
 			// A consumer a delivery has not reached is judged against the
 			// revision the delivery keeps it on, one whose pods report

@@ -479,7 +479,7 @@ func (r *rollout) look(ctx context.Context, req reconcile.Request, changed bool)
 		return look{}, err
 	}
 	var isFlapping bool
-	l.flappingKey, l.flapping, isFlapping = r.flapping.Input(policy.Flapping, req.Namespace, spec)
+	l.flappingKey, l.flapping, isFlapping = r.flapping.Input(policy.Flapping, req.Namespace, spec, r.inv.Rolls(ctx, req.Namespace))
 	_, unstuck := r.unstuck.Load(req.NamespacedName)
 	l.d = stamp.Decide(stamp.Input{Workload: w, Facts: facts,
 		Look: stamp.Look{Changed: changed || len(l.versions.Rotated) > 0, Exact: unstuck, Flapping: isFlapping}})
