@@ -66,6 +66,7 @@ func (c *Channels) point(ctx context.Context, inv *inventory.Inventory, pod *cor
 		hot[src] = delivery.Channelled(o, policy)
 	}
 	if !anyTrue(hot) {
+		channelReviews.WithLabelValues("none").Inc()
 		return nil, nil, "", nil
 	}
 	owner, err := c.owner(ctx, pod)
@@ -102,8 +103,10 @@ func (c *Channels) point(ctx context.Context, inv *inventory.Inventory, pod *cor
 		return pointed[src]
 	})
 	if len(pointed) == 0 {
+		channelReviews.WithLabelValues("none").Inc()
 		return nil, nil, "", nil
 	}
+	channelReviews.WithLabelValues("pointed").Inc()
 	if pod.Annotations == nil {
 		ops = append(ops, jsonpatch.Operation{Operation: "add", Path: "/metadata/annotations", Value: map[string]string{v1alpha1.ChannelWaveAnnotation: wave}})
 	} else {

@@ -59,7 +59,12 @@ var agentInjections = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Pod creations that asked for the reload agent, by result: injected, skipped (the pod mounts no hot config as a directory, its annotations do not parse, or the agent is there already). Dry-runs are counted too.",
 }, []string{"result"})
 
-func init() { metrics.Registry.MustRegister(podReviews, agentInjections) }
+var channelReviews = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "configward_channel_pod_reviews_total",
+	Help: "Pod creations in namespaces where delivery is on whose hot config the Pod path looked at, by result: pointed (at the channels of the pod's wave), none (no hot config to point). Dry-runs are counted too.",
+}, []string{"result"})
+
+func init() { metrics.Registry.MustRegister(podReviews, agentInjections, channelReviews) }
 
 // PodConfig rewrites, at a pod's creation, its references to the ConfigMaps
 // and Secrets its revision read into references to their snapshots, named
@@ -144,7 +149,11 @@ func (h *PodConfig) Review(ctx context.Context, r *webhookserver.Review[string])
 func (h *PodConfig) pin(ctx context.Context, r *webhookserver.Review[string], pod *corev1.Pod) ([]jsonpatch.Operation, *admission.Response, string) {
 	value, ok := pod.Annotations[v1alpha1.ConfigSnapshotsAnnotation]
 	if !ok || value == "" {
-		podReviews.WithLabelValues("unnamed").Inc()
+		if _, agent := pod.Annotations[v1alpha1.ReloadAgentAnnotation]; agent {
+			// Pods sent for their channels alone (pod-channels) are no
+			// revision's: configward_channel_pod_reviews_total counts them.
+			podReviews.WithLabelValues("unnamed").Inc()
+		}
 		return nil, nil, "no config snapshots named"
 	}
 	snaps, err := revision.Decode(value)
