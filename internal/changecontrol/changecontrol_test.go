@@ -346,6 +346,11 @@ func TestChannelsAreConfigwards(t *testing.T) {
 				t.Errorf("%s by %s (governed %v): %+v", r.Operation, r.User.Username, governed, v)
 			}
 		}
+		labelled := &Content{Data: map[string][]byte{"k": []byte("v")}, Labels: map[string]string{v1alpha1.ChannelLabel: "true"}}
+		if v := Decide(s, Request{Operation: "CREATE", User: authenticationv1.UserInfo{Username: "mallory"}, Kind: "ConfigMap", Namespace: "shop", Name: "extra", New: labelled}); !strings.HasPrefix(v.Refused,
+			`[config-delivery] ConfigMap shop/extra carries the label configward.dev/channel, which marks configward's channels`) || !strings.HasSuffix(v.Refused, `Remove metadata.labels["configward.dev/channel"] from the object.`) {
+			t.Errorf("a create that only labels an object as a channel (governed %v): %+v", governed, v)
+		}
 		if v := Decide(s, Request{Operation: "UPDATE", User: own, Kind: "ConfigMap", Namespace: "shop", Name: "flags-ch-canary", Old: ch, New: ch}); v.Exempt == "" {
 			t.Errorf("configward's own write was judged: %+v", v)
 		}

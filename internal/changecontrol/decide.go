@@ -196,23 +196,28 @@ func snapshotWrite(r Request) string {
 // own controllers and configward were let through before.
 func channelWrite(r Request) string {
 	var of, wave string
+	marked := false
 	for _, c := range []*Content{r.Old, r.New} {
 		if c == nil {
 			continue
 		}
 		if o, w, ok := channel.Of(c.Labels, c.Annotations); ok {
 			of, wave = o, w
-		} else if c.Labels[v1alpha1.ChannelLabel] != "" {
-			of, wave = "(none named)", "(none named)"
 		}
-	}
-	if of == "" {
-		return ""
+		marked = marked || c.Labels[v1alpha1.ChannelLabel] != ""
 	}
 	verb := map[string]string{"CREATE": "create", "UPDATE": "change", "DELETE": "delete"}[r.Operation]
-	return fmt.Sprintf("[config-delivery] %s %s/%s is configward's channel of %s %s for wave %s: the pods of that wave read it, and only configward's controller writes it, "+
-		"wave by wave, so that a change reaches them through the delivery's gates. %s may not %s it. To change config, change %s %s.",
-		r.Kind, r.Namespace, r.Name, r.Kind, of, wave, r.User.Username, verb, r.Kind, of)
+	switch {
+	case of != "":
+		return fmt.Sprintf("[config-delivery] %s %s/%s is configward's channel of %s %s for wave %s: the pods of that wave read it, and only configward's controller writes it, "+
+			"wave by wave, so that a change reaches them through the delivery's gates. %s may not %s it. To change config, change %s %s.",
+			r.Kind, r.Namespace, r.Name, r.Kind, of, wave, r.User.Username, verb, r.Kind, of)
+	case marked:
+		return fmt.Sprintf("[config-delivery] %s %s/%s carries the label %s, which marks configward's channels of hot config: only configward's controller writes channels. "+
+			"%s may not %s it with that label. Remove metadata.labels[%q] from the object.",
+			r.Kind, r.Namespace, r.Name, v1alpha1.ChannelLabel, r.User.Username, verb, v1alpha1.ChannelLabel)
+	}
+	return ""
 }
 
 // neverBlocked names the writers change control lets through without

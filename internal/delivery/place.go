@@ -87,22 +87,30 @@ func targets(cs []Consumer) []v1alpha1.DeliveryTarget {
 	return out
 }
 
-// MostCommon is the snapshot most consumers name (the first by name of
-// equally common ones), "" when none names one: the revision a consumer
-// created during the delivery keeps.
-func MostCommon(cs []Consumer) string {
+// MostCommon is the most common of snapshots (the first by name of equally
+// common ones), "" when none is named: the revision a consumer created
+// during a delivery keeps, or the content most channels hold.
+func MostCommon(snapshots []string) string {
 	n := map[string]int{}
 	best := ""
-	for _, c := range cs {
-		if c.From == "" {
-			continue
+	for _, s := range snapshots {
+		if s != "" {
+			n[s]++
 		}
-		n[c.From]++
 	}
-	for from, k := range n {
-		if best == "" || k > n[best] || (k == n[best] && from < best) {
-			best = from
+	for s, k := range n {
+		if best == "" || k > n[best] || (k == n[best] && s < best) {
+			best = s
 		}
 	}
 	return best
+}
+
+// froms lists the snapshots consumers' templates name.
+func froms(cs []Consumer) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.From
+	}
+	return out
 }

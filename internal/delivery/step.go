@@ -232,7 +232,7 @@ func Begin(rec *v1alpha1.ConfigDelivery, to string, consumers []Consumer, now ti
 	s := &c.step.Status
 	*s = v1alpha1.ConfigDeliveryStatus{
 		State: v1alpha1.DeliveryProgressing, Reason: ReasonStarted,
-		To: to, From: MostCommon(consumers),
+		To: to, From: MostCommon(froms(consumers)),
 		Waves:     Place(rec.Spec.Settings.Waves, consumers),
 		StartedAt: c.stamp(),
 	}

@@ -64,9 +64,9 @@ func (d *deliveries) hotWaves(ctx context.Context, ns string, src revision.Sourc
 	if err != nil {
 		return nil, "", 0, nil, false, err
 	}
-	var contents []delivery.Consumer
+	var contents []string
 	for _, h := range held {
-		contents = append(contents, delivery.Consumer{From: h.Content})
+		contents = append(contents, h.Content)
 		behind = behind || h.Content != current
 	}
 	mounting, err := d.podsMounting(ctx, ns)
