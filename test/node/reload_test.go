@@ -237,7 +237,7 @@ var _ = Describe("the reload agent, with a program that reloads its config in pl
 		for _, m := range reloadModes {
 			replicas += int(m.replicas)
 		}
-		agents := agentProcesses()
+		agents := agentProcesses(livePodsOfModes(ns))
 		Expect(agents).To(HaveLen(replicas), "one `configward agent` process per pod")
 
 		// A fixed window: there is nothing to wait for, only time to
@@ -529,9 +529,13 @@ func agentLogs(ns string) string {
 	return b.String()
 }
 
-// agentProcesses are the pids of the `configward agent` processes running
-// on this machine (the node's pods' agents).
-func agentProcesses() []int {
+// agentProcesses are the pids of the `configward agent` processes of pods
+// on this machine. Other specs' pods on the node (one that ran before may
+// still be stopping) have agents too. The node's containers share one
+// cgroup parent (no QoS or pod cgroups), so a process is told by its
+// hostname, which is its pod's name: pods' names are the workloads' with
+// a random suffix, unique across the node.
+func agentProcesses(pods []corev1.Pod) []int {
 	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
 	Expect(err).NotTo(HaveOccurred())
 	var out []int
@@ -540,7 +544,16 @@ func agentProcesses() []int {
 		if err != nil {
 			continue
 		}
-		if args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00"); len(args) == 2 && args[0] == "/configward" && args[1] == "agent" {
+		if args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00"); len(args) != 2 || args[0] != "/configward" || args[1] != "agent" {
+			continue
+		}
+		environ, err := os.ReadFile(filepath.Join(filepath.Dir(f), "environ"))
+		if err != nil {
+			continue
+		}
+		if slices.ContainsFunc(pods, func(p corev1.Pod) bool {
+			return slices.Contains(strings.Split(string(environ), "\x00"), "HOSTNAME="+p.Name)
+		}) {
 			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
 			out = append(out, pid)
 		}
