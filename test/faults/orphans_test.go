@@ -81,8 +81,13 @@ var _ = Describe("a test binary that is killed", func() {
 		By("the next start sweeps them")
 		_, err = framework.SweepOrphans()
 		Expect(err).NotTo(HaveOccurred())
+		// SweepOrphans returns once what it killed is over. Another
+		// suite's start may have killed them first: then this sweep found
+		// nothing to end (an exiting process has no executable link, so it
+		// is not listed) and they may still be exiting, which takes a
+		// multi-threaded kube-apiserver a moment.
 		for _, pid := range left {
-			Expect(alive(pid)).To(BeFalse(), "process %d still runs", pid)
+			Eventually(func() bool { return alive(pid) }, 10*time.Second, 50*time.Millisecond).Should(BeFalse(), "process %d still runs", pid)
 		}
 		for _, d := range dirs {
 			Expect(d).NotTo(BeADirectory(), "the killed test's folder is left")

@@ -35,6 +35,10 @@ type Orphan struct {
 	PID int
 	// Args are its command line, the binary first.
 	Args []string
+	// started is its start time (proc(5) stat field 22), which tells it
+	// from a later process given the same pid: the machine's pids wrap
+	// at 32768, quickly while the suites run.
+	started string
 }
 
 func (o Orphan) String() string {
@@ -66,7 +70,8 @@ func Orphans() ([]Orphan, error) {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		if ppid, state := parentAndState(pid); ppid != 1 || state == "Z" {
+		stat := procStat(pid)
+		if stat == nil || stat[1] != "1" || stat[0] == "Z" {
 			continue
 		}
 		exe, err := os.Readlink(filepath.Join("/proc", ent.Name(), "exe"))
@@ -80,7 +85,7 @@ func Orphans() ([]Orphan, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, Orphan{PID: pid, Args: strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")})
+		out = append(out, Orphan{PID: pid, Args: strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00"), started: stat[19]})
 	}
 	return out, nil
 }
@@ -224,10 +229,20 @@ func named(dir string) bool {
 	return false
 }
 
+// Over says whether the process is over: no process has its pid any more,
+// or a zombie does (it waits only for pid 1 to reap it), or a process
+// started at another time (its pid was reused). A process that is still
+// exiting is not over, although Orphans no longer lists it: the kernel
+// drops its executable's link before its threads have ended.
+func (o Orphan) Over() bool {
+	stat := procStat(o.PID)
+	return stat == nil || stat[0] == "Z" || stat[19] != o.started
+}
+
 // SweepOrphans ends every process Orphans lists (SIGKILL: nothing waits for
 // them to finish anything), removes the test folders their flags name and
 // those no running test owns (staleTempDirs), and returns what it ended,
-// once they are gone.
+// once each is over.
 func SweepOrphans() ([]Orphan, error) {
 	orphans, err := Orphans()
 	if err != nil {
@@ -243,13 +258,12 @@ func SweepOrphans() ([]Orphan, error) {
 			dirs[d] = true
 		}
 	}
-	// pid 1 reaps them; until then they are zombies, which Orphans skips.
+	// Each is waited for by its own pid: one that is exiting has no
+	// executable link, so Orphans would skip it while it still runs (its
+	// files still open, its ports still bound).
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		left, err := Orphans()
-		if err != nil {
-			return orphans, err
-		}
+		left := slices.DeleteFunc(slices.Clone(orphans), Orphan.Over)
 		if len(left) == 0 {
 			// Their files go with them: etcd's data, certificates, logs.
 			for d := range dirs {
