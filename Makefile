@@ -188,7 +188,7 @@ $(ESO_CRDS)/.complete:
 FUZZ_TARGETS := internal/admission:FuzzWebhookBodies internal/valueschema:FuzzSchemaFormats \
                 internal/refs:FuzzPodSpecReferences internal/check:FuzzLoadManifests \
                 internal/inventory:FuzzPackedDigests internal/changecontrol:FuzzChanges \
-                internal/webhookscope:FuzzReferenceParity
+                internal/webhookscope:FuzzReferenceParity internal/builtinrules:FuzzParity
 FUZZTIME     ?= 10m
 FUZZMINIMIZE ?= 2s
 FUZZ_REPORT  ?= $(BIN)/fuzz-report.txt

@@ -318,7 +318,7 @@ func TestCustomRuleFailureTakesTheDeclaredAction(t *testing.T) {
 	mustLoad(t, s, cp("team-a", 1, v1alpha1.ConfigPolicySpec{CustomRules: []v1alpha1.CustomRule{{ID: "no-latest", Action: "Deny",
 		Rego: "package configward.custom.no_latest\n\nfindings contains {\"rule\": \"no-latest\", \"message\": sprintf(\"%d\", [to_number(input.request.name)])}\n"}}}))
 	a := s.Current()
-	fs, err := a.Version.Eval(ctx, ast.MustParseTerm(`{"request": {"name": "web"}, "references": []}`).Value)
+	fs, err := a.Version.EvalCustom(ctx, ast.MustParseTerm(`{"request": {"name": "web"}, "references": []}`).Value)
 	if err != nil {
 		t.Fatal(err)
 	}

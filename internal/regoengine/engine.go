@@ -80,11 +80,10 @@ func CustomRuleBudget(d time.Duration) Option {
 type Version struct {
 	// Hash identifies the module set (sha256 over names and sources).
 	Hash string
-	// WantsObjects is true when custom modules are loaded. Only custom rules
-	// read input.object and input.oldObject (the built-in ones get
-	// everything they need as references), and converting a whole object
-	// to Rego's representation costs more than evaluating every built-in
-	// rule, so without custom rules the objects are left out.
+	// WantsObjects is true when custom modules are loaded: then, and only
+	// then, a review builds the Rego input document, objects and all (the
+	// custom rules read input.object and input.oldObject). Without custom
+	// rules, nothing of Rego runs on a review (internal/builtinrules).
 	WantsObjects bool
 	builtin      rego.PreparedEvalQuery
 	custom       []customRule // sorted by id
@@ -203,10 +202,12 @@ func BuiltinModules() (map[string]string, error) {
 	return out, err
 }
 
-// Eval runs every rule on one input document: the built-in rules (an error
-// there fails the evaluation), then each custom rule on its own, within the
-// version's budget (see evalCustom).
-func (v *Version) Eval(ctx context.Context, input ast.Value) ([]rules.Finding, error) {
+// EvalBuiltin runs the built-in rules as written in Rego (policies/) on
+// one input document; an error there fails the evaluation. Admission,
+// `configward check` and the Reports run the same rules as Go
+// (internal/builtinrules); this evaluation is the contract they are held
+// to by the parity suite.
+func (v *Version) EvalBuiltin(ctx context.Context, input ast.Value) ([]rules.Finding, error) {
 	rs, err := v.builtin.Eval(ctx, rego.EvalParsedInput(input))
 	if err != nil {
 		return nil, err
@@ -219,15 +220,22 @@ func (v *Version) Eval(ctx context.Context, input ast.Value) ([]rules.Finding, e
 		}
 		out = append(out, f)
 	}
-	if len(v.custom) > 0 {
-		if out, err = v.evalCustom(ctx, input, out); err != nil {
-			return nil, err
-		}
+	rules.SortFindings(out)
+	return out, nil
+}
+
+// EvalCustom runs each custom rule on its own on one input document,
+// within the version's budget (see evalCustom). A version without custom
+// rules finds nothing.
+func (v *Version) EvalCustom(ctx context.Context, input ast.Value) ([]rules.Finding, error) {
+	if len(v.custom) == 0 {
+		return nil, nil
 	}
-	// Rego sets have no order a user should see change between requests.
-	slices.SortFunc(out, func(a, b rules.Finding) int {
-		return strings.Compare(a.Rule+"\x00"+a.Path+"\x00"+a.Message, b.Rule+"\x00"+b.Path+"\x00"+b.Message)
-	})
+	out, err := v.evalCustom(ctx, input, nil)
+	if err != nil {
+		return nil, err
+	}
+	rules.SortFindings(out)
 	return out, nil
 }
 

@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -81,7 +80,7 @@ func (in Input) Value(wantsObjects bool) (ast.Value, error) {
 			item("subResource", strTerm(req.SubResource)),
 		)),
 		item("workload", obj(
-			item("display", strTerm(in.Workload.Kind+" "+in.Workload.Namespace+"/"+in.Workload.Name)),
+			item("display", strTerm(in.Workload.Display())),
 			item("kind", strTerm(in.Workload.Kind)),
 			item("namespace", strTerm(in.Workload.Namespace)),
 			item("name", strTerm(in.Workload.Name)),
@@ -104,12 +103,8 @@ func (in Input) Value(wantsObjects bool) (ast.Value, error) {
 	// most rules look at one way only, and iterating a shorter list in Go's
 	// order is cheaper than filtering every reference in every rule.
 	var envRefs, volumeRefs []*ast.Term
-	seenSource := make(map[string]bool, len(in.References))
-	for _, r := range in.References {
-		reload := r.Target.Reload
-		if !r.Target.Exists || reload == "" {
-			reload = "rollout" // what a missing object will have by default
-		}
+	first := FirstOfSource(in.References)
+	for i, r := range in.References {
 		keys := ast.NullTerm() // every key
 		if r.Keys != nil {
 			keys = strs(r.Keys)
@@ -123,14 +118,14 @@ func (in Input) Value(wantsObjects bool) (ast.Value, error) {
 			item("mountFieldPath", strTerm(r.MountFieldPath)), item("mountPath", strTerm(r.MountPath)),
 			item("subPath", strTerm(r.SubPath)), item("subPathExpr", strTerm(r.SubPathExpr)),
 			item("readOnly", ast.InternedTerm(r.ReadOnly)), item("maxMode", ast.InternedTerm(int(r.MaxMode))),
-			item("display", strTerm(string(r.Kind)+" "+strconv.Quote(r.Name))),
-			item("containerDisplay", strTerm(containerDisplay(r.Ref))),
-			item("firstOfSource", ast.InternedTerm(!seenSource[r.Path])),
+			item("display", strTerm(r.Display())),
+			item("containerDisplay", strTerm(r.ContainerDisplay())),
+			item("firstOfSource", ast.InternedTerm(first[i])),
 			item("target", obj(
 				item("known", ast.InternedTerm(r.Target.Known)),
 				item("exists", ast.InternedTerm(r.Target.Exists)), item("keys", strs(r.Target.Keys)),
-				item("reload", strTerm(reload)), item("immutable", ast.InternedTerm(r.Target.Immutable)),
-				item("missingKeys", strs(missingKeys(r))),
+				item("reload", strTerm(r.Reload())), item("immutable", ast.InternedTerm(r.Target.Immutable)),
+				item("missingKeys", strs(r.MissingKeys())),
 			)),
 		))
 		references = append(references, t)
@@ -140,39 +135,11 @@ func (in Input) Value(wantsObjects bool) (ast.Value, error) {
 		case refs.Volume, refs.Projected, refs.CSI:
 			volumeRefs = append(volumeRefs, t)
 		}
-		seenSource[r.Path] = true
 	}
 	doc.Insert(keyTerm("references"), ast.ArrayTerm(references...))
 	doc.Insert(keyTerm("envReferences"), ast.ArrayTerm(envRefs...))
 	doc.Insert(keyTerm("volumeReferences"), ast.ArrayTerm(volumeRefs...))
 	return doc, nil
-}
-
-// missingKeys lists the keys the reference reads that its existing target
-// does not have (none when it reads every key or the target is missing).
-func missingKeys(r Reference) []string {
-	if !r.Target.Exists || r.Keys == nil {
-		return nil
-	}
-	var out []string
-	for _, k := range r.Keys {
-		if !slices.Contains(r.Target.Keys, k) {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-func containerDisplay(r refs.Ref) string {
-	switch {
-	case r.Container == "":
-		return ""
-	case r.ContainerType == refs.Init:
-		return fmt.Sprintf("init container %q", r.Container)
-	case r.ContainerType == refs.Ephemeral:
-		return fmt.Sprintf("ephemeral container %q", r.Container)
-	}
-	return fmt.Sprintf("container %q", r.Container)
 }
 
 func obj(items ...[2]*ast.Term) ast.Object { return ast.NewObject(items...) }

@@ -6,6 +6,11 @@
 // internal/regoengine; this package only decides what a finding's action is.
 package rules
 
+import (
+	"cmp"
+	"slices"
+)
+
 // Finding is one problem a rule found.
 type Finding struct {
 	Rule    string `json:"rule"`
@@ -73,3 +78,13 @@ func Builtin(id string) bool {
 	_, ok := Defaults[id]
 	return ok || id == SubpathConfig
 }
+
+// CompareFindings orders findings by rule, path, message and action: the
+// order users see them in, the same from one request to the next.
+func CompareFindings(a, b Finding) int {
+	return cmp.Or(cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Path, b.Path), cmp.Compare(a.Message, b.Message),
+		cmp.Compare(a.Action, b.Action), cmp.Compare(a.Exemption, b.Exemption))
+}
+
+// SortFindings puts findings in CompareFindings' order.
+func SortFindings(fs []Finding) { slices.SortFunc(fs, CompareFindings) }

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/configward/configward/internal/builtinrules"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/ruleinput"
 	"github.com/configward/configward/internal/rules"
@@ -71,22 +72,28 @@ func Judge(ctx context.Context, active *configpolicy.Active, s Subject) (Judgeme
 		// own opt-out does.
 		input.Workload.RolloutDisabled = true
 	}
-	version := active.Version
-	if version.WantsObjects && s.Objects != nil {
-		if input.Object, input.OldObject, err = s.Objects(); err != nil {
+	// The built-in rules run as Go; Rego runs only for a ConfigPolicy's
+	// custom rules, on the input document they read.
+	start := time.Now()
+	findings := builtinrules.Findings(input)
+	if version := active.Version; version.WantsObjects {
+		if s.Objects != nil {
+			if input.Object, input.OldObject, err = s.Objects(); err != nil {
+				return Judgement{}, fmt.Errorf("%w: %w", ErrObject, err)
+			}
+		}
+		value, err := input.Value(true)
+		if err != nil {
 			return Judgement{}, fmt.Errorf("%w: %w", ErrObject, err)
 		}
+		custom, err := version.EvalCustom(ctx, value)
+		if err != nil {
+			return Judgement{}, fmt.Errorf("evaluating rules: %w", err)
+		}
+		findings = append(findings, custom...)
 	}
-	value, err := input.Value(version.WantsObjects)
-	if err != nil {
-		return Judgement{}, fmt.Errorf("%w: %w", ErrObject, err)
-	}
-	start := time.Now()
-	findings, err := version.Eval(ctx, value)
+	rules.SortFindings(findings)
 	took := time.Since(start)
-	if err != nil {
-		return Judgement{}, fmt.Errorf("evaluating rules: %w", err)
-	}
 	out := rules.Apply(active.Rules(s.Namespace), findings, s.Workload.Obj.GetAnnotations(), rules.Options{Unchanged: s.Unchanged})
 	return Judgement{Outcome: out, References: input.References, Evaluation: took}, nil
 }
