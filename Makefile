@@ -81,8 +81,12 @@ build: ## Build bin/configward, and bin/kubectl-configward, the same binary as a
 
 .PHONY: test
 test: controlplane node helm argo-crds csi-crds eso generate manifests test-image image ## Run every test: unit, Rego, the envtest suites, the Helm chart (also installed with its pods on the real node, from the image), the container image and every fuzz target's seeds and kept crashers.
-	CONFIGWARD_REQUIRE_CLUSTER=1 CONFIGWARD_HELM=$(HELM) CONFIGWARD_ARGO_CRDS=$(ARGO_CRDS) CONFIGWARD_CSI_CRDS=$(CSI_CRDS) CONFIGWARD_ESO=$(ESO) CONFIGWARD_ESO_CRDS=$(ESO_CRDS) CONFIGWARD_IMAGE_TAR=$(abspath $(IMAGE_TAR)) $(GO) test ./... -count=1 -timeout 30m; \
-		status=$$?; $(GO) run ./test/orphans || status=1; exit $$status
+	rm -rf $(BIN)/failures; \
+	CONFIGWARD_REQUIRE_CLUSTER=1 CONFIGWARD_HELM=$(HELM) CONFIGWARD_ARGO_CRDS=$(ARGO_CRDS) CONFIGWARD_CSI_CRDS=$(CSI_CRDS) CONFIGWARD_ESO=$(ESO) CONFIGWARD_ESO_CRDS=$(ESO_CRDS) CONFIGWARD_IMAGE_TAR=$(abspath $(IMAGE_TAR)) \
+		CONFIGWARD_FAILURE_DIGEST=$(abspath $(BIN)/failures) $(GO) test ./... -count=1 -timeout 30m; \
+		status=$$?; $(GO) run ./test/orphans || status=1; \
+		if [ -d $(BIN)/failures ]; then echo; echo "=== The suites' failures again, in full (each suite printed them with its output above):"; cat $(BIN)/failures/*.txt; fi; \
+		exit $$status
 
 # The fast loops. Packages whose tests need no cluster: every one but the
 # suites under test/ that start a control plane.

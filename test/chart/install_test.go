@@ -56,6 +56,9 @@ func TestChart(t *testing.T) {
 	RunSpecs(t, "configward Helm chart")
 }
 
+// The suite's failures, again at the end of `make test`'s output.
+var _ = ReportAfterSuite("failure digest", framework.WriteFailureDigest)
+
 const (
 	release   = "configward"
 	namespace = "configward"

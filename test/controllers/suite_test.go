@@ -40,6 +40,9 @@ func TestControllers(t *testing.T) {
 	RunSpecs(t, "configward reconcilers against kube-apiserver and etcd")
 }
 
+// The suite's failures, again at the end of `make test`'s output.
+var _ = ReportAfterSuite("failure digest", framework.WriteFailureDigest)
+
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	var err error

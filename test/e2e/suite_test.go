@@ -43,6 +43,9 @@ func TestE2E(t *testing.T) {
 	RunSpecs(t, "configward e2e")
 }
 
+// The suite's failures, again at the end of `make test`'s output.
+var _ = ReportAfterSuite("failure digest", framework.WriteFailureDigest)
+
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	argoCRDs, err := framework.ArgoRolloutCRDs()

@@ -38,6 +38,9 @@ func TestFaults(t *testing.T) {
 	RunSpecs(t, "configward under faults")
 }
 
+// The suite's failures, again at the end of `make test`'s output.
+var _ = ReportAfterSuite("failure digest", framework.WriteFailureDigest)
+
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	var err error

@@ -67,6 +67,9 @@ func TestNode(t *testing.T) {
 	RunSpecs(t, "configward with pods on a real node")
 }
 
+// The suite's failures, again at the end of `make test`'s output.
+var _ = ReportAfterSuite("failure digest", framework.WriteFailureDigest)
+
 var _ = BeforeSuite(func() {
 	logger := zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true))
 	ctrl.SetLogger(logger)

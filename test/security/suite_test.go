@@ -50,6 +50,9 @@ func TestSecurity(t *testing.T) {
 	RunSpecs(t, "configward secret safety")
 }
 
+// The suite's failures, again at the end of `make test`'s output.
+var _ = ReportAfterSuite("failure digest", framework.WriteFailureDigest)
+
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	var err error
