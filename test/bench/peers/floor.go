@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -36,7 +38,15 @@ import (
 // It runs as this test binary started again with floorAddrEnv set (see
 // TestMain), so it is a process of its own whose CPU is measured like the
 // others', built with nothing but the standard library.
+//
+// With Stamp, it is the stamping floor, the least a mutating webhook like
+// configward's costs: its mutating webhooks answer with a JSON patch that
+// stamps one pod-template annotation (a Pod's own, on the Pod path), of
+// the length of configward's config hash, so the API server pays for
+// applying a patch and for running the mutating chain again, as it does
+// for configward. It reads of the review only what that patch needs.
 type Floor struct {
+	Stamp      bool
 	proc       *framework.Component
 	metricsURL string
 	webhook    []client.Object
@@ -48,9 +58,15 @@ const (
 	floorCountEnv    = "CONFIGWARD_FLOOR_COUNT_ADDR"
 	floorCertDirEnv  = "CONFIGWARD_FLOOR_CERT_DIR"
 	floorClientCAEnv = "CONFIGWARD_FLOOR_CLIENT_CA"
+	floorStampEnv    = "CONFIGWARD_FLOOR_STAMP"
 )
 
-func (f *Floor) Name() string { return "floor" }
+func (f *Floor) Name() string {
+	if f.Stamp {
+		return "stamping-floor"
+	}
+	return "floor"
+}
 
 func (f *Floor) PID() int {
 	if f.proc == nil {
@@ -69,9 +85,10 @@ func (f *Floor) Install(ctx context.Context, w *World, extra int) error {
 	if err != nil {
 		return err
 	}
-	f.proc, err = w.Env.StartProcess("floor-webhook", self, []string{
+	f.proc, err = w.Env.StartProcess(f.Name()+"-webhook", self, []string{
 		floorAddrEnv + "=" + addr, floorCountEnv + "=" + count,
 		floorCertDirEnv + "=" + w.Env.CertDir, floorClientCAEnv + "=" + filepath.Join(w.Env.Dir, "client-ca.crt"),
+		floorStampEnv + "=" + strconv.FormatBool(f.Stamp),
 	})
 	if err != nil {
 		return err
@@ -148,21 +165,26 @@ func serveFloor() error {
 		return err
 	}
 	var reviews atomic.Int64
+	stamp := os.Getenv(floorStampEnv) == "true"
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// Reading the review is the least a webhook does: its answer must
-		// carry the request's uid.
-		var review struct {
-			Request struct {
-				UID string `json:"uid"`
-			} `json:"request"`
-		}
+		// carry the request's uid. The stamping floor also reads where
+		// the object's pod template keeps its annotations.
+		var review floorReview
 		if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		reviews.Add(1)
 		w.Header().Set("Content-Type", "application/json")
+		if stamp && strings.HasPrefix(r.URL.Path, "/mutate-") {
+			if patch := review.stampPatch(); patch != nil {
+				fmt.Fprintf(w, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":%q,"allowed":true,"patchType":"JSONPatch","patch":%q}}`,
+					review.Request.UID, base64.StdEncoding.EncodeToString(patch))
+				return
+			}
+		}
 		fmt.Fprintf(w, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":%q,"allowed":true}}`, review.Request.UID)
 	})
 	srv := &http.Server{
@@ -189,4 +211,71 @@ func serveFloor() error {
 		return err
 	}
 	return srv.ServeTLS(ln, "", "")
+}
+
+// floorReview is what the floors read of an AdmissionReview.
+type floorReview struct {
+	Request struct {
+		UID    string                `json:"uid"`
+		Kind   struct{ Kind string } `json:"kind"`
+		Object struct {
+			Metadata floorMeta `json:"metadata"`
+			Spec     struct {
+				Template    *floorTemplate `json:"template"`
+				JobTemplate *struct {
+					Spec struct {
+						Template *floorTemplate `json:"template"`
+					} `json:"spec"`
+				} `json:"jobTemplate"`
+			} `json:"spec"`
+		} `json:"object"`
+	} `json:"request"`
+}
+
+type floorTemplate struct {
+	Metadata *floorMeta `json:"metadata"`
+}
+
+type floorMeta struct {
+	Annotations map[string]json.RawMessage `json:"annotations"`
+}
+
+// stampedHash is the stamping floor's annotation value: as long as
+// configward's config hash (hmac-sha256: and 64 hex digits).
+var stampedHash = "hmac-sha256:" + strings.Repeat("0", 64)
+
+// Stamped says the stamping floor's annotation is among annotations.
+func Stamped(annotations map[string]string) bool {
+	return annotations["configward.dev/config-hash"] == stampedHash
+}
+
+// stampPatch is the JSON patch that sets the config-hash annotation on
+// the object's pod template (on a Pod, on the Pod itself), or nil for an
+// object without one.
+func (r *floorReview) stampPatch() []byte {
+	const key = "configward.dev~1config-hash" // the annotation, escaped for a JSON pointer
+	o := &r.Request.Object
+	var base string
+	var meta *floorMeta
+	switch {
+	case r.Request.Kind.Kind == "Pod":
+		base, meta = "/metadata", &o.Metadata
+	case o.Spec.Template != nil:
+		base, meta = "/spec/template/metadata", o.Spec.Template.Metadata
+	case o.Spec.JobTemplate != nil && o.Spec.JobTemplate.Spec.Template != nil:
+		base, meta = "/spec/jobTemplate/spec/template/metadata", o.Spec.JobTemplate.Spec.Template.Metadata
+	default:
+		return nil
+	}
+	var patch []map[string]any
+	switch {
+	case meta == nil:
+		patch = []map[string]any{{"op": "add", "path": base, "value": map[string]any{"annotations": map[string]string{"configward.dev/config-hash": stampedHash}}}}
+	case meta.Annotations == nil:
+		patch = []map[string]any{{"op": "add", "path": base + "/annotations", "value": map[string]string{"configward.dev/config-hash": stampedHash}}}
+	default:
+		patch = []map[string]any{{"op": "add", "path": base + "/annotations/" + key, "value": stampedHash}}
+	}
+	b, _ := json.Marshal(patch)
+	return b
 }

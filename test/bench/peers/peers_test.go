@@ -62,7 +62,7 @@ func BenchmarkPeers(b *testing.B) {
 
 	report := &Report{Date: time.Now().UTC().Format("2006-01-02"), Machine: machine(), Versions: versions()}
 	newStacks := func() []Stack {
-		return []Stack{NoPolicy{}, &VAP{}, &Floor{}, &Configward{}, &Gatekeeper{}, &Kyverno{}, &Kyverno{CEL: true}}
+		return []Stack{NoPolicy{}, &VAP{}, &Floor{}, &Floor{Stamp: true}, &Configward{}, &Gatekeeper{}, &Kyverno{}, &Kyverno{CEL: true}}
 	}
 	only := os.Getenv("CONFIGWARD_BENCH_STACKS") // e.g. "none,configward" while developing
 	selected := func(s Stack) bool { return only == "" || strings.Contains(","+only+",", ","+s.Name()+",") }
@@ -241,6 +241,7 @@ func reviewsOf(tb testing.TB, s Stack) int {
 func apiServerLoad(tb testing.TB, w *World, s Stack) func(ctx context.Context, worker, seq int) error {
 	_, none := s.(NoPolicy)
 	baseline := none || isFloor(s)
+	stamping := s.Name() == stampingFloorStack
 	clientFor := perWorkerClients(w)
 	variants := []Variant{Clean, Warned, Clean, Denied}
 	return func(ctx context.Context, worker, seq int) error {
@@ -249,13 +250,16 @@ func apiServerLoad(tb testing.TB, w *World, s Stack) func(ctx context.Context, w
 			return err
 		}
 		v := variants[seq%len(variants)]
-		_, err = c.AppsV1().Deployments(w.Namespace).Create(ctx, Deployment(w.Namespace, fmt.Sprintf("load-%d", seq), v, 0),
+		d, err := c.AppsV1().Deployments(w.Namespace).Create(ctx, Deployment(w.Namespace, fmt.Sprintf("load-%d", seq), v, 0),
 			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if v == Denied && !baseline {
 			if err == nil {
 				return fmt.Errorf("the denied variant was allowed")
 			}
 			return nil
+		}
+		if err == nil && stamping && !Stamped(d.Spec.Template.Annotations) {
+			return fmt.Errorf("the stamping floor's patch was not applied")
 		}
 		return err
 	}
@@ -311,6 +315,9 @@ func podLoad(w *World, s Stack) func(ctx context.Context, worker, seq int) error
 		pod, err := c.CoreV1().Pods(w.Namespace).Create(ctx, RevisionPod(w.Namespace, fmt.Sprintf("pod-%d", seq)), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err == nil && s.Name() == "configward" && !Pinned(pod) {
 			return fmt.Errorf("the pod was not pinned to its revision's snapshots")
+		}
+		if err == nil && s.Name() == stampingFloorStack && !Stamped(pod.Annotations) {
+			return fmt.Errorf("the stamping floor's patch was not applied to the pod")
 		}
 		return err
 	}

@@ -143,12 +143,23 @@ func (r *Report) cpu(stack string) *CPURow {
 	return nil
 }
 
-// FloorRatio is a stack measured against the floor (a webhook that answers
-// at once) at one concurrency: what it adds over no policy divided by what
-// the floor adds, its throughput divided by the floor's, and kube-apiserver's
-// CPU per request with it divided by that with the floor. 1 is as cheap as
-// any webhook can be; below 1 is cheaper than being a webhook (in-process).
+// The two floors (floor.go): a webhook that answers at once, and one whose
+// mutating webhooks stamp one annotation, as configward's do.
+const (
+	floorStack         = "floor"
+	stampingFloorStack = "stamping-floor"
+)
+
+func isFloorStack(stack string) bool { return stack == floorStack || stack == stampingFloorStack }
+
+// FloorRatio is a stack measured against a floor at one concurrency: what
+// it adds over no policy divided by what the floor adds, its throughput
+// divided by the floor's, and kube-apiserver's CPU per request with it
+// divided by that with the floor. 1 is as cheap as any webhook doing that
+// floor's work can be; below 1 is cheaper than being a webhook
+// (in-process).
 type FloorRatio struct {
+	Floor      string  `json:"floor"`
 	Stack      string  `json:"stack"`
 	Clients    int     `json:"clients"`
 	AddedP50   float64 `json:"addedP50"`
@@ -157,25 +168,37 @@ type FloorRatio struct {
 	APIServer  float64 `json:"apiServerCpu"`
 }
 
-// FloorRatios are every stack's ratios to the floor, in the order measured;
-// none without a floor and a baseline measured in the same run.
-func (r *Report) FloorRatios() []FloorRatio {
+// FloorRatios are every stack's ratios to the floor that answers at once.
+func (r *Report) FloorRatios() []FloorRatio { return r.RatiosTo(floorStack) }
+
+// RatiosTo are every stack's ratios to floor, in the order measured; none
+// without that floor and a baseline measured in the same run.
+func (r *Report) RatiosTo(floor string) []FloorRatio {
 	var out []FloorRatio
-	floorCPU := r.cpu("floor")
+	floorCPU := r.cpu(floor)
 	for _, l := range r.Latency {
-		floor, base := r.latency("floor", l.Clients), r.baseline(l.Clients)
-		if floor == nil || base == nil || l.Stack == "none" || l.Stack == "floor" {
+		f, base := r.latency(floor, l.Clients), r.baseline(l.Clients)
+		if f == nil || base == nil || l.Stack == "none" || isFloorStack(l.Stack) {
 			continue
 		}
-		f := FloorRatio{Stack: l.Stack, Clients: l.Clients,
-			AddedP50: ratio(l.P50-base.P50, floor.P50-base.P50), AddedP99: ratio(l.P99-base.P99, floor.P99-base.P99),
-			Throughput: ratio(l.PerSecond, floor.PerSecond)}
+		ratios := FloorRatio{Floor: floor, Stack: l.Stack, Clients: l.Clients,
+			AddedP50: ratio(l.P50-base.P50, f.P50-base.P50), AddedP99: ratio(l.P99-base.P99, f.P99-base.P99),
+			Throughput: ratio(l.PerSecond, f.PerSecond)}
 		if c := r.cpu(l.Stack); c != nil && floorCPU != nil {
-			f.APIServer = ratio(c.APIServerPerRequest, floorCPU.APIServerPerRequest)
+			ratios.APIServer = ratio(c.APIServerPerRequest, floorCPU.APIServerPerRequest)
 		}
-		out = append(out, f)
+		out = append(out, ratios)
 	}
 	return out
+}
+
+func (r *Report) pods(stack string) *PodRow {
+	for i := range r.Pods {
+		if r.Pods[i].Stack == stack {
+			return &r.Pods[i]
+		}
+	}
+	return nil
 }
 
 // Target is one of configward's performance targets and whether this run
@@ -196,9 +219,14 @@ func (t Target) Met() bool {
 	return t.Measured >= t.Limit
 }
 
-// Targets are configward's targets against the floor (issue #30), as
-// measured in this run; none without configward and the floor.
+// Targets are configward's targets, as measured in this run: against the
+// stamping floor (issue #44) where it was measured, else against the
+// floor that answers at once (issue #30); none without configward and a
+// floor.
 func (r *Report) Targets() []Target {
+	if r.latency(stampingFloorStack, 10) != nil {
+		return r.stampingTargets()
+	}
 	var out []Target
 	for _, f := range r.FloorRatios() {
 		if f.Stack != "configward" {
@@ -212,6 +240,32 @@ func (r *Report) Targets() []Target {
 	}
 	if c := r.cpu("configward"); c != nil && c.Reviews > 0 && len(out) > 0 {
 		out = append(out, Target{What: "configward CPU per review through the API server", Measured: c.PerReview, Limit: 300, AtMost: true, Unit: " µs"})
+	}
+	return out
+}
+
+// stampingTargets are issue #44's targets against the stamping floor.
+func (r *Report) stampingTargets() []Target {
+	var out []Target
+	const to = ", to the stamping floor's"
+	for _, f := range r.RatiosTo(stampingFloorStack) {
+		if f.Stack != "configward" {
+			continue
+		}
+		out = append(out, Target{What: fmt.Sprintf("added p99 at %d clients%s", f.Clients, to), Measured: f.AddedP99, Limit: 1.3, AtMost: true, Unit: "×"})
+		if f.Clients >= 10 {
+			out = append(out, Target{What: fmt.Sprintf("throughput at %d clients%s", f.Clients, to), Measured: f.Throughput, Limit: 0.85, Unit: "×"})
+		}
+		if f.Clients == 10 {
+			out = append(out, Target{What: "kube-apiserver CPU per Deployment" + to, Measured: f.APIServer, Limit: 1.1, AtMost: true, Unit: "×"})
+		}
+	}
+	if c, f := r.cpu("configward"), r.cpu(stampingFloorStack); c != nil && f != nil && c.Reviews > 0 && f.Reviews > 0 {
+		out = append(out, Target{What: "configward CPU per review" + to, Measured: ratio(c.PerReview, f.PerReview), Limit: 1.5, AtMost: true, Unit: "×"})
+	}
+	if c, f, base := r.pods("configward"), r.pods(stampingFloorStack), r.pods("none"); c != nil && f != nil && base != nil {
+		out = append(out, Target{What: "Pod path: added p99" + to, Measured: ratio(c.P99-base.P99, f.P99-base.P99), Limit: 1.3, AtMost: true, Unit: "×"},
+			Target{What: "Pod path: CPU per pod" + to, Measured: ratio(c.CPUPerPod, f.CPUPerPod), Limit: 1.5, AtMost: true, Unit: "×"})
 	}
 	return out
 }
@@ -236,35 +290,34 @@ func (r *Report) Markdown() string {
 		}
 		fmt.Fprintf(&b, "| %s | %d | %.1f / %.1f / %.1f | %s | %.0f | %d |\n", l.Stack, l.Clients, l.P50, l.P99, l.P999, added, l.PerSecond, l.Errors)
 	}
-	if ratios := r.FloorRatios(); len(ratios) > 0 {
-		b.WriteString("\nRatios to the floor (a webhook that answers at once; 1.00 = the least a webhook costs):\n\n" +
-			"| stack | clients | added p50 | added p99 | throughput | kube-apiserver CPU per request |\n|---|---|---|---|---|---|\n")
-		for _, f := range ratios {
-			fmt.Fprintf(&b, "| %s | %d | %.2f× | %.2f× | %.2f× | %.2f× |\n", f.Stack, f.Clients, f.AddedP50, f.AddedP99, f.Throughput, f.APIServer)
+	for _, floor := range []struct{ stack, what string }{
+		{floorStack, "the floor (a webhook that answers at once; 1.00 = the least a webhook costs)"},
+		{stampingFloorStack, "the stamping floor (a webhook that stamps one pod-template annotation; 1.00 = the least a mutating webhook like configward costs)"},
+	} {
+		if ratios := r.RatiosTo(floor.stack); len(ratios) > 0 {
+			b.WriteString("\nRatios to " + floor.what + ":\n\n" +
+				"| stack | clients | added p50 | added p99 | throughput | kube-apiserver CPU per request |\n|---|---|---|---|---|---|\n")
+			for _, f := range ratios {
+				fmt.Fprintf(&b, "| %s | %d | %.2f× | %.2f× | %.2f× | %.2f× |\n", f.Stack, f.Clients, f.AddedP50, f.AddedP99, f.Throughput, f.APIServer)
+			}
 		}
 	}
 	if len(r.Pods) > 0 {
 		b.WriteString("\nThe Pod path of config revisions: pod creates as a ReplicaSet makes them, naming their revision's snapshots, 10 clients:\n\n" +
-			"| stack | p50 / p99 (ms) | added p99 over no policy | req/s | policy process CPU per pod | kube-apiserver CPU per pod | to the floor: added p99, throughput, kube-apiserver CPU | errors |\n|---|---|---|---|---|---|---|---|\n")
-		var base, floor *PodRow
-		for i := range r.Pods {
-			switch r.Pods[i].Stack {
-			case "none":
-				base = &r.Pods[i]
-			case "floor":
-				floor = &r.Pods[i]
-			}
-		}
+			"| stack | p50 / p99 (ms) | added p99 over no policy | req/s | policy process CPU per pod | kube-apiserver CPU per pod | to the floor: added p99, throughput, kube-apiserver CPU, policy CPU | to the stamping floor: the same | errors |\n|---|---|---|---|---|---|---|---|---|\n")
+		base := r.pods("none")
 		for _, p := range r.Pods {
-			added, toFloor := "—", "—"
+			added, toFloor := "—", [2]string{"—", "—"}
 			if base != nil && p.Stack != "none" {
 				added = fmt.Sprintf("%+.1f ms", p.P99-base.P99)
-				if floor != nil && p.Stack != "floor" {
-					toFloor = fmt.Sprintf("%.2f× / %.2f× / %.2f×", ratio(p.P99-base.P99, floor.P99-base.P99), ratio(p.PerSecond, floor.PerSecond),
-						ratio(p.APIServerPerPod, floor.APIServerPerPod))
+				for i, floor := range []*PodRow{r.pods(floorStack), r.pods(stampingFloorStack)} {
+					if floor != nil && !isFloorStack(p.Stack) {
+						toFloor[i] = fmt.Sprintf("%.2f× / %.2f× / %.2f× / %.2f×", ratio(p.P99-base.P99, floor.P99-base.P99), ratio(p.PerSecond, floor.PerSecond),
+							ratio(p.APIServerPerPod, floor.APIServerPerPod), ratio(p.CPUPerPod, floor.CPUPerPod))
+					}
 				}
 			}
-			fmt.Fprintf(&b, "| %s | %.1f / %.1f | %s | %.0f | %.0f µs | %.2f ms | %s | %d |\n", p.Stack, p.P50, p.P99, added, p.PerSecond, p.CPUPerPod, p.APIServerPerPod, toFloor, p.Errors)
+			fmt.Fprintf(&b, "| %s | %.1f / %.1f | %s | %.0f | %.0f µs | %.2f ms | %s | %s | %d |\n", p.Stack, p.P50, p.P99, added, p.PerSecond, p.CPUPerPod, p.APIServerPerPod, toFloor[0], toFloor[1], p.Errors)
 		}
 	}
 	if targets := r.Targets(); len(targets) > 0 {

@@ -47,3 +47,62 @@ func TestFloorRatios(t *testing.T) {
 		t.Errorf("the markdown lacks the ratio row:\n%s", md)
 	}
 }
+
+// With the stamping floor measured, configward's targets are issue #44's,
+// against it: added p99 at every concurrency, throughput at 10 and 50
+// clients, kube-apiserver CPU, configward's CPU per review to the floor's,
+// and the Pod path's added p99 and CPU per pod.
+func TestStampingFloorTargets(t *testing.T) {
+	r := &Report{
+		Latency: []LatencyRow{
+			{Stack: "none", Clients: 10, P50: 8, P99: 20, PerSecond: 1000},
+			{Stack: "floor", Clients: 10, P50: 12, P99: 30, PerSecond: 600},
+			{Stack: "stamping-floor", Clients: 10, P50: 14, P99: 36, PerSecond: 500},
+			{Stack: "configward", Clients: 10, P50: 16, P99: 40, PerSecond: 450},
+		},
+		CPU: []CPURow{
+			{Stack: "floor", APIServerPerRequest: 2, Reviews: 100, PerReview: 150},
+			{Stack: "stamping-floor", APIServerPerRequest: 2.5, Reviews: 100, PerReview: 200},
+			{Stack: "configward", APIServerPerRequest: 2.6, Reviews: 100, PerReview: 320},
+		},
+		Pods: []PodRow{
+			{LatencyRow: LatencyRow{Stack: "none", P99: 10, PerSecond: 900}},
+			{LatencyRow: LatencyRow{Stack: "stamping-floor", P99: 20, PerSecond: 600}, CPUPerPod: 100},
+			{LatencyRow: LatencyRow{Stack: "configward", P99: 24, PerSecond: 550}, CPUPerPod: 160},
+		},
+	}
+	got, met := map[string]float64{}, map[string]bool{}
+	for _, target := range r.Targets() {
+		got[target.What], met[target.What] = target.Measured, target.Met()
+	}
+	for what, want := range map[string]bool{
+		"added p99 at 10 clients, to the stamping floor's": true, "configward CPU per review, to the stamping floor's": false,
+		"Pod path: added p99, to the stamping floor's": false, "Pod path: CPU per pod, to the stamping floor's": false,
+	} {
+		if met[what] != want {
+			t.Errorf("%s met: %v, want %v", what, met[what], want)
+		}
+	}
+	want := map[string]float64{
+		"added p99 at 10 clients, to the stamping floor's":           1.25,
+		"throughput at 10 clients, to the stamping floor's":          0.9,
+		"kube-apiserver CPU per Deployment, to the stamping floor's": 1.04,
+		"configward CPU per review, to the stamping floor's":         1.6,
+		"Pod path: added p99, to the stamping floor's":               1.4,
+		"Pod path: CPU per pod, to the stamping floor's":             1.6,
+	}
+	for what, w := range want {
+		if math.Abs(got[what]-w) > 1e-9 {
+			t.Errorf("%s = %v, want %v", what, got[what], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("targets %v, want %d", got, len(want))
+	}
+	md := r.Markdown()
+	for _, row := range []string{"Ratios to the floor", "Ratios to the stamping floor", "| configward | 10 | 1.33× | 1.25× | 0.90× | 1.04× |", "| 1.40× / 0.92× / 0.00× / 1.60× |"} {
+		if !strings.Contains(md, row) {
+			t.Errorf("the markdown lacks %q:\n%s", row, md)
+		}
+	}
+}
