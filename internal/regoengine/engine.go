@@ -1,8 +1,11 @@
-// Package regoengine evaluates configward's rules, written in Rego. The built-in
-// modules are embedded from policies/; custom modules (ConfigPolicy
+// Package regoengine evaluates configward's rules written in Rego. The
+// built-in modules are embedded from policies/; custom modules (ConfigPolicy
 // customRules) can be added. A set of modules is compiled once into a
 // Version whose prepared queries every request shares; internal/configpolicy
-// decides which version is in force and swaps versions atomically.
+// decides which version is in force and swaps versions atomically. A review
+// evaluates only the custom rules here (EvalCustom): the built-in ones run
+// as Go (internal/builtinrules), and EvalBuiltin evaluates their Rego for
+// the parity suite that holds the two together.
 //
 // Custom rules are sandboxed: they compile without network, runtime and
 // non-deterministic built-ins (see SandboxedBuiltins), and each is
