@@ -192,7 +192,8 @@ $(ESO_CRDS)/.complete:
 FUZZ_TARGETS := internal/admission:FuzzWebhookBodies internal/valueschema:FuzzSchemaFormats \
                 internal/refs:FuzzPodSpecReferences internal/check:FuzzLoadManifests \
                 internal/inventory:FuzzPackedDigests internal/changecontrol:FuzzChanges \
-                internal/webhookscope:FuzzReferenceParity internal/builtinrules:FuzzParity
+                internal/webhookscope:FuzzReferenceParity internal/builtinrules:FuzzParity \
+                internal/slimobject:FuzzSlimDecoding internal/admission:FuzzSlimAnswers
 FUZZTIME     ?= 10m
 FUZZMINIMIZE ?= 2s
 FUZZ_REPORT  ?= $(BIN)/fuzz-report.txt

@@ -36,13 +36,16 @@ type Facts struct {
 	// Agent injects the reload agent (nil: off).
 	Agent *ReloadAgent
 	Recorder
+	// FullObjects decodes every field of the workloads and Pods, where
+	// production decodes them slim (see webhookserver.Decoder.FullObjects).
+	FullObjects bool
 }
 
 // Register serves every handler of configward's webhooks at its path, each
 // behind the review codec and the adapter that checks and decodes its
 // requests.
 func Register(mux interface{ Register(string, http.Handler) }, f Facts) {
-	d := webhookserver.Decoder{Scheme: f.Scheme}
+	d := webhookserver.Decoder{Scheme: f.Scheme, FullObjects: f.FullObjects}
 	mux.Register(ConfigHashPath, webhookserver.Webhook("config-hash", webhookserver.Adapt(&ConfigHash{
 		Inventory: f.Inventory, Keys: f.Keys, Namespaces: f.Cache, Policies: f.Policies, Effects: f.Effects, Kinds: f.Kinds, Deliveries: f.Deliveries}, d)))
 	mux.Register(PodConfigPath, webhookserver.Webhook("pod-config", webhookserver.Adapt(&PodConfig{Inventory: f.Inventory, Namespaces: f.Cache, Agent: f.Agent,

@@ -19,6 +19,7 @@ import (
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/ruleinput"
+	"github.com/configward/configward/internal/slimobject"
 	"github.com/configward/configward/internal/webhookserver"
 	"github.com/configward/configward/internal/workload"
 	"github.com/configward/configward/internal/workloadrules"
@@ -136,7 +137,9 @@ func (h *ValidateWorkloads) Review(ctx context.Context, r *webhookserver.Review[
 		},
 		Targets: h.Inventory.Targets(ctx, r.Namespace),
 		Objects: func() ([]byte, []byte, error) {
-			// One decoded with its review is encoded again for them.
+			// Their bytes are kept while custom rules are in force; a
+			// request read slim just before they came into force is
+			// refused with ErrNoBytes, to be sent again.
 			object, err := webhookserver.RawJSON(r.Request.Object)
 			if err != nil {
 				return nil, nil, err
@@ -147,7 +150,8 @@ func (h *ValidateWorkloads) Review(ctx context.Context, r *webhookserver.Review[
 	})
 	if err != nil {
 		code := http.StatusInternalServerError
-		if errors.Is(err, workloadrules.ErrObject) {
+		// ErrNoBytes is no fault of the request's: it is sent again.
+		if errors.Is(err, workloadrules.ErrObject) && !errors.Is(err, webhookserver.ErrNoBytes) {
 			code = http.StatusBadRequest
 		}
 		return admission.Errored(int32(code), fmt.Errorf("configward: %s %s/%s: %w", kind, r.Namespace, name, err))
@@ -159,12 +163,18 @@ func (h *ValidateWorkloads) Review(ctx context.Context, r *webhookserver.Review[
 	return respond(j.Outcome, r.Request, w.Obj, h.Recorder, !unchanged)
 }
 
-// podSpecUnchanged reports whether an update leaves the pod spec as it was.
+// podSpecUnchanged reports whether an update leaves the pod spec as it was,
+// the whole of it: what the slim decoding passed over (resources, probes)
+// is compared too.
 func (h *ValidateWorkloads) podSpecUnchanged(r *webhookserver.Review[*workload.Type], spec *corev1.PodSpec) bool {
 	old, err := r.OldObject()
 	if err != nil {
 		return false
 	}
 	oldSpec, err := r.Kind.Info.Wrap(old).PodSpec()
-	return err == nil && equality.Semantic.DeepEqual(oldSpec, spec)
+	if err != nil || !equality.Semantic.DeepEqual(oldSpec, spec) {
+		return false
+	}
+	oldPassed, passed := r.PassedOver()
+	return slimobject.SamePodSpecs(oldSpec, spec, oldPassed, passed)
 }

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/slimobject"
 )
 
 // Ledger decides when what a decision leaves behind — Events, metrics — is
@@ -128,7 +130,17 @@ func contentOf(obj client.Object) string {
 	default:
 		kept, _ = inventory.TransformWorkload(kept)
 	}
-	o, ok := kept.(client.Object)
+	// A workload or Pod in a review is decoded slim (see slimobject): the
+	// cached version is compared as the same projection.
+	ro, ok := kept.(runtime.Object)
+	if !ok {
+		return ""
+	}
+	projected, err := slimobject.Project(ro)
+	if err != nil {
+		return ""
+	}
+	o, ok := projected.(client.Object)
 	if !ok {
 		return ""
 	}

@@ -6,12 +6,16 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/configward/configward/internal/slimobject"
 )
 
 func withData(cm *corev1.ConfigMap, value string) *corev1.ConfigMap {
@@ -110,3 +114,39 @@ func TestEffectsAreBoundedAndExpire(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// A workload in a review is decoded slim (without its resources, probes,
+// status): the version the cache shows, whole, still confirms it, and one
+// with other content does not.
+func TestEffectsOfAWorkloadDecodedSlim(t *testing.T) {
+	whole := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "u1", ResourceVersion: "10"},
+		Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "app", Image: "app:1",
+			Resources:     corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}},
+			LivenessProbe: &corev1.Probe{PeriodSeconds: 5},
+		}}}}},
+		Status: appsv1.DeploymentStatus{Replicas: 2},
+	}
+	slim, err := slimobject.Project(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Update, Namespace: "shop",
+		Kind: metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}}}
+	stored := whole.DeepCopy()
+	stored.ResourceVersion = "11"
+	other := stored.DeepCopy()
+	other.Spec.Template.Spec.Containers[0].Image = "app:2"
+	for name, tc := range map[string]struct {
+		observed *appsv1.Deployment
+		want     int
+	}{"the write, whole": {stored, 1}, "another write": {other, 0}} {
+		e := New(false)
+		done := 0
+		e.Record(req, slim.(client.Object), func(client.Object) { done++ })
+		e.observe("Deployment", tc.observed, false)
+		if done != tc.want {
+			t.Errorf("%s: recorded %d times, want %d", name, done, tc.want)
+		}
+	}
+}

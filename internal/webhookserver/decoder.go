@@ -1,7 +1,6 @@
 package webhookserver
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -20,6 +19,10 @@ import (
 type Decoder struct {
 	// Scheme knows the Go type of every kind the handlers decode.
 	Scheme *runtime.Scheme
+	// FullObjects decodes every field of the objects decoded in one pass
+	// with their review, where they are slim otherwise (see slimobject):
+	// the tests that hold the handlers' answers equal both ways set it.
+	FullObjects bool
 }
 
 var _ admission.Decoder = Decoder{}
@@ -72,12 +75,18 @@ func (d Decoder) DecodeRaw(raw runtime.RawExtension, into runtime.Object) error 
 // present reports whether a review carries the object.
 func present(o runtime.RawExtension) bool { return len(o.Raw) > 0 || o.Object != nil }
 
-// RawJSON is the object as JSON: its bytes as received, or, for an object
-// decoded in one pass with its review, the object encoded again (only
-// custom rules read it).
+// ErrNoBytes is RawJSON's error for an object decoded in one pass with its
+// review: its bytes are not kept, and it lacks what no built-in rule reads
+// (see slimobject), so it cannot stand for what the API server sent.
+var ErrNoBytes = errors.New("the object was read without the fields configward's built-in rules do not need, " +
+	"before custom rules that read whole objects came into force; send the request again")
+
+// RawJSON is the object as JSON, its bytes as received (only custom rules
+// read them; while they are in force, objects keep their bytes, see
+// Intake.KeepBytes). An object decoded in one pass has none: ErrNoBytes.
 func RawJSON(o runtime.RawExtension) ([]byte, error) {
-	if len(o.Raw) > 0 || o.Object == nil {
-		return o.Raw, nil
+	if len(o.Raw) == 0 && o.Object != nil {
+		return nil, ErrNoBytes
 	}
-	return json.Marshal(o.Object)
+	return o.Raw, nil
 }

@@ -21,6 +21,8 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/configward/configward/internal/slimobject"
 )
 
 // Webhook serves h as an admission webhook named name: it decodes the
@@ -51,13 +53,14 @@ var (
 
 func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var review admissionv1.AdmissionReview
+	var targets *decoded
 	body, err := io.ReadAll(r.Body)
 	switch {
 	case err != nil:
 	case r.Header.Get("Content-Type") != "application/json":
 		err = fmt.Errorf("contentType=%s, expected application/json", r.Header.Get("Content-Type"))
 	default:
-		err = h.decode(body, &review)
+		targets, err = h.decode(body, &review)
 	}
 	var resp admission.Response
 	if err != nil {
@@ -68,7 +71,11 @@ func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if review.Request != nil {
 			req.AdmissionRequest = *review.Request
 		}
-		resp = h.handle(r.Context(), req)
+		ctx := r.Context()
+		if targets != nil {
+			ctx = context.WithValue(ctx, decodedKey{}, targets)
+		}
+		resp = h.handle(ctx, req)
 	}
 	// The answer has the version of the question; an undecodable question
 	// gets a v1 answer, the only version configward's webhooks declare.
@@ -92,22 +99,31 @@ func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // review's CPU, and decoding the object again from the review's raw bytes
 // scanned each byte of it twice more.
 type typedObjects interface {
-	// objectFor returns a new object to decode a request of this kind
-	// into, or nil to have the review decoded as raw bytes.
-	objectFor(kind metav1.GroupVersionKind) runtime.Object
+	// objectFor returns where to decode an object of a request of this
+	// kind (slim, see slimobject), or nil to have the review decoded with
+	// raw objects.
+	objectFor(kind metav1.GroupVersionKind) slimobject.Target
 }
 
+// decoded are the targets a review's objects were decoded into in one
+// pass, handed to the adapter in the request's context: what they passed
+// over is read from them (see Review.PassedOver).
+type decoded struct{ object, old slimobject.Target }
+
+type decodedKey struct{}
+
 // decode decodes the review: in one pass into typed objects where the
-// handler has a type for the request's kind, else with raw objects.
-func (h *reviewHandler) decode(body []byte, review *admissionv1.AdmissionReview) error {
+// handler has a type for the request's kind (and returns their targets),
+// else with raw objects.
+func (h *reviewHandler) decode(body []byte, review *admissionv1.AdmissionReview) (*decoded, error) {
 	if t, ok := h.next.(typedObjects); ok {
 		if kind, found := sniffKind(body); found {
 			if obj, old := t.objectFor(kind), t.objectFor(kind); obj != nil && old != nil && decodeTyped(body, kind, obj, old, review) {
-				return nil
+				return &decoded{obj, old}, nil
 			}
 		}
 	}
-	return decodeReview(body, review)
+	return nil, decodeReview(body, review)
 }
 
 // kindPattern finds request.kind near the start of a review, where the API
@@ -130,7 +146,7 @@ func sniffKind(body []byte) (metav1.GroupVersionKind, bool) {
 // sends for this kind: another kind than sniffed, objects that are not of
 // obj's kind. The objects are handed on in RawExtension.Object, without
 // their bytes.
-func decodeTyped(body []byte, kind metav1.GroupVersionKind, obj, old runtime.Object, review *admissionv1.AdmissionReview) bool {
+func decodeTyped(body []byte, kind metav1.GroupVersionKind, obj, old slimobject.Target, review *admissionv1.AdmissionReview) bool {
 	type typedRequest struct {
 		admissionv1.AdmissionRequest `json:",inline"`
 		// These shadow AdmissionRequest's raw objects (the shallower
@@ -143,7 +159,7 @@ func decodeTyped(body []byte, kind metav1.GroupVersionKind, obj, old runtime.Obj
 		metav1.TypeMeta `json:",inline"`
 		Request         *typedRequest `json:"request"`
 	}
-	typed.Request = &typedRequest{Object: obj, OldObject: old}
+	typed.Request = &typedRequest{Object: obj.Into(), OldObject: old.Into()}
 	if len(body) == 0 || utiljson.Unmarshal(body, &typed) != nil || typed.GroupVersionKind() != reviewV1 ||
 		typed.Request == nil || typed.Request.Kind != kind {
 		return false
@@ -151,12 +167,13 @@ func decodeTyped(body []byte, kind metav1.GroupVersionKind, obj, old runtime.Obj
 	review.TypeMeta, review.Request = typed.TypeMeta, &typed.Request.AdmissionRequest
 	for _, o := range []struct {
 		decoded any
+		target  slimobject.Target
 		into    *runtime.RawExtension
-	}{{typed.Request.Object, &review.Request.Object}, {typed.Request.OldObject, &review.Request.OldObject}} {
-		if o.decoded == nil { // null or absent
+	}{{typed.Request.Object, obj, &review.Request.Object}, {typed.Request.OldObject, old, &review.Request.OldObject}} {
+		if o.decoded == nil { // null
 			continue
 		}
-		ro := o.decoded.(runtime.Object)
+		ro := o.target.Object()
 		if gvk := ro.GetObjectKind().GroupVersionKind(); gvk.Group != kind.Group || gvk.Version != kind.Version || gvk.Kind != kind.Kind {
 			return false
 		}

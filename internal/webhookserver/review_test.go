@@ -11,10 +11,10 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/scheme"
+	"github.com/configward/configward/internal/slimobject"
 )
 
 type handlerFunc func(context.Context, admission.Request) admission.Response
@@ -97,11 +97,12 @@ func TestReviewHandler(t *testing.T) {
 // Deployments, as the workload webhooks do.
 type typedHandler struct{ got admission.Request }
 
-func (h *typedHandler) objectFor(k metav1.GroupVersionKind) runtime.Object {
+func (h *typedHandler) objectFor(k metav1.GroupVersionKind) slimobject.Target {
 	if k != (metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}) {
 		return nil
 	}
-	return &appsv1.Deployment{}
+	t, _ := slimobject.For(&appsv1.Deployment{})
+	return t
 }
 func (h *typedHandler) Handle(_ context.Context, r admission.Request) admission.Response {
 	h.got = r

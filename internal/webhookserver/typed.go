@@ -8,10 +8,11 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/configward/configward/internal/slimobject"
 )
 
 // Handler judges reviews the adapter (Adapt) has checked and decoded:
@@ -74,6 +75,19 @@ type Review[K any] struct {
 	old     client.Object
 	oldErr  error
 	oldRead bool
+	// targets are what the objects were decoded into in one pass, nil
+	// when they were decoded from their bytes.
+	targets *decoded
+}
+
+// PassedOver returns what the one-pass decoding passed over in the pod
+// specs of the old object and the object (see slimobject.SamePodSpecs),
+// nil where it passed over nothing.
+func (r *Review[K]) PassedOver() (old, object *slimobject.PassedOver) {
+	if r.targets == nil {
+		return nil, nil
+	}
+	return slimobject.PassedOverBy(r.targets.old), slimobject.PassedOverBy(r.targets.object)
 }
 
 // OldObject is the request's old object (UPDATE and DELETE), decoded on
@@ -146,6 +160,7 @@ func (a *adapter[K]) Handle(ctx context.Context, req admission.Request) admissio
 		return malformed(req, fmt.Sprintf("%s of a %s without the objects it needs", req.Operation, req.Kind.Kind))
 	}
 	r := &Review[K]{Request: req, Kind: k, decoder: a.decoder}
+	r.targets, _ = ctx.Value(decodedKey{}).(*decoded)
 	if needsNew {
 		r.Object = k.New()
 		if err := a.decoder.DecodeRaw(req.Object, r.Object); err != nil {
@@ -156,8 +171,9 @@ func (a *adapter[K]) Handle(ctx context.Context, req admission.Request) admissio
 }
 
 // objectFor lets Webhook decode the review with its objects in one pass,
-// for the kinds that allow it (see Kind.OnePassVersion).
-func (a *adapter[K]) objectFor(gvk metav1.GroupVersionKind) runtime.Object {
+// for the kinds that allow it (see Kind.OnePassVersion), without what no
+// handler reads where the kind has a slim form (see slimobject).
+func (a *adapter[K]) objectFor(gvk metav1.GroupVersionKind) slimobject.Target {
 	if a.intake.KeepBytes != nil && a.intake.KeepBytes() {
 		return nil
 	}
@@ -165,5 +181,9 @@ func (a *adapter[K]) objectFor(gvk metav1.GroupVersionKind) runtime.Object {
 	if !ok || k.OnePassVersion == "" || k.OnePassVersion != gvk.Version {
 		return nil
 	}
-	return k.New()
+	obj := k.New()
+	if t, ok := slimobject.For(obj); ok && !a.decoder.FullObjects {
+		return t
+	}
+	return slimobject.Typed(obj)
 }

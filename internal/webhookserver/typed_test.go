@@ -2,6 +2,7 @@ package webhookserver
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -146,8 +147,17 @@ func TestAdapterOldObject(t *testing.T) {
 func TestAdapterOnePass(t *testing.T) {
 	h := &recorder{}
 	a := Adapt(h, Decoder{Scheme: scheme.Scheme()}).(*adapter[string])
-	if _, ok := a.objectFor(metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}).(*appsv1.Deployment); !ok {
+	deployment := metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	target := a.objectFor(deployment)
+	if target == nil {
 		t.Fatal("a Deployment is not decoded in one pass")
+	}
+	if _, ok := target.Object().(*appsv1.Deployment); !ok || reflect.TypeOf(target.Into()) == reflect.TypeOf(&appsv1.Deployment{}) {
+		t.Fatalf("a Deployment is decoded into %T, not slim", target.Into())
+	}
+	full := Adapt(h, Decoder{Scheme: scheme.Scheme(), FullObjects: true}).(*adapter[string])
+	if into := full.objectFor(deployment).Into(); reflect.TypeOf(into) != reflect.TypeOf(&appsv1.Deployment{}) {
+		t.Fatalf("with FullObjects, a Deployment is decoded into %T", into)
 	}
 	for _, gvk := range []metav1.GroupVersionKind{{Group: "apps", Version: "v1beta2", Kind: "Deployment"}, {Version: "v1", Kind: "Pod"}} {
 		if obj := a.objectFor(gvk); obj != nil {
