@@ -113,39 +113,58 @@ func CacheOptions() cache.Options {
 }
 
 // Get returns what is known of one object; Exists is false when it is not
-// in the cache.
+// in the cache. It reads the cache's own object, not a copy (every review
+// reads each object it references): Labels and Annotations are the
+// cache's maps, to read and never to write.
 func (inv *Inventory) Get(ctx context.Context, kind refs.Kind, namespace, name string) (Object, error) {
+	return inv.get(ctx, kind, namespace, name, true)
+}
+
+// Exists reports whether one object is in the cache, without reading its
+// digests.
+func (inv *Inventory) Exists(ctx context.Context, kind refs.Kind, namespace, name string) (bool, error) {
+	o, err := inv.get(ctx, kind, namespace, name, false)
+	return o.Exists, err
+}
+
+func (inv *Inventory) get(ctx context.Context, kind refs.Kind, namespace, name string, digests bool) (Object, error) {
 	o := Object{Kind: kind, Namespace: namespace, Name: name}
 	key := types.NamespacedName{Namespace: namespace, Name: name}
 	switch kind {
 	case refs.ConfigMap:
 		var cm corev1.ConfigMap
-		if err := inv.reader.Get(ctx, key, &cm); err != nil {
+		if err := inv.reader.Get(ctx, key, &cm, client.UnsafeDisableDeepCopy); err != nil {
 			return o, ignoreNotFound(err)
 		}
-		kd, err := unpack(cm.Data[packedKey])
-		if err != nil {
-			return o, err
+		if digests {
+			kd, err := unpack(cm.Data[packedKey])
+			if err != nil {
+				return o, err
+			}
+			o.KeyDigests = kd
 		}
-		o.Exists, o.KeyDigests, o.Immutable = true, kd, isTrue(cm.Immutable)
+		o.Exists, o.Immutable = true, isTrue(cm.Immutable)
 		o.Labels, o.Annotations = cm.Labels, cm.Annotations
 	case refs.Secret:
 		var s corev1.Secret
-		if err := inv.reader.Get(ctx, key, &s); err != nil {
+		if err := inv.reader.Get(ctx, key, &s, client.UnsafeDisableDeepCopy); err != nil {
 			return o, ignoreNotFound(err)
 		}
-		kd, err := unpack(string(s.Data[packedKey]))
-		if err != nil {
-			return o, err
+		if digests {
+			kd, err := unpack(string(s.Data[packedKey]))
+			if err != nil {
+				return o, err
+			}
+			o.KeyDigests = kd
 		}
-		o.Exists, o.KeyDigests, o.Immutable, o.Type = true, kd, isTrue(s.Immutable), s.Type
+		o.Exists, o.Immutable, o.Type = true, isTrue(s.Immutable), s.Type
 		o.Labels, o.Annotations = s.Labels, s.Annotations
 	case refs.SecretProviderClass:
 		if !inv.classes {
 			return o, nil
 		}
 		c := ClassMetadata()
-		if err := inv.reader.Get(ctx, key, c); err != nil {
+		if err := inv.reader.Get(ctx, key, c, client.UnsafeDisableDeepCopy); err != nil {
 			return o, ignoreNotFound(err)
 		}
 		o.Exists, o.Labels, o.Annotations = true, c.Labels, c.Annotations

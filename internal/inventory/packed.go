@@ -42,17 +42,42 @@ func pack(keyDigests map[string]string) string {
 
 // unpack is the inverse of pack.
 func unpack(packed string) (map[string]string, error) {
-	out := map[string]string{}
-	b := []byte(packed)
-	for len(b) > 0 {
-		n, w := binary.Uvarint(b)
-		if w <= 0 || uint64(len(b)-w) < n+digest.KeyDigestSize {
+	// Every review reads it, for each object it references: two passes,
+	// the first checking the layout and counting, so that the second builds
+	// the map and every hex digest with a few allocations. Keys are
+	// substrings of packed (which the cache keeps), not copies.
+	count := 0
+	for off := 0; off < len(packed); count++ {
+		n, w := uvarintAt(packed, off)
+		rest := uint64(len(packed) - off - w)
+		if w <= 0 || n > rest || rest-n < digest.KeyDigestSize {
 			return nil, fmt.Errorf("inventory: corrupt packed digests")
 		}
-		b = b[w:]
-		key := string(b[:n])
-		out[key] = hex.EncodeToString(b[n : n+digest.KeyDigestSize])
-		b = b[n+digest.KeyDigestSize:]
+		off += w + int(n) + digest.KeyDigestSize
+	}
+	const hexSize = 2 * digest.KeyDigestSize
+	hexed := make([]byte, count*hexSize)
+	keys := make([]string, count)
+	var raw [digest.KeyDigestSize]byte
+	for i, off := 0, 0; i < count; i++ {
+		n, w := uvarintAt(packed, off)
+		off += w
+		keys[i] = packed[off : off+int(n)]
+		off += int(n)
+		copy(raw[:], packed[off:off+digest.KeyDigestSize])
+		hex.Encode(hexed[i*hexSize:], raw[:])
+		off += digest.KeyDigestSize
+	}
+	digests := string(hexed)
+	out := make(map[string]string, count)
+	for i, k := range keys {
+		out[k] = digests[i*hexSize : (i+1)*hexSize]
 	}
 	return out, nil
+}
+
+// uvarintAt decodes the uvarint at s[off:] as binary.Uvarint does.
+func uvarintAt(s string, off int) (uint64, int) {
+	var buf [binary.MaxVarintLen64]byte
+	return binary.Uvarint(buf[:copy(buf[:], s[off:])])
 }

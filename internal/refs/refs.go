@@ -22,6 +22,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -241,13 +242,21 @@ func first(via Via, item any) (Entry, use, bool) {
 // ref is the reference u makes through e in the list item at root (the pod
 // spec's path or a container's) and the indexes of the entry's Lists.
 func (e Entry) ref(u use, root string, indexes ...int) Ref {
-	var b strings.Builder
-	b.WriteString(root)
-	for k, list := range e.Lists() {
-		fmt.Fprintf(&b, ".%s[%d]", list, indexes[k])
+	// Built in one buffer, Path a prefix of NamePath: every review finds
+	// each reference of its pod spec, some several times.
+	b := make([]byte, 0, len(root)+len(e.List)+8*len(indexes)+len(e.Field)+len(e.NameField)+2)
+	b = append(b, root...)
+	rest := e.List
+	for k := 0; rest != "" || k == 0; k++ {
+		list, after, _ := strings.Cut(rest, "[].")
+		b = append(append(append(b, '.'), list...), '[')
+		b = append(strconv.AppendInt(b, int64(indexes[k]), 10), ']')
+		rest = after
 	}
-	path := b.String() + "." + e.Field
-	return Ref{Kind: e.Kind, Name: u.name, Optional: isTrue(u.optional), Via: e.Via, Path: path, NamePath: path + "." + e.NameField}
+	b = append(append(b, '.'), e.Field...)
+	n := len(b)
+	namePath := string(append(append(b, '.'), e.NameField...))
+	return Ref{Kind: e.Kind, Name: u.name, Optional: isTrue(u.optional), Via: e.Via, Path: namePath[:n], NamePath: namePath}
 }
 
 // The readers of the entries, one per entry, each of its List's items.

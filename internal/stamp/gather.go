@@ -100,11 +100,11 @@ func (src Sources) gone(ctx context.Context, namespace string, s Subject, pins r
 		if _, pinned := pins[source]; pinned || c.Optional || (c.Kind == refs.Secret && !s.Policy.Secrets) {
 			continue
 		}
-		o, err := src.Inventory.Get(ctx, c.Kind, namespace, c.Name)
+		exists, err := src.Inventory.Exists(ctx, c.Kind, namespace, c.Name)
 		if err != nil {
 			return nil, err
 		}
-		if o.Exists {
+		if exists {
 			continue
 		}
 		if snap := stored[source]; snap != "" {

@@ -28,7 +28,7 @@ func harden(next http.Handler, maxBytes int64, log logr.Logger) http.Handler {
 			http.Error(w, "configward webhooks accept only POST of an AdmissionReview", http.StatusMethodNotAllowed)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxBytes+1))
+		body, err := readBody(r, maxBytes+1)
 		if err != nil {
 			rejectedRequests.WithLabelValues("malformed").Inc()
 			http.Error(w, fmt.Sprintf("reading request body: %v", err), http.StatusBadRequest)
@@ -43,7 +43,7 @@ func harden(next http.Handler, maxBytes int64, log logr.Logger) http.Handler {
 					"the object was not checked, so it is refused. Reduce the object's size or raise the limit.", maxBytes))
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = &heldBody{Reader: bytes.NewReader(body), body: body}
 		r.ContentLength = int64(len(body))
 
 		defer func() {
@@ -62,6 +62,30 @@ func harden(next http.Handler, maxBytes int64, log logr.Logger) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// readBody reads at most limit bytes of r's body, into a buffer of the
+// length the request announces (io.ReadAll grows one from 512 bytes: a
+// dozen copies of a review).
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if h, ok := r.Body.(*heldBody); ok && int64(len(h.body)) <= limit {
+		return h.body, nil // read by harden already
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength < limit {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, limit))
+	return buf.Bytes(), err
+}
+
+// heldBody is a body harden has read: the review codec takes its bytes
+// instead of reading a copy.
+type heldBody struct {
+	*bytes.Reader
+	body []byte
+}
+
+func (*heldBody) Close() error { return nil }
 
 // uidPattern finds the request UID without decoding the whole body, which
 // matters for a body that is too large to decode or that made the decoder

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"math"
 	"net/http"
 	"regexp"
 	"runtime/debug"
@@ -54,7 +54,7 @@ var (
 func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var review admissionv1.AdmissionReview
 	var targets *decoded
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r, math.MaxInt64)
 	switch {
 	case err != nil:
 	case r.Header.Get("Content-Type") != "application/json":

@@ -30,6 +30,9 @@ import (
 
 const admissionNamespace = "bench-admission"
 
+// benchKey is the installation key the benchmarks' webhooks hash with.
+var benchKey = []byte("bench-installation-key-000000000")
+
 // BenchmarkConfigHashAdmission measures the mutating config-hash webhook's
 // handler on a CREATE of a Deployment consuming 10 ConfigMaps/Secrets, with
 // the inventory read from a real informer cache synced against a real API
@@ -48,7 +51,7 @@ func BenchmarkConfigHashAdmission(b *testing.B) {
 	// Every reference must be found in the cache: a missing one would still
 	// be hashed (as missing) and stamped, and the benchmark would measure
 	// NotFound lookups instead of the real path.
-	keys := hashkey.Fixed([]byte("bench-installation-key-000000000"))
+	keys := hashkey.Fixed(benchKey)
 	_, counted, err := inv.TemplateHash(ctx, keys.Current().Bytes(), admissionNamespace, &dep.Spec.Template.Spec, true, nil, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -107,7 +110,7 @@ func BenchmarkConfigHashAdmission(b *testing.B) {
 // startInventoryCache builds the webhook's cache (inventory.CacheOptions, the
 // project's scheme), registers the inventory's informers, starts it and waits
 // for it to sync. The cache stops when the benchmark ends.
-func startInventoryCache(b *testing.B, cfg *rest.Config) (*inventory.Inventory, client.Reader) {
+func startInventoryCache(b testing.TB, cfg *rest.Config) (*inventory.Inventory, client.Reader) {
 	b.Helper()
 	opts := inventory.CacheOptions()
 	opts.Scheme = scheme.Scheme()
@@ -155,7 +158,7 @@ func referencedConfigMaps() []string {
 
 // seedAdmissionFixture creates the 9 ConfigMaps and the Secret the
 // Deployment references and returns the Deployment (not created).
-func seedAdmissionFixture(b *testing.B, ctx context.Context, c client.Client) *appsv1.Deployment {
+func seedAdmissionFixture(b testing.TB, ctx context.Context, c client.Client) *appsv1.Deployment {
 	b.Helper()
 	data := func(n int) map[string]string {
 		d := make(map[string]string, n)

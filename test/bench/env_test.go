@@ -54,7 +54,10 @@ func controlPlane(tb testing.TB) *rest.Config {
 			envErr = errors.New("KUBEBUILDER_ASSETS is not set: run the benchmarks with `make bench`, which builds kube-apiserver and etcd and points KUBEBUILDER_ASSETS at them")
 			return
 		}
-		testEnv = &envtest.Environment{ControlPlaneStartTimeout: 2 * time.Minute}
+		// configward's CRDs: the handlers' benchmarks serve every webhook,
+		// and the ConfigMap ones read ConfigSchemas from the cache.
+		testEnv = &envtest.Environment{ControlPlaneStartTimeout: 2 * time.Minute,
+			CRDDirectoryPaths: []string{"../../config/crd/bases"}, ErrorIfCRDPathMissing: true}
 		envCfg, envErr = testEnv.Start()
 		if envErr != nil {
 			envErr = fmt.Errorf("starting kube-apiserver and etcd: %w", envErr)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +20,7 @@ import (
 	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/hashkey"
+	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/scheme"
@@ -39,11 +41,32 @@ func BenchmarkPodPathReview(b *testing.B) {
 	ctx := context.Background()
 	createNamespace(b, c, admissionNamespace)
 	dep := seedAdmissionFixture(b, ctx, c)
-	key := []byte("bench-installation-key-000000000")
-
-	// Snapshots of every object the pod reads, as the controller writes them.
 	inv, _ := startInventoryCache(b, cfg)
-	snaps, err := inv.Snapshots(ctx, hashkey.Fixed(key).Current().Bytes(), admissionNamespace, &dep.Spec.Template.Spec, true, nil)
+	body := pinnedPodReview(b, ctx, c, inv, dep)
+	h := webhookserver.Webhook("pod-config", webhookserver.Adapt(&admission.PodConfig{Inventory: inv}, webhookserver.Decoder{Scheme: scheme.Scheme()}))
+	serve := func() *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, admission.PodConfigPath, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if out := serve().Body.String(); !strings.Contains(out, `"allowed":true`) || !strings.Contains(out, `"patch":`) {
+		b.Fatalf("the pod was not pinned: %s", out)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		serve()
+	}
+}
+
+// pinnedPodReview writes the snapshots of everything dep's pods read, as
+// the controller writes them, waits until inv sees them, and returns the
+// review of a pod of dep whose annotation names them, as the API server
+// sends it.
+func pinnedPodReview(b testing.TB, ctx context.Context, c client.Client, inv *inventory.Inventory, dep *appsv1.Deployment) []byte {
+	b.Helper()
+	snaps, err := inv.Snapshots(ctx, hashkey.Fixed(benchKey).Current().Bytes(), admissionNamespace, &dep.Spec.Template.Spec, true, nil)
 	if err != nil || len(snaps) != 10 {
 		b.Fatalf("%d snapshots named (%v), want 10", len(snaps), err)
 	}
@@ -98,19 +121,5 @@ func BenchmarkPodPathReview(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := webhookserver.Webhook("pod-config", webhookserver.Adapt(&admission.PodConfig{Inventory: inv}, webhookserver.Decoder{Scheme: scheme.Scheme()}))
-	serve := func() *httptest.ResponseRecorder {
-		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodPost, admission.PodConfigPath, bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		h.ServeHTTP(rec, req)
-		return rec
-	}
-	if out := serve().Body.String(); !strings.Contains(out, `"allowed":true`) || !strings.Contains(out, `"patch":`) {
-		b.Fatalf("the pod was not pinned: %s", out)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		serve()
-	}
+	return body
 }
