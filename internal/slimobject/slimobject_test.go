@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
@@ -306,4 +307,50 @@ func TestTypedDecodesEveryField(t *testing.T) {
 	if target.Object() != got || !reflect.DeepEqual(got, want) {
 		t.Fatalf("Typed did not decode every field:\ngot  %s\nwant %s", jsonOf(got), jsonOf(want))
 	}
+}
+
+// BenchmarkDecoding decodes a Deployment of 10 containers as the API
+// server sends it (managed fields, resources, two probes each, status)
+// typed and slim.
+func BenchmarkDecoding(b *testing.B) {
+	d := &appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: "shop", UID: "u", ResourceVersion: "12", Generation: 3, CreationTimestamp: metav1.Now(),
+			Labels: map[string]string{"app": "big"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: "Update", APIVersion: "apps/v1",
+				Time: &metav1.Time{}, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{},"f:template":{"f:spec":{"f:containers":{}}}}}`)}}},
+		Status: appsv1.DeploymentStatus{Replicas: 3, Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}},
+	}
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080), Scheme: "HTTP"}},
+		PeriodSeconds: 5, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3}
+	for i := range 10 {
+		d.Spec.Template.Spec.Containers = append(d.Spec.Template.Spec.Containers, corev1.Container{
+			Name: fmt.Sprintf("c%d", i), Image: "app", ImagePullPolicy: "IfNotPresent", TerminationMessagePath: "/dev/termination-log",
+			Resources: corev1.ResourceRequirements{
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")}},
+			LivenessProbe: probe, ReadinessProbe: probe,
+			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: fmt.Sprintf("cm-%d", i)}}}},
+		})
+	}
+	text, err := json.Marshal(d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("typed", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := utiljson.Unmarshal(text, &appsv1.Deployment{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("slim", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			t, _ := For(&appsv1.Deployment{})
+			if err := utiljson.Unmarshal(text, t.Into()); err != nil {
+				b.Fatal(err)
+			}
+			t.Object()
+		}
+	})
 }
