@@ -43,16 +43,8 @@ type slimChain struct {
 func newSlimChains(tb testing.TB) [2]slimChain {
 	tb.Helper()
 	ctx := context.Background()
-	web := deployment("web", podSpec([]corev1.EnvVar{envSecretKey("DB_PASSWORD", "db", "password")}, envFromConfigMap("app")))
-	cache := newCache(tb,
-		namespace(testNS, map[string]string{v1alpha1.ChangeControlLabel: v1alpha1.ChangeControlGoverned}),
-		namespace("other", nil),
-		web,
-		pod("web-abc", podSpec(nil, envFromConfigMap("flags")), controllerRef("apps/v1", "ReplicaSet", "web-1")),
-		configMap("app", map[string]string{"port": "80"}, nil),
-		configMap("flags", map[string]string{"level": "debug"}, map[string]string{v1alpha1.ReloadAnnotation: v1alpha1.ReloadHot}),
-		secret("db", dbData, nil),
-	)
+	web, objs := fuzzWorld()
+	cache := newCache(tb, objs...)
 	policies, err := configpolicy.New(ctx, logr.Discard())
 	if err != nil {
 		tb.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
@@ -178,18 +180,8 @@ func newFuzzChains(tb testing.TB) [2]http.Handler {
 			Schema: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","required":["level"]}`)}}},
 		AllowUndeclaredKeys: true,
 	})
-	web := deployment("web", podSpec([]corev1.EnvVar{envSecretKey("DB_PASSWORD", "db", "password")}, envFromConfigMap("app")))
-	cache := newCache(tb,
-		namespace(testNS, map[string]string{v1alpha1.ChangeControlLabel: v1alpha1.ChangeControlGoverned}),
-		namespace("other", nil),
-		web,
-		pod("web-abc", podSpec(nil, envFromConfigMap("flags")), controllerRef("apps/v1", "ReplicaSet", "web-1")),
-		configMap("app", map[string]string{"port": "80"}, nil),
-		configMap("flags", map[string]string{"level": "debug"}, map[string]string{v1alpha1.ReloadAnnotation: v1alpha1.ReloadHot}),
-		secret("db", dbData, nil),
-		configSchema("app", "uid-app", appSchema),
-		tiered,
-	)
+	web, objs := fuzzWorld()
+	cache := newCache(tb, append(objs, configSchema("app", "uid-app", appSchema), tiered)...)
 	live := newLive(web.DeepCopy())
 
 	policies, err := configpolicy.New(ctx, logr.Discard())
@@ -221,6 +213,22 @@ func newFuzzChains(tb testing.TB) [2]http.Handler {
 		chains[i] = srv.WebhookMux()
 	}
 	return chains
+}
+
+// fuzzWorld is what the fuzzed webhooks' cache holds: two namespaces (one
+// governed), a Deployment (returned apart: the live reader holds it too)
+// and a pod of it, a ConfigMap, a hot ConfigMap and a Secret they read.
+func fuzzWorld() (*appsv1.Deployment, []client.Object) {
+	web := deployment("web", podSpec([]corev1.EnvVar{envSecretKey("DB_PASSWORD", "db", "password")}, envFromConfigMap("app")))
+	return web, []client.Object{
+		namespace(testNS, map[string]string{v1alpha1.ChangeControlLabel: v1alpha1.ChangeControlGoverned}),
+		namespace("other", nil),
+		web,
+		pod("web-abc", podSpec(nil, envFromConfigMap("flags")), controllerRef("apps/v1", "ReplicaSet", "web-1")),
+		configMap("app", map[string]string{"port": "80"}, nil),
+		configMap("flags", map[string]string{"level": "debug"}, map[string]string{v1alpha1.ReloadAnnotation: v1alpha1.ReloadHot}),
+		secret("db", dbData, nil),
+	}
 }
 
 // fuzzKinds are the kinds and resources a structured review names: every
