@@ -2,14 +2,17 @@
 // without the parts configward's admission paths never read: managed
 // fields, status, containers' resources, probes and lifecycle hooks, the
 // pod's affinity, overhead, resources and topology constraints, and a
-// StatefulSet's volume claim templates. They are most of an object's bytes
-// (the managed fields alone are often half) and most of the cost of
-// decoding it: times parsed, quantities parsed, maps and slices built.
+// StatefulSet's volume claim templates. They are most of the cost of
+// decoding a workload: quantities and times parsed, maps, slices and
+// pointers built (BenchmarkDecoding: 432 allocations for a Deployment of
+// 10 containers read whole, 105 slim).
 //
 // The decoder still reads their bytes (a review is one JSON text) but
 // builds nothing from them, and the object handed on is the usual typed
 // one with those fields empty, so every reader downstream (the rules, the
-// hash, the pins, the channels, the reload agent) is unchanged.
+// hash, the pins, the channels, the reload agent) is unchanged. The parts
+// of a pod spec are kept as slices of the review's bytes, so that an update
+// can still tell whether the whole pod spec changed (SamePodSpecs).
 //
 // What the slim decoding promises, and FuzzSlimDecoding checks on every
 // input: where the typed decoding of a text succeeds, the slim one succeeds
