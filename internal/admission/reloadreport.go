@@ -159,7 +159,7 @@ func first(v authenticationv1.ExtraValue) string {
 // when it changes.
 func (h *ReloadReports) record(ctx context.Context, pod *corev1.Pod, token []byte, rep reload.Report) (string, error) {
 	consumed := map[string]bool{}
-	for _, c := range refs.Consumed(refs.FromPodSpec(&pod.Spec)) {
+	for _, c := range refs.ConsumedBy(&pod.Spec) {
 		consumed[string(c.Kind)+"/"+c.Name] = true
 	}
 	fingerprintKey := reload.FingerprintKey(token)

@@ -128,7 +128,7 @@ func (p *Pinner) Pins(ctx context.Context, key []byte, namespace string, policy 
 	if p == nil || policy.Delivery == nil {
 		return out, nil
 	}
-	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
+	for _, c := range refs.ConsumedBy(spec) {
 		src := revision.Source{Kind: c.Kind, Name: c.Name}
 		o, delivered, err := p.Delivered(ctx, namespace, policy, src)
 		if err != nil {

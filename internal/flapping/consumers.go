@@ -27,7 +27,7 @@ func (t *Tracker) Input(th Threshold, namespace string, spec *corev1.PodSpec, ro
 	if t == nil || spec == nil {
 		return Key{}, Record{}, false
 	}
-	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
+	for _, c := range refs.ConsumedBy(spec) {
 		if rec, ok := t.Object(th, namespace, c.Kind, c.Name); ok && rolls(c.Kind, c.Name) {
 			return Key{Kind: string(c.Kind), Namespace: namespace, Name: c.Name}, rec, true
 		}

@@ -55,7 +55,10 @@ type Object struct {
 	Name      string
 	Exists    bool
 	// KeyDigests maps each key to its digest (digest.KeyDigests).
-	KeyDigests  map[string]string
+	KeyDigests map[string]string
+	// Keys are the key names, sorted, where only they were asked for
+	// (Targets); nil otherwise.
+	Keys        []string
 	Mode        Mode
 	Immutable   bool
 	Type        corev1.SecretType
@@ -117,17 +120,28 @@ func CacheOptions() cache.Options {
 // reads each object it references): Labels and Annotations are the
 // cache's maps, to read and never to write.
 func (inv *Inventory) Get(ctx context.Context, kind refs.Kind, namespace, name string) (Object, error) {
-	return inv.get(ctx, kind, namespace, name, true)
+	return inv.get(ctx, kind, namespace, name, readDigests)
 }
 
 // Exists reports whether one object is in the cache, without reading its
 // digests.
 func (inv *Inventory) Exists(ctx context.Context, kind refs.Kind, namespace, name string) (bool, error) {
-	o, err := inv.get(ctx, kind, namespace, name, false)
+	o, err := inv.get(ctx, kind, namespace, name, readExistence)
 	return o.Exists, err
 }
 
-func (inv *Inventory) get(ctx context.Context, kind refs.Kind, namespace, name string, digests bool) (Object, error) {
+// reading is how much of an object's packed digests get reads: every
+// review reads each object it references, and the rules need only the
+// key names.
+type reading int
+
+const (
+	readExistence reading = iota
+	readKeys              // Object.Keys
+	readDigests           // Object.KeyDigests
+)
+
+func (inv *Inventory) get(ctx context.Context, kind refs.Kind, namespace, name string, read reading) (Object, error) {
 	o := Object{Kind: kind, Namespace: namespace, Name: name}
 	key := types.NamespacedName{Namespace: namespace, Name: name}
 	switch kind {
@@ -136,12 +150,8 @@ func (inv *Inventory) get(ctx context.Context, kind refs.Kind, namespace, name s
 		if err := inv.reader.Get(ctx, key, &cm, client.UnsafeDisableDeepCopy); err != nil {
 			return o, ignoreNotFound(err)
 		}
-		if digests {
-			kd, err := unpack(cm.Data[packedKey])
-			if err != nil {
-				return o, err
-			}
-			o.KeyDigests = kd
+		if err := o.readPacked(cm.Data[packedKey], read); err != nil {
+			return o, err
 		}
 		o.Exists, o.Immutable = true, isTrue(cm.Immutable)
 		o.Labels, o.Annotations = cm.Labels, cm.Annotations
@@ -150,12 +160,8 @@ func (inv *Inventory) get(ctx context.Context, kind refs.Kind, namespace, name s
 		if err := inv.reader.Get(ctx, key, &s, client.UnsafeDisableDeepCopy); err != nil {
 			return o, ignoreNotFound(err)
 		}
-		if digests {
-			kd, err := unpack(string(s.Data[packedKey]))
-			if err != nil {
-				return o, err
-			}
-			o.KeyDigests = kd
+		if err := o.readPacked(string(s.Data[packedKey]), read); err != nil {
+			return o, err
 		}
 		o.Exists, o.Immutable, o.Type = true, isTrue(s.Immutable), s.Type
 		o.Labels, o.Annotations = s.Labels, s.Annotations
@@ -175,9 +181,22 @@ func (inv *Inventory) get(ctx context.Context, kind refs.Kind, namespace, name s
 	return o, nil
 }
 
-// TemplateHash computes the pod-template hash of a pod spec in a namespace:
-// every rollout-mode ConfigMap/Secret it consumes, restricted to the keys it
-// consumes. A referenced object that does not exist (yet) counts as missing,
+// readPacked reads of an object's packed digests what read asks for.
+func (o *Object) readPacked(packed string, read reading) error {
+	var err error
+	switch read {
+	case readKeys:
+		o.Keys, err = packedKeys(packed)
+	case readDigests:
+		o.KeyDigests, err = unpack(packed)
+	}
+	return err
+}
+
+// TemplateHash computes the pod-template hash of a pod spec in a namespace
+// from what it consumes (refs.ConsumedBy) and the SecretProviderClasses it
+// mounts (refs.CSIClasses): every rollout-mode ConfigMap/Secret it
+// consumes, restricted to the keys it consumes. A referenced object that does not exist (yet) counts as missing,
 // optional or not, so its creation changes the hash. counted is the number
 // of objects that took part; zero means there is nothing to stamp. Without
 // includeSecrets (a ConfigPolicy's rollouts.excludeSecrets), Secrets take no
@@ -193,11 +212,11 @@ func (inv *Inventory) get(ctx context.Context, kind refs.Kind, namespace, name s
 // rotation rolled to (secretversions.Record.Rolled, from the workload's
 // record): each rollout-mode one takes part with it, as a Secret would,
 // and one never rotated takes no part, so recording a baseline never
-// changes the hash.
-func (inv *Inventory) TemplateHash(ctx context.Context, key []byte, namespace string, spec *corev1.PodSpec, includeSecrets bool, pins revision.Snapshots, rotated map[string]string) (hash string, counted int, err error) {
+// changes the hash (and a caller without rotations may pass no classes).
+func (inv *Inventory) TemplateHash(ctx context.Context, key []byte, namespace string, consumed []refs.Consumption, classes []string, includeSecrets bool, pins revision.Snapshots, rotated map[string]string) (hash string, counted int, err error) {
 	var entries []digest.Entry
 	if includeSecrets {
-		for _, name := range refs.CSIClasses(spec) {
+		for _, name := range classes {
 			if rotated[name] == "" {
 				continue
 			}
@@ -209,7 +228,7 @@ func (inv *Inventory) TemplateHash(ctx context.Context, key []byte, namespace st
 			entries = append(entries, digest.Entry{Kind: string(refs.SecretProviderClass), Name: name, Content: rotated[name]})
 		}
 	}
-	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
+	for _, c := range consumed {
 		if c.Kind == refs.Secret && !includeSecrets {
 			continue
 		}
@@ -309,7 +328,7 @@ func consumedBy(reg *workload.Registry) client.IndexerFunc {
 		// A template that is no pod spec consumes nothing configward can
 		// name; admission refuses it, and the spec read is empty.
 		spec, _ := w.PodSpec()
-		cs := refs.Consumed(refs.FromPodSpec(spec))
+		cs := refs.ConsumedBy(spec)
 		classes := refs.CSIClasses(spec)
 		out := make([]string, 0, len(cs)+len(classes))
 		for _, c := range cs {
@@ -355,13 +374,13 @@ func isTrue(b *bool) bool { return b != nil && *b }
 // workload of namespace references, from the cache; no API call is made.
 func (inv *Inventory) Targets(ctx context.Context, namespace string) ruleinput.TargetLookup {
 	return func(k refs.Kind, name string) (ruleinput.Target, error) {
-		o, err := inv.Get(ctx, k, namespace, name)
+		o, err := inv.get(ctx, k, namespace, name, readKeys)
 		if err != nil {
 			return ruleinput.Target{}, err
 		}
 		if k == refs.SecretProviderClass && !inv.classes {
 			return ruleinput.Target{Reload: string(Rollout)}, nil // not served: unknown, never missing
 		}
-		return ruleinput.Target{Known: true, Exists: o.Exists, Keys: ruleinput.SortedKeys(o.KeyDigests), Reload: string(o.Mode), Immutable: o.Immutable}, nil
+		return ruleinput.Target{Known: true, Exists: o.Exists, Keys: o.Keys, Reload: string(o.Mode), Immutable: o.Immutable}, nil
 	}
 }

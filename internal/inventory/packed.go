@@ -76,6 +76,23 @@ func unpack(packed string) (map[string]string, error) {
 	return out, nil
 }
 
+// packedKeys are the key names of packed, sorted (pack wrote them so), as
+// substrings of it; empty, never nil, for no keys, as the rules' input
+// has always had them.
+func packedKeys(packed string) ([]string, error) {
+	keys := []string{}
+	for off := 0; off < len(packed); {
+		n, w := uvarintAt(packed, off)
+		rest := uint64(len(packed) - off - w)
+		if w <= 0 || n > rest || rest-n < digest.KeyDigestSize {
+			return nil, fmt.Errorf("inventory: corrupt packed digests")
+		}
+		keys = append(keys, packed[off+w:off+w+int(n)])
+		off += w + int(n) + digest.KeyDigestSize
+	}
+	return keys, nil
+}
+
 // uvarintAt decodes the uvarint at s[off:] as binary.Uvarint does.
 func uvarintAt(s string, off int) (uint64, int) {
 	var buf [binary.MaxVarintLen64]byte

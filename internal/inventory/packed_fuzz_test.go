@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,7 +13,8 @@ import (
 	"github.com/configward/configward/internal/digest"
 )
 
-// FuzzPackedDigests fuzzes both directions of the packed digest encoding.
+// FuzzPackedDigests fuzzes both directions of the packed digest encoding,
+// and packedKeys beside unpack.
 //
 // packed is arbitrary: unpack must refuse it or decode it without
 // panicking, to digests of digest.KeyDigestSize lowercase hex bytes, and
@@ -35,8 +37,15 @@ func FuzzPackedDigests(f *testing.F) {
 	f.Add("\x80\x00"+strings.Repeat("z", digest.KeyDigestSize), "a\xffa\xffb", []byte{})
 
 	f.Fuzz(func(t *testing.T, packed, keys string, digestBytes []byte) {
-		// unpack on arbitrary input.
-		if m, err := unpack(packed); err == nil {
+		// unpack on arbitrary input; packedKeys refuses what unpack
+		// refuses and, on what pack writes, lists unpack's keys in order.
+		m, err := unpack(packed)
+		if keys, kerr := packedKeys(packed); (kerr == nil) != (err == nil) || err == nil && keys == nil {
+			t.Fatalf("packedKeys(%q) = %q, %v; unpack: %v", packed, keys, kerr, err)
+		} else if err == nil && canonicalPacked(packed) && !slices.Equal(keys, slices.Sorted(maps.Keys(m))) {
+			t.Fatalf("packedKeys(%q) = %q; unpack has %v", packed, keys, m)
+		}
+		if err == nil {
 			for k, v := range m {
 				if raw, err := hex.DecodeString(v); err != nil || len(raw) != digest.KeyDigestSize || hex.EncodeToString(raw) != v {
 					t.Fatalf("unpack(%q): key %q has digest %q", packed, k, v)
@@ -81,6 +90,9 @@ func FuzzPackedDigests(f *testing.F) {
 			}
 			if !canonicalPacked(p) {
 				t.Fatalf("pack(%v) = %q is not canonical", m, p)
+			}
+			if keys, err := packedKeys(p); err != nil || !slices.Equal(keys, slices.Sorted(maps.Keys(m))) {
+				t.Fatalf("packedKeys(pack(%v)) = %q, %v", m, keys, err)
 			}
 		}
 	})

@@ -14,8 +14,8 @@ import (
 	"github.com/configward/configward/internal/revision"
 )
 
-// Snapshots names the snapshot that each config a revision of spec reads
-// gets for its content now: every rollout-mode ConfigMap it consumes, and
+// Snapshots names the snapshot that each config a revision of a pod spec
+// reads, of those it consumes (refs.ConsumedBy), gets for its content now: every rollout-mode ConfigMap it consumes, and
 // with secrets every such Secret but service-account tokens. A consumed
 // object that does not exist gets none (the pod names the original, and
 // waits for it as it always has); hot and ignore objects get none (they are
@@ -23,9 +23,9 @@ import (
 // installation's key.
 //
 // A pinned object gets its pin (see TemplateHash).
-func (inv *Inventory) Snapshots(ctx context.Context, key []byte, namespace string, spec *corev1.PodSpec, secrets bool, pins revision.Snapshots) (revision.Snapshots, error) {
+func (inv *Inventory) Snapshots(ctx context.Context, key []byte, namespace string, consumed []refs.Consumption, secrets bool, pins revision.Snapshots) (revision.Snapshots, error) {
 	out := revision.Snapshots{}
-	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
+	for _, c := range consumed {
 		if c.Kind == refs.Secret && !secrets {
 			continue
 		}

@@ -21,8 +21,9 @@ import (
 // keys (nil for all, else sorted and unique), mode and container; a
 // MountFieldPath resolves to a mount of the Ref's volume in that container,
 // and is empty only when no container mounts the volume. The number of Refs
-// is counted independently from the spec, volumes come before env refs, and
-// Consumed merges them as documented.
+// is counted independently from the spec, volumes come before env refs,
+// Consumed merges them as documented, and ConsumedBy answers what Consumed
+// does.
 func FuzzPodSpecReferences(f *testing.F) {
 	for _, s := range []string{
 		`{}`,
@@ -37,6 +38,10 @@ func FuzzPodSpecReferences(f *testing.F) {
 		  "ephemeralContainers":[{"name":"debug","envFrom":[{"configMapRef":{"name":"env"}}],"volumeMounts":[{"name":"v","mountPath":"/v"}]}],
 		  "volumes":[{"name":"v","secret":{"secretName":"eph"}}]}`,
 		`{"volumes":[{"name":"x","configMap":{"name":"a"},"secret":{"secretName":"b"}}],"containers":[{"name":"","volumeMounts":[{"name":"x"}]}]}`,
+		// One object taken several ways: Consumed and ConsumedBy merge keys,
+		// every-key uses and optional alike.
+		`{"volumes":[{"name":"v","configMap":{"name":"app","items":[{"key":"b","path":"b"}]}},{"name":"p","projected":{"sources":[{"configMap":{"name":"app","items":[{"key":"a","path":"a"},{"key":"b","path":"b2"}],"optional":true}},{"secret":{"name":"db","items":[{"key":"u","path":"u"}]}}]}}],
+		  "containers":[{"name":"c","envFrom":[{"configMapRef":{"name":"env","optional":true}}],"env":[{"name":"X","valueFrom":{"configMapKeyRef":{"name":"app","key":"c"}}},{"name":"Y","valueFrom":{"secretKeyRef":{"name":"db","key":"p","optional":true}}},{"name":"Z","valueFrom":{"configMapKeyRef":{"name":"env","key":"k"}}}]}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -84,6 +89,9 @@ func FuzzPodSpecReferences(f *testing.F) {
 			}
 		}
 		checkConsumed(t, got, Consumed(got))
+		if by := ConsumedBy(&spec); !reflect.DeepEqual(by, Consumed(got)) {
+			t.Fatalf("ConsumedBy differs from Consumed(FromPodSpec):\n%+v\n%+v", by, Consumed(got))
+		}
 	})
 }
 

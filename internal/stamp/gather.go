@@ -60,17 +60,23 @@ func (src Sources) Gather(ctx context.Context, s Subject) (Facts, error) {
 	}
 	f.Reached = pinned.Reached
 	ns := s.Workload.Obj.GetNamespace()
-	pins, err := src.gone(ctx, ns, s, pinned.Snapshots, &f)
+	// Read once: existence, hash and snapshots each go through it.
+	consumed := refs.ConsumedBy(s.Spec)
+	pins, err := src.gone(ctx, ns, s, consumed, pinned.Snapshots, &f)
 	if err != nil {
 		return f, &Unread{Fact: HashFact, Err: err}
 	}
-	if f.Hash, f.Counted, err = src.Inventory.TemplateHash(ctx, s.Key, ns, s.Spec, s.Policy.Secrets, pins, s.Rolled); err != nil {
+	var classes []string
+	if len(s.Rolled) > 0 { // only a rotated class takes part in the hash
+		classes = refs.CSIClasses(s.Spec)
+	}
+	if f.Hash, f.Counted, err = src.Inventory.TemplateHash(ctx, s.Key, ns, consumed, classes, s.Policy.Secrets, pins, s.Rolled); err != nil {
 		return f, &Unread{Fact: HashFact, Err: err}
 	}
 	if !s.Policy.Revisions || f.Counted == 0 {
 		return f, nil
 	}
-	if f.Snapshots, err = src.Inventory.Snapshots(ctx, s.Key, ns, s.Spec, s.Policy.RevisionSecrets, pins); err != nil {
+	if f.Snapshots, err = src.Inventory.Snapshots(ctx, s.Key, ns, consumed, s.Policy.RevisionSecrets, pins); err != nil {
 		return f, &Unread{Fact: SnapshotsFact, Err: err}
 	}
 	if s.Workload.Type.OwnTemplate || s.Policy.SnapshotsBlocked != "" {
@@ -86,16 +92,17 @@ func (src Sources) Gather(ctx context.Context, s Subject) (Facts, error) {
 	return f, nil
 }
 
-// gone finds the config s's spec requires that does not exist. Where the
+// gone finds the config s's spec requires (of consumed, what it consumes)
+// that does not exist. Where the
 // revision the workload runs (Stored) names a snapshot of it that exists,
 // the config is pinned to that snapshot: the pods of that revision, new
 // and scaled-up ones included, go on reading it until the workload stops
 // naming the original. The rest is Missing. It returns pins with those
 // added (a copy; pins is left as it is).
-func (src Sources) gone(ctx context.Context, namespace string, s Subject, pins revision.Snapshots, f *Facts) (revision.Snapshots, error) {
+func (src Sources) gone(ctx context.Context, namespace string, s Subject, consumed []refs.Consumption, pins revision.Snapshots, f *Facts) (revision.Snapshots, error) {
 	stored := snapshotsOf(s.Stored)
 	out := pins
-	for _, c := range refs.Consumed(refs.FromPodSpec(s.Spec)) {
+	for _, c := range consumed {
 		source := revision.Source{Kind: c.Kind, Name: c.Name}
 		if _, pinned := pins[source]; pinned || c.Optional || (c.Kind == refs.Secret && !s.Policy.Secrets) {
 			continue

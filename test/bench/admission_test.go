@@ -52,7 +52,7 @@ func BenchmarkConfigHashAdmission(b *testing.B) {
 	// be hashed (as missing) and stamped, and the benchmark would measure
 	// NotFound lookups instead of the real path.
 	keys := hashkey.Fixed(benchKey)
-	_, counted, err := inv.TemplateHash(ctx, keys.Current().Bytes(), admissionNamespace, &dep.Spec.Template.Spec, true, nil, nil)
+	_, counted, err := inv.TemplateHash(ctx, keys.Current().Bytes(), admissionNamespace, refs.ConsumedBy(&dep.Spec.Template.Spec), nil, true, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -51,12 +51,12 @@ var handlerBudgets = []struct {
 }{
 	// The fixture's Deployment (10 references), created: stamped with the
 	// hash of its 10 objects.
-	{"config-hash/Deployment-create", admission.ConfigHashPath, 710, (*handlerFixture).deploymentCreate, true},
+	{"config-hash/Deployment-create", admission.ConfigHashPath, 525, (*handlerFixture).deploymentCreate, true},
 	// The same create, judged by the built-in rules (nothing to report).
-	{"validate-workloads/Deployment-create", admission.ValidateWorkloadsPath, 455, (*handlerFixture).deploymentCreate, false},
+	{"validate-workloads/Deployment-create", admission.ValidateWorkloadsPath, 405, (*handlerFixture).deploymentCreate, false},
 	// An update that re-stamps the template and leaves the pod spec as
 	// it was: what was passed over is compared as bytes.
-	{"validate-workloads/Deployment-update", admission.ValidateWorkloadsPath, 750, (*handlerFixture).deploymentRestamp, false},
+	{"validate-workloads/Deployment-update", admission.ValidateWorkloadsPath, 705, (*handlerFixture).deploymentRestamp, false},
 	// A revision's pod, pointed at the 10 snapshots its annotation names.
 	{"pod-config/Pod-create", admission.PodConfigPath, 400, (*handlerFixture).podCreate, true},
 	// A ConfigMap update no ConfigSchema selects.

@@ -66,7 +66,7 @@ func BenchmarkPodPathReview(b *testing.B) {
 // sends it.
 func pinnedPodReview(b testing.TB, ctx context.Context, c client.Client, inv *inventory.Inventory, dep *appsv1.Deployment) []byte {
 	b.Helper()
-	snaps, err := inv.Snapshots(ctx, hashkey.Fixed(benchKey).Current().Bytes(), admissionNamespace, &dep.Spec.Template.Spec, true, nil)
+	snaps, err := inv.Snapshots(ctx, hashkey.Fixed(benchKey).Current().Bytes(), admissionNamespace, refs.ConsumedBy(&dep.Spec.Template.Spec), true, nil)
 	if err != nil || len(snaps) != 10 {
 		b.Fatalf("%d snapshots named (%v), want 10", len(snaps), err)
 	}

@@ -160,7 +160,7 @@ func (d *deliveries) consumed(_ context.Context, o client.Object) []reconcile.Re
 	}
 	spec, _ := w.PodSpec()
 	var out []reconcile.Request
-	for _, c := range refs.Consumed(refs.FromPodSpec(spec)) {
+	for _, c := range refs.ConsumedBy(spec) {
 		out = append(out, deliveryKey(o.GetNamespace(), revision.Source{Kind: c.Kind, Name: c.Name}))
 	}
 	return out

@@ -143,7 +143,7 @@ func (r *revisions) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	if settings.Revisions {
 		key := r.opts.Snapshots.keys.Current().Bytes()
 		for _, p := range n.bare {
-			snaps, err := r.inv.Snapshots(ctx, key, ns, &p.Spec, settings.RevisionSecrets, nil)
+			snaps, err := r.inv.Snapshots(ctx, key, ns, refs.ConsumedBy(&p.Spec), settings.RevisionSecrets, nil)
 			if err != nil {
 				return reconcile.Result{}, err
 			}
@@ -254,7 +254,7 @@ func (r *revisions) named(ctx context.Context, ns string) (named, error) {
 			n.bare = append(n.bare, p)
 		}
 		// What it mounts counts too: it read those bytes at start.
-		for _, c := range refs.Consumed(refs.FromPodSpec(&p.Spec)) {
+		for _, c := range refs.ConsumedBy(&p.Spec) {
 			n.snapshots[revision.Source{Kind: c.Kind, Name: c.Name}] = true
 		}
 		n.pods = append(n.pods, p)
@@ -327,7 +327,7 @@ func (r *revisions) reportUnpinned(ns string, pods []*corev1.Pod) {
 			continue
 		}
 		var unpinned []string
-		for _, c := range refs.Consumed(refs.FromPodSpec(&p.Spec)) {
+		for _, c := range refs.ConsumedBy(&p.Spec) {
 			if _, ok := snaps[revision.Source{Kind: c.Kind, Name: c.Name}]; ok {
 				unpinned = append(unpinned, string(c.Kind)+"/"+c.Name)
 			}
