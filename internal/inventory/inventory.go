@@ -196,8 +196,9 @@ func (o *Object) readPacked(packed string, read reading) error {
 // TemplateHash computes the pod-template hash of a pod spec in a namespace
 // from what it consumes (refs.ConsumedBy) and the SecretProviderClasses it
 // mounts (refs.CSIClasses): every rollout-mode ConfigMap/Secret it
-// consumes, restricted to the keys it consumes. A referenced object that does not exist (yet) counts as missing,
-// optional or not, so its creation changes the hash. counted is the number
+// consumes, restricted to the keys it consumes. A referenced object that
+// does not exist (yet) counts as missing, optional or not, so its creation
+// changes the hash. counted is the number
 // of objects that took part; zero means there is nothing to stamp. Without
 // includeSecrets (a ConfigPolicy's rollouts.excludeSecrets), Secrets take no
 // part. key is the installation's key (internal/hashkey).
@@ -381,6 +382,10 @@ func (inv *Inventory) Targets(ctx context.Context, namespace string) ruleinput.T
 		if k == refs.SecretProviderClass && !inv.classes {
 			return ruleinput.Target{Reload: string(Rollout)}, nil // not served: unknown, never missing
 		}
-		return ruleinput.Target{Known: true, Exists: o.Exists, Keys: o.Keys, Reload: string(o.Mode), Immutable: o.Immutable}, nil
+		keys := o.Keys
+		if keys == nil { // gone: an empty list, as the rules' input has always had
+			keys = []string{}
+		}
+		return ruleinput.Target{Known: true, Exists: o.Exists, Keys: keys, Reload: string(o.Mode), Immutable: o.Immutable}, nil
 	}
 }

@@ -77,10 +77,9 @@ func unpack(packed string) (map[string]string, error) {
 }
 
 // packedKeys are the key names of packed, sorted (pack wrote them so), as
-// substrings of it; empty, never nil, for no keys, as the rules' input
-// has always had them.
+// substrings of it; none for no keys.
 func packedKeys(packed string) ([]string, error) {
-	keys := []string{}
+	var keys []string
 	for off := 0; off < len(packed); {
 		n, w := uvarintAt(packed, off)
 		rest := uint64(len(packed) - off - w)

@@ -8,7 +8,6 @@ package ruleinput
 import (
 	"bytes"
 	"fmt"
-	"slices"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -213,14 +212,4 @@ func RootPath(path, podSpecPath string) string {
 		return podSpecPath + path[4:]
 	}
 	return path
-}
-
-// SortedKeys lists a digest map's keys, for Target.Keys.
-func SortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
