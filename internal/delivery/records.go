@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
@@ -112,9 +111,9 @@ type Pinned struct {
 	Reached bool
 }
 
-// Pins returns what the open deliveries of the configs spec consumes say of
-// the workload kind/name whose stored template names stored. key is the
-// installation's key.
+// Pins returns what the open deliveries of the configs a pod spec consumes
+// (consumed, refs.ConsumedBy) say of the workload kind/name whose stored
+// template names stored. key is the installation's key.
 //
 // written are the snapshots the write being judged names (nil where no
 // write is judged). A writer that moves a delivered config to a snapshot
@@ -123,12 +122,12 @@ type Pinned struct {
 // this process's cache has not seen yet: that config's record is then read
 // from the API server (Live), and the writer is judged by it, so the
 // controller's stamp sticks the first time.
-func (p *Pinner) Pins(ctx context.Context, key []byte, namespace string, policy configpolicy.NamespacePolicy, kind, name string, spec *corev1.PodSpec, stored, written revision.Snapshots) (Pinned, error) {
+func (p *Pinner) Pins(ctx context.Context, key []byte, namespace string, policy configpolicy.NamespacePolicy, kind, name string, consumed []refs.Consumption, stored, written revision.Snapshots) (Pinned, error) {
 	var out Pinned
 	if p == nil || policy.Delivery == nil {
 		return out, nil
 	}
-	for _, c := range refs.ConsumedBy(spec) {
+	for _, c := range consumed {
 		src := revision.Source{Kind: c.Kind, Name: c.Name}
 		o, delivered, err := p.Delivered(ctx, namespace, policy, src)
 		if err != nil {

@@ -50,18 +50,18 @@ func (src Sources) Gather(ctx context.Context, s Subject) (Facts, error) {
 	// Gathered even where rollouts are off: drift shows what a held
 	// workload is stale against.
 	f := Facts{Policy: s.Policy, Versions: s.Versions}
+	// Read once: pins, existence, hash and snapshots each go through it.
+	consumed := refs.ConsumedBy(s.Spec)
 	var pinned delivery.Pinned
 	if s.Policy.Delivery != nil && !s.Unpinned {
 		var err error
 		if pinned, err = src.Deliveries.Pins(ctx, s.Key, s.Workload.Obj.GetNamespace(), s.Policy,
-			s.Workload.Type.RecordKind(), s.Workload.Obj.GetName(), s.Spec, snapshotsOf(s.Stored), snapshotsOf(s.Written)); err != nil {
+			s.Workload.Type.RecordKind(), s.Workload.Obj.GetName(), consumed, snapshotsOf(s.Stored), snapshotsOf(s.Written)); err != nil {
 			return f, &Unread{Fact: DeliveriesFact, Err: err}
 		}
 	}
 	f.Reached = pinned.Reached
 	ns := s.Workload.Obj.GetNamespace()
-	// Read once: existence, hash and snapshots each go through it.
-	consumed := refs.ConsumedBy(s.Spec)
 	pins, err := src.gone(ctx, ns, s, consumed, pinned.Snapshots, &f)
 	if err != nil {
 		return f, &Unread{Fact: HashFact, Err: err}

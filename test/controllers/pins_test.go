@@ -88,19 +88,19 @@ var _ = Describe("the delivery pinner, its cache behind the record", func() {
 		stored, written := revision.Snapshots{src: old}, revision.Snapshots{src: current}
 		scope := configpolicy.NamespacePolicy{Rollouts: true, Revisions: true, Delivery: &rec.Spec.Settings}
 		cacheOnly := &delivery.Pinner{Reader: behind, Inventory: inv}
-		pins, err := cacheOnly.Pins(ctx, key, ns, scope, "Deployment", "app", &spec, stored, written)
+		pins, err := cacheOnly.Pins(ctx, key, ns, scope, "Deployment", "app", refs.ConsumedBy(&spec), stored, written)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(pins.Snapshots).To(Equal(revision.Snapshots{src: old}), "the stopped cache still has the wave waiting")
 		Expect(pins.Reached).To(BeFalse())
 
 		pinner := &delivery.Pinner{Reader: behind, Live: env.Client, Inventory: inv}
-		pins, err = pinner.Pins(ctx, key, ns, scope, "Deployment", "app", &spec, stored, written)
+		pins, err = pinner.Pins(ctx, key, ns, scope, "Deployment", "app", refs.ConsumedBy(&spec), stored, written)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(pins.Snapshots).To(BeEmpty(), "the record on the API server has the wave started: the delivered content, unpinned")
 		Expect(pins.Reached).To(BeTrue(), "the wave that started reached it: its template must name the delivered snapshot exactly")
 
 		By("a write that keeps the old snapshot is judged by the cache alone")
-		pins, err = pinner.Pins(ctx, key, ns, scope, "Deployment", "app", &spec, stored, stored)
+		pins, err = pinner.Pins(ctx, key, ns, scope, "Deployment", "app", refs.ConsumedBy(&spec), stored, stored)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(pins.Snapshots).To(Equal(revision.Snapshots{src: old}))
 	})
