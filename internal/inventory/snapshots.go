@@ -15,8 +15,9 @@ import (
 )
 
 // Snapshots names the snapshot that each config a revision of a pod spec
-// reads, of those it consumes (refs.ConsumedBy), gets for its content now: every rollout-mode ConfigMap it consumes, and
-// with secrets every such Secret but service-account tokens. A consumed
+// reads (of consumed, what the spec consumes: refs.ConsumedBy) gets for its
+// content now: every rollout-mode ConfigMap it consumes, and with secrets
+// every such Secret but service-account tokens. A consumed
 // object that does not exist gets none (the pod names the original, and
 // waits for it as it always has); hot and ignore objects get none (they are
 // meant to change under running pods). Names are keyed with key, the
