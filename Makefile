@@ -80,9 +80,9 @@ build: ## Build bin/configward, and bin/kubectl-configward, the same binary as a
 	ln -f $(BIN)/configward $(BIN)/kubectl-configward
 
 .PHONY: test
-test: controlplane node helm argo-crds csi-crds eso generate manifests test-image image ## Run every test: unit, Rego, the envtest suites, the Helm chart (also installed with its pods on the real node, from the image), the container image and every fuzz target's seeds and kept crashers.
+test: controlplane node helm argo-crds csi-crds eso prometheus generate manifests test-image image ## Run every test: unit, Rego, the envtest suites, the Helm chart (also installed with its pods on the real node, from the image), the container image and every fuzz target's seeds and kept crashers.
 	rm -rf $(BIN)/failures; \
-	CONFIGWARD_REQUIRE_CLUSTER=1 CONFIGWARD_HELM=$(HELM) CONFIGWARD_ARGO_CRDS=$(ARGO_CRDS) CONFIGWARD_CSI_CRDS=$(CSI_CRDS) CONFIGWARD_ESO=$(ESO) CONFIGWARD_ESO_CRDS=$(ESO_CRDS) CONFIGWARD_IMAGE_TAR=$(abspath $(IMAGE_TAR)) \
+	CONFIGWARD_REQUIRE_CLUSTER=1 CONFIGWARD_HELM=$(HELM) CONFIGWARD_ARGO_CRDS=$(ARGO_CRDS) CONFIGWARD_CSI_CRDS=$(CSI_CRDS) CONFIGWARD_ESO=$(ESO) CONFIGWARD_ESO_CRDS=$(ESO_CRDS) CONFIGWARD_PROMETHEUS=$(PROMETHEUS) CONFIGWARD_IMAGE_TAR=$(abspath $(IMAGE_TAR)) \
 		CONFIGWARD_FAILURE_DIGEST=$(abspath $(BIN)/failures) $(GO) test ./... -count=1 -timeout 30m; \
 		status=$$?; $(GO) run ./test/orphans || status=1; \
 		if [ -d $(BIN)/failures ]; then echo; echo "=== The suites' failures again, in full (each suite printed them with its output above):"; cat $(BIN)/failures/*.txt; fi; \
@@ -108,9 +108,9 @@ controllers: controlplane ## Run each reconciler against kube-apiserver and etcd
 SUITE ?= e2e
 FOCUS ?=
 .PHONY: e2e
-e2e: controlplane helm argo-crds csi-crds eso ## Run one suite against a whole cluster (SUITE=e2e by default), or only the specs FOCUS matches.
+e2e: controlplane helm argo-crds csi-crds eso prometheus ## Run one suite against a whole cluster (SUITE=e2e by default), or only the specs FOCUS matches.
 	CONFIGWARD_REQUIRE_CLUSTER=1 CONFIGWARD_HELM=$(HELM) CONFIGWARD_ARGO_CRDS=$(ARGO_CRDS) CONFIGWARD_CSI_CRDS=$(CSI_CRDS) \
-		CONFIGWARD_ESO=$(ESO) CONFIGWARD_ESO_CRDS=$(ESO_CRDS) \
+		CONFIGWARD_ESO=$(ESO) CONFIGWARD_ESO_CRDS=$(ESO_CRDS) CONFIGWARD_PROMETHEUS=$(PROMETHEUS) \
 		$(GO) test ./test/$(SUITE)/ -count=1 -timeout 30m $(if $(FOCUS),-ginkgo.focus='$(FOCUS)' -ginkgo.v)
 
 # Argo Rollouts' Rollout CRD, so the custom-workload-kind e2e specs run
@@ -182,6 +182,25 @@ $(ESO_CRDS)/.complete:
 	dir=$$(cd $(TOOLS)/eso && $(GO) mod download -json github.com/external-secrets/external-secrets | grep '"Dir":' | cut -d'"' -f4) && \
 		test -n "$$dir" && for c in $(ESO_CRD_FILES); do install -m 0644 "$$dir/config/crds/bases/external-secrets.io_$$c.yaml" $(ESO_CRDS)/; done
 	touch $@
+
+# The Prometheus server, for the specs that gate on what it scrapes
+# (test/framework/prometheus.go runs it), from the pinned module
+# test/tools/prometheus. -tags remove_all_sd leaves out every service
+# discovery but the static, file and http ones, and with them most cloud
+# SDKs (Azure's and AWS's stay, for remote write): about 1,050 packages
+# instead of 1,500. Cached by the pins: the folder carries the version and
+# a hash of the tools module.
+PROMETHEUS_VERSION := $(call modversion,prometheus,github.com/prometheus/prometheus)
+PROMETHEUS_DIR     := $(BIN)/prometheus-$(PROMETHEUS_VERSION)-$(call TOOLS_SUM,prometheus)
+PROMETHEUS         := $(PROMETHEUS_DIR)/prometheus
+
+.PHONY: prometheus
+prometheus: $(PROMETHEUS) ## Build the Prometheus server from its pinned module, without service discoveries (cached).
+$(PROMETHEUS):
+	@echo "Building Prometheus $(PROMETHEUS_VERSION) into $(PROMETHEUS_DIR) (about 8 minutes cold on 2 cores, a few seconds from a warm Go build cache)"
+	mkdir -p $(PROMETHEUS_DIR)
+	cd $(TOOLS)/prometheus && $(GO) build -tags remove_all_sd -ldflags "-s -w" -o $@.tmp github.com/prometheus/prometheus/cmd/prometheus
+	mv $@.tmp $@
 
 # Fuzz targets, as package:target. `go test ./...` runs each one's seed
 # corpus (f.Add seeds and testdata/fuzz, where every crasher found is kept);
@@ -341,7 +360,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 # The chart renders its CRDs from files/crds (templates/crds.yaml), not from
 # crds/, so that `helm upgrade` updates them.
 manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook manifests into config/, and copy the CRDs (and OpenReports' Report CRD) into the chart.
-	$(CONTROLLER_GEN) crd rbac:roleName=configward webhook paths=./internal/... \
+	$(CONTROLLER_GEN) crd:allowDangerousTypes=true rbac:roleName=configward webhook paths=./internal/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
 	mkdir -p charts/configward/files/crds
@@ -382,7 +401,7 @@ help:
 
 .PHONY: bench
 bench: controlplane ## Run the benchmarks (admission latency, rule evaluation, inventory and Pod cache heap, the 1,000-Deployment rollout storm) against envtest and a whole cluster.
-	$(GO) test ./test/bench/ ./internal/... -count=1 -run '^$$' -bench . -skip 'BenchmarkInventoryHeap|BenchmarkWebhookPodCache|BenchmarkRolloutStorm' -benchmem
+	$(GO) test ./test/bench/ ./internal/... -count=1 -run '^$$' -bench . -skip 'BenchmarkInventoryHeap|BenchmarkWebhookPodCache|BenchmarkRolloutStorm|BenchmarkDeliveryAnalysis' -benchmem
 	$(GO) test ./test/bench/ -count=1 -run '^$$' -bench 'BenchmarkInventoryHeap|BenchmarkWebhookPodCache|BenchmarkRolloutStorm' -benchtime=1x -benchmem -timeout 60m
 
 # The peers of the performance comparison (make bench-peers), each built
@@ -426,6 +445,19 @@ bench-peers: controlplane peers ## Measure configward side by side with Gatekeep
 		$(GO) test ./test/bench/peers/ -count=1 -run '^$$' -bench BenchmarkPeers -benchtime=1x -timeout 90m
 	cd $(TOOLS)/benchplot && $(GO) run . -in $(BENCH_OUT)/results.json -out $(CURDIR)/docs/bench
 
+# How long a delivery's waves take with analysis checks, and how many
+# queries they send: BenchmarkDeliveryAnalysis on a whole cluster with a real
+# Prometheus (about 7 minutes on 2 cores), never part of `make test` or
+# `make bench`. Tables in $(ANALYSIS_OUT)/results.md, plots in docs/bench,
+# which docs/evaluate/analysis.md shows.
+ANALYSIS_OUT ?= $(BIN)/bench-analysis
+
+.PHONY: bench-analysis
+bench-analysis: controlplane prometheus ## Measure wave times and queries per wave of delivery checks against a real Prometheus (about 7 minutes); table in $(ANALYSIS_OUT)/results.md, plots in docs/bench.
+	CONFIGWARD_REQUIRE_CLUSTER=1 CONFIGWARD_PROMETHEUS=$(PROMETHEUS) CONFIGWARD_BENCH_OUT=$(ANALYSIS_OUT) \
+		$(GO) test ./test/bench/ -count=1 -run '^$$' -bench '^BenchmarkDeliveryAnalysis$$' -benchtime=1x -timeout 20m
+	cd $(TOOLS)/benchplot && $(GO) run . -analysis $(ANALYSIS_OUT)/results.json -out $(CURDIR)/docs/bench
+
 # The soak is a run of its own, never part of `make test`. Its -timeout is
 # SOAK_DURATION plus 15 minutes for the cluster's start and the checks after
 # the traffic: Go reads a duration as the sum of its parts, so 30m15m is 45m.
@@ -436,6 +468,6 @@ soak: controlplane ## Run configward for SOAK_DURATION (default 30m) under 100 m
 	CONFIGWARD_SOAK_DURATION=$(SOAK_DURATION) $(GO) test ./test/soak/ -count=1 -timeout $(SOAK_DURATION)15m -v
 
 .PHONY: demo
-demo: controlplane build ## Walk through configward's rules, schemas and rollouts with the sample manifests in config/samples: runs configward's webhook and controller in-process against a local kube-apiserver, then stays up for your own manifests until Ctrl-C.
+demo: controlplane build prometheus ## Walk through configward's rules, schemas and rollouts with the sample manifests in config/samples: runs configward's webhook and controller in-process against a local kube-apiserver, then stays up for your own manifests until Ctrl-C.
 	$(GO) build -o $(BIN)/configward-demo ./test/demo
 	$(BIN)/configward-demo

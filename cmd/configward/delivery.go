@@ -22,9 +22,13 @@ func newDeliveryCommand() *cobra.Command {
 		Long: `delivery asks the newest delivery of a ConfigMap or Secret to move on:
 
   promote  start the next wave of a delivery that waits for approval, is
-           halted, or soaks (the current wave counts as passed)
+           halted (a failed or inconclusive check included), or soaks (the
+           current wave counts as passed); during the bake after the last
+           wave, end it: the delivery succeeds
   halt     stop a delivery: no further workload is re-stamped
   resume   judge a halted delivery's current wave again, with a new deadline
+           and its checks measured anew; after the bake failed, every wave
+           takes the delivered content again and the bake starts over
 
 The request is written into the ConfigDelivery's spec.request; configward's
 webhook records who made it, and its controller acts on it once. RBAC

@@ -211,8 +211,17 @@ func (h *ValidateConfigChanges) breakGlass(resp *admission.Response, obj client.
 		note = fmt.Sprintf("break-glass by %s: deleted %s outside the pipeline, reason %q", req.UserInfo.Username, what, v.BreakGlass)
 	case admissionv1.Create:
 		note = fmt.Sprintf("break-glass by %s: created %s outside the pipeline, reason %q", req.UserInfo.Username, what, v.BreakGlass)
+	case admissionv1.Update:
+		if len(v.Changed) == 0 {
+			note = fmt.Sprintf("break-glass by %s: set a new break-glass reason on %s, reason %q", req.UserInfo.Username, what, v.BreakGlass)
+			break
+		}
+		fallthrough
 	default:
 		note = fmt.Sprintf("break-glass by %s: changed %s of %s outside the pipeline, reason %q", req.UserInfo.Username, strings.Join(v.Changed, ", "), what, v.BreakGlass)
+	}
+	if req.Operation != admissionv1.Delete && obj.GetAnnotations()[v1alpha1.BreakGlassDeliveryAnnotation] == v1alpha1.BreakGlassImmediate {
+		note += "; immediate delivery asked for (" + v1alpha1.BreakGlassDeliveryAnnotation + ": " + v1alpha1.BreakGlassImmediate + ")"
 	}
 	resp.Warnings = append(resp.Warnings, rules.Warning(rules.Finding{Rule: rules.OutOfPipelineEdit,
 		Message: note + ". Recorded; bring the change into version control or the next deployment undoes it."}))

@@ -58,8 +58,8 @@ func (h *ConfigDeliveries) Review(_ context.Context, r *webhookserver.Review[str
 	stored := old.(*v1alpha1.ConfigDelivery)
 	mine, theirs := rec.Spec, stored.Spec
 	mine.Request, theirs.Request = nil, nil
-	if !reflect.DeepEqual(mine, theirs) {
-		return admission.Denied(fmt.Sprintf("[config-delivery] %s: only spec.request may be changed; configward's controller keeps the rest. "+
+	if !reflect.DeepEqual(mine, theirs) || rec.Annotations[v1alpha1.BreakGlassSeenAnnotation] != stored.Annotations[v1alpha1.BreakGlassSeenAnnotation] {
+		return admission.Denied(fmt.Sprintf("[config-delivery] %s: only spec.request may be changed; configward's controller keeps the rest (and the record's "+v1alpha1.BreakGlassSeenAnnotation+" annotation). "+
 			"Use `configward delivery promote|halt|resume`.", name))
 	}
 	req, was := rec.Spec.Request, stored.Spec.Request

@@ -140,6 +140,12 @@ func TestDecide(t *testing.T) {
 		{name: "break-glass", req: update(human, cm("info", nil), cm("debug", map[string]string{v1alpha1.BreakGlassAnnotation: "INC-1"})), glass: "INC-1"},
 		{name: "break-glass replayed", req: update(human, cm("info", map[string]string{v1alpha1.BreakGlassAnnotation: "INC-1"}), cm("debug", map[string]string{v1alpha1.BreakGlassAnnotation: "INC-1"})), rules: []string{rules.OutOfPipelineEdit}},
 		{name: "break-glass blank", req: update(human, cm("info", nil), cm("debug", map[string]string{v1alpha1.BreakGlassAnnotation: "  "})), rules: []string{rules.OutOfPipelineEdit}},
+		// Every new reason is recorded, the pipeline's and one set without
+		// other changes too: a delivery of the content skips approvals on it.
+		{name: "break-glass by the pipeline", req: update(deployer, cm("info", nil), cm("debug", map[string]string{v1alpha1.BreakGlassAnnotation: "INC-4"})), glass: "INC-4"},
+		{name: "break-glass reason alone", req: update(human, cm("info", nil), cm("info", map[string]string{v1alpha1.BreakGlassAnnotation: "INC-5"})), glass: "INC-5"},
+		{name: "immediate delivery without a new reason", req: update(human, cm("info", nil), cm("info", map[string]string{v1alpha1.BreakGlassDeliveryAnnotation: v1alpha1.BreakGlassImmediate})), rules: []string{rules.OutOfPipelineEdit}},
+		{name: "break-glass not governed", settings: &Settings{Pipeline: settings.Pipeline}, req: update(human, cm("info", nil), cm("debug", map[string]string{v1alpha1.BreakGlassAnnotation: "INC-6"}))},
 		{name: "root CA publisher", req: update(authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:root-ca-cert-publisher"}, cm("a", nil), cm("b", nil)), exempt: true},
 		{name: "configward", req: update(authenticationv1.UserInfo{Username: "system:serviceaccount:configward:configward-controller"}, cm("a", nil), cm("b", nil)), exempt: true},
 		{name: "cert-manager renewing its Secret", req: Request{Operation: "UPDATE", User: certManager, Kind: "Secret", Old: tlsSecret("a", issued), New: tlsSecret("b", issued)}, exempt: true},

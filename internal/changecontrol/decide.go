@@ -110,11 +110,17 @@ func Decide(s Settings, r Request) Verdict {
 	switch r.Operation {
 	case "CREATE", "UPDATE":
 		v.Changed = Changes(r.Old, r.New)
-		if len(v.Changed) == 0 || !s.Governed || pipeline {
+		if !s.Governed {
 			return v
 		}
 		if reason := newBreakGlass(r.Old, r.New); reason != "" {
+			// Every new reason is recorded with who set it, the pipeline's
+			// and one set alone included: a delivery of the content that
+			// carries it skips approvals (internal/delivery, BreakGlass).
 			v.BreakGlass = reason
+			return v
+		}
+		if len(v.Changed) == 0 || pipeline {
 			return v
 		}
 		msg := fmt.Sprintf("%s changes %s of %s outside the pipeline. Make the change in version control and let the pipeline apply it; in an emergency, repeat the edit with a new annotation %s: \"<reason>\" (the edit is recorded).",

@@ -1,10 +1,15 @@
 package configpolicy
 
 import (
+	"net/url"
+	"slices"
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/configward/configward/internal/analysis"
 	"github.com/configward/configward/internal/api/v1alpha1"
 )
 
@@ -81,6 +86,65 @@ func validateDelivery(spec *field.Path, s v1alpha1.ConfigPolicySpec) field.Error
 	default:
 		errs = append(errs, field.NotSupported(at.Child("onFailure"), d.OnFailure, []string{string(v1alpha1.FailureHalt), string(v1alpha1.FailureRollback)}))
 	}
+	if d.BakeSeconds != nil && *d.BakeSeconds < 0 {
+		errs = append(errs, field.Invalid(at.Child("bakeSeconds"), *d.BakeSeconds, "must not be negative"))
+	}
+	return append(errs, validateAnalysis(at.Child("analysis"), d.Analysis)...)
+}
+
+// validateAnalysis refuses checks that cannot be measured; the CRD's own
+// rules say most of it, this says it again for settings that did not pass
+// the API server (configward check) and adds what a schema cannot: a query
+// template that does not render.
+func validateAnalysis(at *field.Path, a *v1alpha1.Analysis) field.ErrorList {
+	if a == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if p := a.Prometheus; p != nil {
+		if u, err := url.Parse(p.Address); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, field.Invalid(at.Child("prometheus", "address"), p.Address, "an http or https URL"))
+		}
+	}
+	if len(a.Checks) == 0 {
+		errs = append(errs, field.Required(at.Child("checks"), "at least one check"))
+	}
+	for i, c := range a.Checks {
+		cp := at.Child("checks").Index(i)
+		switch {
+		case (c.Query == "") == (c.Webhook == nil):
+			errs = append(errs, field.Invalid(cp, c.Name, "a check has either a query or a webhook"))
+		case c.Query != "":
+			if err := analysis.Validate(c.Query); err != nil {
+				errs = append(errs, field.Invalid(cp.Child("query"), c.Query, err.Error()))
+			}
+			if c.Max == nil && c.Min == nil {
+				errs = append(errs, field.Required(cp.Child("max"), "a query check needs max, min or both"))
+			}
+			if c.Max != nil && c.Min != nil && *c.Min > *c.Max {
+				errs = append(errs, field.Invalid(cp.Child("min"), *c.Min, "above max"))
+			}
+		default:
+			if u, err := url.Parse(c.Webhook.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				errs = append(errs, field.Invalid(cp.Child("webhook", "url"), c.Webhook.URL, "an http or https URL"))
+			}
+			if c.CompareTo != "" {
+				errs = append(errs, field.Invalid(cp.Child("compareTo"), c.CompareTo, "compareTo applies to query checks"))
+			}
+		}
+		if c.CompareTo != "" && c.CompareTo != v1alpha1.CompareToRest {
+			errs = append(errs, field.NotSupported(cp.Child("compareTo"), c.CompareTo, []string{v1alpha1.CompareToRest}))
+		}
+		if c.Interval.Duration < 0 {
+			errs = append(errs, field.Invalid(cp.Child("interval"), c.Interval.Duration.String(), "must not be negative"))
+		}
+		if c.FailureLimit < 0 {
+			errs = append(errs, field.Invalid(cp.Child("failureLimit"), c.FailureLimit, "must not be negative"))
+		}
+		if c.Tolerance != nil && *c.Tolerance < 0 {
+			errs = append(errs, field.Invalid(cp.Child("tolerance"), *c.Tolerance, "must not be negative"))
+		}
+	}
 	return errs
 }
 
@@ -105,6 +169,23 @@ func DeliveryDefaults(d v1alpha1.DeliverySettings) v1alpha1.DeliverySettings {
 	if d.PropagationSeconds == nil {
 		p := DefaultPropagationSeconds
 		d.PropagationSeconds = &p
+	}
+	if d.Analysis != nil {
+		a := *d.Analysis
+		a.Checks = slices.Clone(a.Checks)
+		for i := range a.Checks {
+			c := &a.Checks[i]
+			if c.Interval.Duration == 0 {
+				c.Interval.Duration = 30 * time.Second
+			}
+			if c.OnNoData == "" {
+				c.OnNoData = v1alpha1.InconclusiveWait
+			}
+			if c.OnError == "" {
+				c.OnError = v1alpha1.InconclusiveWait
+			}
+		}
+		d.Analysis = &a
 	}
 	return d
 }

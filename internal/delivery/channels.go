@@ -130,7 +130,7 @@ func ChannelContent(rec *v1alpha1.ConfigDelivery, wave, held, current string) st
 			i = j
 		}
 	}
-	if reached(rec, i) && !(rec.Status.RolledBack && i == CurrentWave(rec)) {
+	if reached(rec, i) && !RolledBack(rec, i) {
 		return current
 	}
 	if from := rec.Status.Waves[i].From; from != "" {

@@ -51,7 +51,7 @@ func BeginHot(rec *v1alpha1.ConfigDelivery, to, from string, waves []v1alpha1.Wa
 // while the wave is gated: the delivered one, or, rolled back, the one it
 // held before.
 func HotWant(rec *v1alpha1.ConfigDelivery, i int) string {
-	if rec.Status.RolledBack && i == CurrentWave(rec) {
+	if RolledBack(rec, i) {
 		if from := rec.Status.Waves[i].From; from != "" {
 			return from
 		}

@@ -69,7 +69,7 @@ func Pin(rec *v1alpha1.ConfigDelivery, current, kind, name, stored string) strin
 		return ""
 	}
 	i, from := placed(rec, kind, name)
-	if reached(rec, i) && !(rec.Status.RolledBack && i == CurrentWave(rec)) {
+	if reached(rec, i) && !RolledBack(rec, i) {
 		return ""
 	}
 	if from == "" {
@@ -105,4 +105,15 @@ func placed(rec *v1alpha1.ConfigDelivery, kind, name string) (int, string) {
 
 func reached(rec *v1alpha1.ConfigDelivery, wave int) bool {
 	return wave >= 0 && rec.Status.Waves[wave].StartedAt != nil
+}
+
+// RolledBack reports whether wave i of rec went back to what it ran
+// before: a failed delivery with onFailure: Rollback takes back the waves
+// that were being judged (the current one; every wave of an immediate
+// delivery) and, when the bake after the last wave failed, every wave.
+func RolledBack(rec *v1alpha1.ConfigDelivery, i int) bool {
+	if !rec.Status.RolledBack || !reached(rec, i) {
+		return false
+	}
+	return rec.Status.Waves[i].CompletedAt == nil || rec.Status.Bake != nil
 }

@@ -21,6 +21,9 @@ type Position struct {
 	State       v1alpha1.DeliveryState
 	CurrentWave string
 	Message     string
+	// Checks are what the analysis checks of the workload's wave (or of
+	// the bake) measured last, where its wave is the current one.
+	Checks []v1alpha1.CheckStatus
 }
 
 // Positions maps each workload ("Kind/name", Kind as records name it: workload.RecordKindOf) that an
@@ -39,8 +42,14 @@ func Positions(recs []v1alpha1.ConfigDelivery) map[string][]Position {
 				continue
 			}
 			p := Position{Record: d.Name, Config: d.Spec.Config.Kind + "/" + d.Spec.Config.Name, Wave: w.Name, Index: wi, Waves: len(d.Status.Waves),
-				Started: w.StartedAt != nil, RolledBack: wi == cur && d.Status.RolledBack, Hot: d.Spec.Hot,
+				Started: w.StartedAt != nil, RolledBack: RolledBack(d, wi), Hot: d.Spec.Hot,
 				State: d.Status.State, CurrentWave: d.Status.CurrentWave, Message: d.Status.Message}
+			if wi == cur {
+				p.Checks = w.Checks
+				if d.Status.Bake != nil {
+					p.Checks = d.Status.Bake.Checks
+				}
+			}
 			for _, t := range w.Workloads {
 				out[t.Kind+"/"+t.Name] = append(out[t.Kind+"/"+t.Name], p)
 			}

@@ -95,6 +95,9 @@ type Observation struct {
 	// LastProgressWrite is when this record's gate progress was last
 	// written by the throttle (zero: never; see Step.ProgressWritten).
 	LastProgressWrite time.Time
+	// Measurements are the checks the controller measured with the gate,
+	// those Due said (see analysis.go).
+	Measurements []Measurement
 }
 
 // Gate is what the gate saw of the current wave's workloads.
@@ -206,12 +209,17 @@ func Next(rec *v1alpha1.ConfigDelivery, obs Observation) Step {
 	}
 	i := CurrentWave(rec)
 	if i < 0 {
-		if rec.Status.Waves[0].Approval {
+		switch {
+		case immediate(rec):
+			c.startAll()
+			return c.then(soon)
+		case rec.Status.Waves[0].Approval && rec.Spec.BreakGlass == nil:
 			// Even the first wave may wait for a person: nothing moves
 			// before they promote it.
 			c.awaitApproval(0)
 			return c.then(waitingPoll)
 		}
+		c.skipApproval(0)
 		c.startWave(0, "")
 		return c.then(soon)
 	}
@@ -219,7 +227,10 @@ func Next(rec *v1alpha1.ConfigDelivery, obs Observation) Step {
 		c.step.NeedsGate = true
 		return c.step
 	}
-	return c.atGate(i, obs.Gate, obs.LastProgressWrite)
+	if rec.Status.Bake != nil {
+		return c.atBake(obs.Measurements)
+	}
+	return c.atGate(i, obs)
 }
 
 // Begin is the first step of a new record: it places the consumers of the
@@ -320,6 +331,19 @@ func (c *change) handle(req v1alpha1.DeliveryRequest) {
 	switch {
 	case req.Action == v1alpha1.ActionHalt && (state == v1alpha1.DeliveryProgressing || state == v1alpha1.DeliveryWaitingForApproval):
 		c.finish(v1alpha1.DeliveryHalted, ReasonHaltedByUser, "halted by "+by+"; no further workload is re-stamped", by)
+	case req.Action == v1alpha1.ActionPromote && Open(state) && s.Bake != nil:
+		// A person ends the bake: the delivery is done.
+		b := *s.Bake
+		b.CompletedAt = c.stamp()
+		s.Bake, s.RolledBack = &b, false
+		c.history(BakeWave, v1alpha1.HistoryPromoted, by, "")
+		c.finish(v1alpha1.DeliverySucceeded, ReasonAllWavesHealthy, fmt.Sprintf("promoted during the bake: %s is delivered", s.To), by)
+	case req.Action == v1alpha1.ActionResume && state == v1alpha1.DeliveryHalted && s.Bake != nil:
+		// The bake starts over; waves rolled back by a failed bake take
+		// the delivered content again, all at once.
+		s.RolledBack = false
+		c.history(BakeWave, v1alpha1.HistoryResumed, by, "")
+		c.startBake()
 	case req.Action == v1alpha1.ActionPromote && state == v1alpha1.DeliveryWaitingForApproval:
 		c.history(s.CurrentWave, v1alpha1.HistoryPromoted, by, "approved")
 		c.startWave(i+1, by)
@@ -338,7 +362,8 @@ func (c *change) handle(req v1alpha1.DeliveryRequest) {
 }
 
 // atGate moves wave i on by what its gate saw.
-func (c *change) atGate(i int, g *Gate, lastProgressWrite time.Time) Step {
+func (c *change) atGate(i int, obs Observation) Step {
+	g := obs.Gate
 	wave := &c.rec.Status.Waves[i]
 	healthy, waiting := g.healthy(), g.waiting()
 	s := configpolicy.DeliveryDefaults(c.rec.Spec.Settings)
@@ -364,7 +389,7 @@ func (c *change) atGate(i int, g *Gate, lastProgressWrite time.Time) Step {
 		c.fail(ReasonProgressDeadlineExceeded, fmt.Sprintf("wave %s not healthy %ds after it started: %s", wave.Name, s.ProgressDeadlineSeconds, waiting))
 		return c.then(0)
 	case !healthy:
-		c.progress(i, fmt.Sprintf("wave %s: waiting for %s", wave.Name, waiting), g.Health, lastProgressWrite)
+		c.progress(i, fmt.Sprintf("wave %s: waiting for %s", wave.Name, waiting), g.Health, obs.LastProgressWrite)
 		return c.then(gatePoll)
 	case wave.HealthySince == nil:
 		w := c.wave(i)
@@ -374,11 +399,100 @@ func (c *change) atGate(i int, g *Gate, lastProgressWrite time.Time) Step {
 		c.step.Write = true
 		return c.then(min(soak, gatePoll))
 	}
-	if left := wave.HealthySince.Add(soak).Sub(c.now.Time); left > 0 {
-		return c.then(min(left, gatePoll))
+	checks, v := c.measure(wave.Checks, obs.Measurements, wave.Name)
+	if len(obs.Measurements) > 0 {
+		c.wave(i).Checks = checks
+	}
+	switch {
+	case v.failed != "":
+		c.fail(ReasonAnalysisFailed, fmt.Sprintf("wave %s failed its analysis: %s", wave.Name, v.failed))
+		return c.then(0)
+	case v.inconclusive != "":
+		c.inconclusive(fmt.Sprintf("wave %s: %s", wave.Name, v.inconclusive))
+		return c.then(0)
+	}
+	if left := wave.HealthySince.Add(soak).Sub(c.now.Time); left > 0 || !v.measured {
+		// A check not measured yet holds the wave past its soak: its
+		// first measurement is one interval after the wave was healthy.
+		return c.then(waitFor(left))
 	}
 	c.next(i, v1alpha1.HistoryWaveCompleted, "")
 	return c.then(soon)
+}
+
+// atBake measures the bake after the last wave: a failure fails the whole
+// delivery; once bakeSeconds are over and every check has been measured,
+// it succeeds.
+func (c *change) atBake(ms []Measurement) Step {
+	b := *c.rec.Status.Bake
+	checks, v := c.measure(b.Checks, ms, BakeWave)
+	if len(ms) > 0 {
+		b.Checks = checks
+		c.step.Status.Bake = &b
+	}
+	switch {
+	case v.failed != "":
+		c.fail(ReasonAnalysisFailed, "the bake after the last wave failed its analysis: "+v.failed)
+		return c.then(0)
+	case v.inconclusive != "":
+		c.inconclusive("the bake after the last wave: " + v.inconclusive)
+		return c.then(0)
+	}
+	secs := bakeSeconds(c.rec)
+	if left := b.StartedAt.Add(time.Duration(secs)*time.Second + time.Second).Sub(c.now.Time); left > 0 || !v.measured {
+		return c.then(waitFor(left))
+	}
+	b.CompletedAt = c.stamp()
+	c.step.Status.Bake = &b
+	c.finish(v1alpha1.DeliverySucceeded, ReasonAllWavesHealthy, fmt.Sprintf("every wave healthy and baked %ds: %s is delivered", secs, c.step.Status.To), "")
+	return c.step
+}
+
+// waitFor is when to look again at a wave or bake with left of its time to
+// run: at its end, or at the next gate poll; past its end (a check not
+// measured yet), at the next gate poll.
+func waitFor(left time.Duration) time.Duration {
+	if left <= 0 {
+		return gatePoll
+	}
+	return min(left, gatePoll)
+}
+
+// startBake begins the bake after the last wave.
+func (c *change) startBake() {
+	s := &c.step.Status
+	s.Bake = &v1alpha1.BakeStatus{StartedAt: c.now}
+	s.State, s.Reason = v1alpha1.DeliveryProgressing, ReasonBaking
+	s.Message = fmt.Sprintf("every wave healthy; baking %ds with the checks over every consumer", bakeSeconds(c.rec))
+	c.history(BakeWave, v1alpha1.HistoryBakeStarted, "", s.Message)
+	c.step.Write = true
+}
+
+// inconclusive halts the delivery for a person to decide: a check had no
+// data or could not be measured, and its settings say a person decides.
+// Nothing is rolled back.
+func (c *change) inconclusive(message string) {
+	c.finish(v1alpha1.DeliveryHalted, ReasonAnalysisInconclusive,
+		message+"; nothing was rolled back: promote to go on, resume to measure again, or change the config again", "")
+}
+
+// startAll starts every wave at once: a break-glass write asked for an
+// immediate delivery, without waves' gates between them or checks.
+func (c *change) startAll() {
+	bg := c.rec.Spec.BreakGlass
+	c.history("", v1alpha1.HistoryApprovalSkipped, "", fmt.Sprintf("break-glass (reason %q) asked for an immediate delivery: every wave starts at once, no approval, no checks, no bake", bg.Reason))
+	for i := range c.step.Status.Waves {
+		c.startWave(i, "")
+	}
+	c.step.Status.Message = fmt.Sprintf("immediate delivery (break-glass, reason %q): every wave started at once", bg.Reason)
+}
+
+// skipApproval records that a break-glass write skips wave i's approval.
+func (c *change) skipApproval(i int) {
+	if bg := c.rec.Spec.BreakGlass; bg != nil && c.step.Status.Waves[i].Approval {
+		c.history(c.step.Status.Waves[i].Name, v1alpha1.HistoryApprovalSkipped, "",
+			fmt.Sprintf("break-glass (reason %q) skips approvals; the waves and their checks still apply", bg.Reason))
+	}
 }
 
 // progress writes what wave i waits for when a workload's state at the
@@ -401,16 +515,28 @@ func (c *change) progress(i int, msg string, health []v1alpha1.WorkloadHealth, l
 // completion: WaveCompleted, or Promoted by a person.
 func (c *change) next(i int, what, by string) {
 	s := &c.step.Status
+	for _, j := range Judged(c.rec) {
+		// Every wave judged with it (an immediate delivery's) completes
+		// with the current one.
+		if j < i {
+			c.wave(j).CompletedAt = c.stamp()
+		}
+	}
 	c.wave(i).CompletedAt = c.stamp()
 	s.RolledBack = false
 	c.countWave(WaveOutcomeCompleted)
 	c.history(s.Waves[i].Name, what, by, "")
 	switch {
+	case i+1 >= len(s.Waves) && bakeSeconds(c.rec) > 0:
+		c.startBake()
 	case i+1 >= len(s.Waves):
 		c.finish(v1alpha1.DeliverySucceeded, ReasonAllWavesHealthy, fmt.Sprintf("every wave healthy: %s is delivered", s.To), by)
-	case s.Waves[i+1].Approval && what != v1alpha1.HistoryPromoted:
+	case s.Waves[i+1].Approval && what != v1alpha1.HistoryPromoted && c.rec.Spec.BreakGlass == nil:
 		c.awaitApproval(i + 1)
 	default:
+		if what != v1alpha1.HistoryPromoted {
+			c.skipApproval(i + 1)
+		}
 		c.startWave(i+1, by)
 	}
 }
@@ -432,7 +558,7 @@ func (c *change) awaitApproval(i int) {
 func (c *change) startWave(i int, by string) {
 	s := &c.step.Status
 	w := c.wave(i)
-	w.StartedAt, w.HealthySince, w.CompletedAt, w.Health = c.stamp(), nil, nil, nil
+	w.StartedAt, w.HealthySince, w.CompletedAt, w.Health, w.Checks = c.stamp(), nil, nil, nil, nil
 	s.State, s.Reason, s.CurrentWave = v1alpha1.DeliveryProgressing, ReasonWaveStarted, w.Name
 	s.Message = fmt.Sprintf("wave %s started: %d workloads", w.Name, len(w.Workloads))
 	c.history(w.Name, v1alpha1.HistoryWaveStarted, by, "")
@@ -446,15 +572,26 @@ func (c *change) startWave(i int, by string) {
 // back to the revisions it ran before (Pin pins it to them again).
 func (c *change) fail(reason, message string) {
 	c.countWave(WaveOutcomeFailed)
+	baking := c.step.Status.Bake != nil
 	if c.rec.Spec.Settings.OnFailure == v1alpha1.FailureRollback {
 		c.step.Status.RolledBack = true
-		message += "; the wave is rolled back to the revisions it ran before"
+		if baking {
+			message += "; every wave is rolled back to what it ran before"
+		} else {
+			message += "; the wave is rolled back to the revisions it ran before"
+		}
 	}
 	message += "; no further workload is re-stamped: promote, resume, or change the config again"
 	c.finish(v1alpha1.DeliveryHalted, reason, message, "")
-	if i := CurrentWave(c.rec); i >= 0 {
+	var halted []v1alpha1.DeliveryTarget
+	for i, w := range c.step.Status.Waves {
+		if baking || (w.StartedAt != nil && w.CompletedAt == nil) || i == CurrentWave(c.rec) {
+			halted = append(halted, w.Workloads...)
+		}
+	}
+	if len(halted) > 0 {
 		c.step.Events = append(c.step.Events, Event{
-			Workloads: c.step.Status.Waves[i].Workloads,
+			Workloads: halted,
 			Type:      corev1.EventTypeWarning, Reason: EventWorkloadHalted,
 			Message: fmt.Sprintf("ConfigDelivery %s of %s %s halted in this workload's wave: %s", c.rec.Name, c.rec.Spec.Config.Kind, c.rec.Spec.Config.Name, message),
 		})

@@ -166,7 +166,7 @@ type stepRow struct {
 func stepRows() []stepRow {
 	const rejected = "; no further workload is re-stamped: promote, resume, or change the config again"
 	failedA := "Deployment a: pod a-1 of the delivered revision restarted (container \"app\", 1 restarts)"
-	return []stepRow{
+	return append(analysisRows(), []stepRow{
 		// A person's requests.
 		{
 			name: "halt while a wave rolls", rec: record(started(0, time.Minute), request(v1alpha1.ActionHalt)), obs: look(nil),
@@ -492,7 +492,7 @@ func stepRows() []stepRow {
 			name: "a record without its placement takes no step", rec: record(finished("")), obs: look(nil),
 			reason: ReasonStarted,
 		},
-	}
+	}...)
 }
 
 func TestNext(t *testing.T) {

@@ -135,8 +135,21 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, writeReports bool) 
 	}); err != nil {
 		return err
 	}
+	changeControl, err := o.ChangeControl.Settings()
+	if err != nil {
+		return err
+	}
+	governed := func(ctx context.Context, name string) (bool, error) {
+		var ns corev1.Namespace
+		if err := mgr.GetClient().Get(ctx, types.NamespacedName{Name: name}, &ns); err != nil {
+			return false, err
+		}
+		return inForce.Current().ChangeControl(changeControl, &ns).Governed, nil
+	}
 	if err := deliveries.Setup(mgr, inv, deliveries.Options{
 		Policies: inForce, Snapshots: snapshots, Keys: keys, Pinner: pinner, BatchWindow: o.RolloutBatchWindow, Flapping: tracker,
+		Prometheus: deliveries.PrometheusDefault{Address: o.AnalysisPrometheus, Secret: o.AnalysisPrometheusSecret},
+		Namespace:  o.HashKeyNamespace, Secrets: mgr.GetAPIReader(), Governed: governed,
 	}); err != nil {
 		return err
 	}
@@ -153,10 +166,6 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, writeReports bool) 
 		grace = DefaultSnapshotGrace
 	}
 	if err := revisions.Setup(mgr, inv, revisions.Options{Policies: inForce, Snapshots: snapshots, Grace: grace}); err != nil {
-		return err
-	}
-	changeControl, err := o.ChangeControl.Settings()
-	if err != nil {
 		return err
 	}
 	if err := policies.SetupNamespaceLabels(mgr, inForce, func(ns *corev1.Namespace) bool {

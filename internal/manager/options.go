@@ -379,6 +379,10 @@ type Controller struct {
 	// FlappingPass is how often the leader announces flapping and stores the
 	// records (zero: 2 s; no flag, tests shorten it).
 	FlappingPass time.Duration
+	// AnalysisPrometheus is the Prometheus-compatible API the delivery
+	// checks of policies that name none ask; AnalysisPrometheusSecret the
+	// Secret, in configward's namespace, with its credentials.
+	AnalysisPrometheus, AnalysisPrometheusSecret string
 	// Restartable lets a second controller process be built in the same Go
 	// process once the first has stopped (controller-runtime refuses two
 	// controllers of one name in a process otherwise). Tests that stop and
@@ -411,6 +415,10 @@ func (c *Controller) AddFlags(fs *pflag.FlagSet) {
 		"Name of the ValidatingWebhookConfiguration holding configward's workload-rules webhook (see --mutating-webhook-configuration).")
 	fs.StringVar(&c.ChangeRecords, "change-records-configmap", DefaultChangeRecords,
 		"Name of the ConfigMap, in configward's namespace (--hash-key-namespace), where the leader keeps the recent content changes of every ConfigMap and Secret, so that counting a flapping object (spec.rollouts.flapping) survives restarts and failover. It holds times, resource versions and field manager names, never content.")
+	fs.StringVar(&c.AnalysisPrometheus, "analysis-prometheus-address", "",
+		"Base URL (http or https) of the Prometheus-compatible API that delivery checks query where a ConfigPolicy's spec.delivery.analysis names none.")
+	fs.StringVar(&c.AnalysisPrometheusSecret, "analysis-prometheus-secret", "",
+		"Name of a Secret in configward's namespace (--hash-key-namespace) with the credentials of --analysis-prometheus-address: key token (bearer), or username and password, and optionally ca.crt. Read when a check runs, never kept or logged.")
 	fs.StringVar(&c.Reports, "reports", ReportsAuto,
 		"Write one OpenReports Report (openreports.io/v1alpha1) per stamped workload saying whether its pods run its current config: auto writes them when the Report CRD is served when the controller starts (install it later and restart), off never does.")
 }

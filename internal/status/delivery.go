@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -51,9 +52,21 @@ func describe(p delivery.Position) string {
 	case p.RolledBack:
 		return where + fmt.Sprintf(", rolled back to its previous revision; %s: %s", p.State, p.Message)
 	case p.Started:
-		return where + fmt.Sprintf(", %s: %s", p.State, p.Message)
+		return where + fmt.Sprintf(", %s: %s", p.State, p.Message) + checks(p.Checks)
 	case p.Hot:
 		return where + fmt.Sprintf(", its pods in this wave keep the content they have until this wave starts; the delivery is %s at wave %s", p.State, p.CurrentWave)
 	}
 	return where + fmt.Sprintf(", keeps its revision until this wave starts; the delivery is %s at wave %s", p.State, p.CurrentWave)
+}
+
+// checks says what a wave's analysis checks measured last.
+func checks(cs []v1alpha1.CheckStatus) string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, fmt.Sprintf("%s %s (%s; %d measured, %d failed)", c.Name, c.Result, c.Message, c.Measurements, c.Failures))
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "; checks: " + strings.Join(out, "; ")
 }

@@ -123,8 +123,9 @@ wait:
 		"banner-text-ch-canary",
 		"WaitingForApproval",
 		"✓ 16 as expected",
+		"✓ 17 as expected",
 		`denied the request: [subpath-config] Pod demo/checkout-forged`,
-		"✓ all 16 steps went as expected",
+		"✓ all 17 steps went as expected",
 	} {
 		if !strings.Contains(strings.ToLower(walk), strings.ToLower(want)) {
 			t.Errorf("the walkthrough does not show %q", want)

@@ -106,14 +106,24 @@ func run() int {
 		cleanup()
 		return 1
 	}
-	if _, err := env.StartController(manager.Controller{RolloutBatchWindow: 2 * time.Second, RolloutRate: manager.DefaultRolloutRate}); err != nil {
+	// Step 17's Prometheus, and the request counters it scrapes (the demo
+	// plays the application kwok does not run), named to the controller as
+	// the chart's analysis.prometheus.address names one.
+	app, prom, err := startPrometheus(env)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo: starting Prometheus:", err)
+		cleanup()
+		return 1
+	}
+	defer app.Close()
+	if _, err := env.StartController(manager.Controller{RolloutBatchWindow: 2 * time.Second, RolloutRate: manager.DefaultRolloutRate, AnalysisPrometheus: prom.URL}); err != nil {
 		fmt.Fprintln(os.Stderr, "demo: starting the controller:", err)
 		cleanup()
 		return 1
 	}
 	fmt.Printf("Up in %s. configward's logs: %s\n", time.Since(start).Round(100*time.Millisecond), logPath)
 
-	w := &walkthrough{env: env, ctx: ctx}
+	w := &walkthrough{env: env, ctx: ctx, app: app}
 	w.steps()
 	if ctx.Err() != nil {
 		return cleanup()
@@ -143,6 +153,8 @@ type walkthrough struct {
 	env           *framework.Env
 	ctx           context.Context
 	total, failed int
+	// app serves the request counters of step 17's pods.
+	app *framework.AppMetrics
 }
 
 func (w *walkthrough) steps() {
@@ -315,6 +327,110 @@ func (w *walkthrough) steps() {
 	w.step("16", "Hot config in waves: a change the pods reload in place reaches one canary pod first, then the rest once approved", func() bool {
 		return w.hotWaves()
 	})
+	w.step("17", "Waves judged by what the application says: a typo that fails requests, not pods, is caught at the canary by its error ratio and rolled back", func() bool {
+		return w.analysis()
+	})
+}
+
+// analysisNamespace is where step 17 gates a delivery on Prometheus.
+const analysisNamespace = "demo-analysis"
+
+// startPrometheus starts the request counters step 17's pods serve and a
+// Prometheus server scraping them every second.
+func startPrometheus(env *framework.Env) (*framework.AppMetrics, *framework.PrometheusServer, error) {
+	app, err := framework.StartAppMetrics()
+	if err != nil {
+		return nil, nil, err
+	}
+	prom, err := env.StartPrometheus(framework.PrometheusOptions{Targets: []string{app.Address()}})
+	if err != nil {
+		_ = app.Close()
+		return nil, nil, fmt.Errorf("%w (make demo builds it: make prometheus)", err)
+	}
+	return app, prom, nil
+}
+
+// analysis walks through step 17: pricing's pods serve requests (the demo
+// plays them), a typo raises the canary's error ratio, the check fails it
+// against the rest and the canary goes back to its old snapshot.
+func (w *walkthrough) analysis() bool {
+	if !w.apply("17-analysis.yaml", 0) {
+		return false
+	}
+	rolled := func(name string) bool {
+		return w.expect(w.quietKubectl("rollout", "status", "deployment/"+name, "-n", analysisNamespace, "--timeout=60s"), 0, "successfully rolled out")
+	}
+	if !rolled("pricing-canary") || !rolled("pricing") {
+		return false
+	}
+	go w.playPricing()
+	if !w.apply("17-pricing-typo.yaml", 0) {
+		return false
+	}
+	fmt.Println("  the canary's pods read the typo and fail half their requests, while pricing's do not; the check compares them and fails the wave:")
+	at := func(want string) func() bool {
+		return func() bool {
+			res := w.quietKubectl("get", "configdeliveries", "-n", analysisNamespace, "--sort-by=.spec.sequence",
+				"-o", `jsonpath={range .items[*]}{.status.state}/{.status.reason}{"\n"}{end}`)
+			lines := strings.Fields(res.Stdout)
+			return len(lines) > 0 && lines[len(lines)-1] == want
+		}
+	}
+	ok := w.waitFor(90*time.Second, at("Halted/AnalysisFailed"))
+	w.kubectl("get", "configdeliveries", "-n", analysisNamespace)
+	ok = w.expect(w.kubectl("get", "configdeliveries", "-n", analysisNamespace, "-o", `jsonpath={.items[-1:].status.message}{"\n"}`), 0,
+		"check error-ratio", "> rest", "rolled back") && ok
+	fmt.Println("  rolled back: the canary's pods read the snapshot of discount 10 again; pricing never saw the typo:")
+	reads := func(app string) string {
+		return w.quietKubectl("get", "pods", "-n", analysisNamespace, "-l", "app="+app, "-o", `jsonpath={range .items[*]}{.spec.volumes[0].configMap.name}{"\n"}{end}`).Stdout
+	}
+	ok = w.waitFor(60*time.Second, func() bool {
+		for _, app := range []string{"pricing-canary", "pricing"} {
+			for _, cm := range strings.Fields(reads(app)) {
+				if w.quietKubectl("get", "configmap", cm, "-n", analysisNamespace, "-o", "jsonpath={.data.discount}").Stdout != "10" {
+					return false
+				}
+			}
+		}
+		return true
+	}) && ok
+	w.kubectl("get", "pods", "-n", analysisNamespace, "-o", "custom-columns=POD:.metadata.name,READS:.spec.volumes[0].configMap.name")
+	return ok
+}
+
+// playPricing plays step 17's application until the demo stops: every
+// running pod of demo-analysis serves 20 requests a second, and fails half
+// of them when the pricing it reads says discount "100".
+func (w *walkthrough) playPricing() {
+	served := map[string]bool{}
+	for w.ctx.Err() == nil {
+		var pods corev1.PodList
+		if w.env.Client.List(w.ctx, &pods, client.InNamespace(analysisNamespace)) == nil {
+			live := map[string]bool{}
+			for _, p := range pods.Items {
+				if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || len(p.Spec.Volumes) == 0 || p.Spec.Volumes[0].ConfigMap == nil {
+					continue
+				}
+				var cm corev1.ConfigMap
+				if w.env.Client.Get(w.ctx, client.ObjectKey{Namespace: analysisNamespace, Name: p.Spec.Volumes[0].ConfigMap.Name}, &cm) != nil {
+					continue
+				}
+				errorRatio := 0.0
+				if cm.Data["discount"] == "100" {
+					errorRatio = 0.5
+				}
+				live[p.Name] = true
+				w.app.SetPod(analysisNamespace, p.Name, 20, errorRatio)
+			}
+			for name := range served {
+				if !live[name] {
+					w.app.RemovePod(analysisNamespace, name)
+				}
+			}
+			served = live
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // hotNamespace is where step 16 delivers hot config in waves.

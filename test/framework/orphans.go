@@ -24,11 +24,12 @@ import (
 
 // orphanNames are the programs the suites start that outlive a killed test
 // binary: the control plane, kwok, the real node's kubelet and containerd,
-// and configward's own processes (the suites' build, under bin/test).
+// configward's own processes (the suites' build, under bin/test), and the
+// Prometheus server of the analysis specs.
 // containerd's shims are left out: they
 // are reparented by design while their node runs, and the node's own
 // teardown (StartNode) ends them.
-var orphanNames = []string{"kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok", "kubelet", "containerd", "configward"}
+var orphanNames = []string{"kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok", "kubelet", "containerd", "configward", "prometheus"}
 
 // Orphan is a process a dead test binary left running.
 type Orphan struct {

@@ -45,6 +45,156 @@ type DeliverySettings struct {
 	// +kubebuilder:default=120
 	// +kubebuilder:validation:Minimum=0
 	PropagationSeconds *int32 `json:"propagationSeconds,omitempty"`
+	// Analysis gates each wave, once it is healthy, on what the
+	// application says: checks that query a Prometheus-compatible API over
+	// the wave's pods (alone, or against the consumers not reached yet),
+	// or call a webhook. They run through the wave's soak; a wave completes
+	// once its soak is over and each check has been measured and passed.
+	// +optional
+	Analysis *Analysis `json:"analysis,omitempty"`
+	// BakeSeconds: after the last wave completes, the checks keep running
+	// this long over every consumer before the delivery succeeds. A
+	// failure then fails the whole delivery: Halt stops it, Rollback also
+	// takes every wave back to what it ran before. 0 or unset: no bake.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	BakeSeconds *int32 `json:"bakeSeconds,omitempty"`
+}
+
+// Analysis is the checks of a delivery and where their queries go.
+type Analysis struct {
+	// Prometheus is the Prometheus-compatible API the query checks ask;
+	// unset: the one configured in the chart (analysis.prometheus).
+	// +optional
+	Prometheus *PrometheusSource `json:"prometheus,omitempty"`
+	// Checks in order; every one must pass.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=map
+	// +listMapKey=name
+	Checks []AnalysisCheck `json:"checks"`
+}
+
+// PrometheusSource is a Prometheus-compatible HTTP API (Prometheus,
+// Thanos, Mimir, VictoriaMetrics).
+type PrometheusSource struct {
+	// Address is its base URL, http or https.
+	// +kubebuilder:validation:Pattern=`^https?://[^?#]+$`
+	// +kubebuilder:validation:MaxLength=2048
+	Address string `json:"address"`
+	// SecretRef names a Secret in configward's own namespace (the only
+	// Secrets configward's controller reads for this) with the
+	// credentials: key token (a bearer token) or keys username and
+	// password (basic auth), and optionally ca.crt (PEM roots that replace
+	// the system's for https).
+	// +optional
+	SecretRef *SecretReference `json:"secretRef,omitempty"`
+}
+
+// SecretReference names a Secret in configward's namespace.
+type SecretReference struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// AnalysisCheck is one check: a query with bounds, or a webhook.
+// +kubebuilder:validation:XValidation:rule="has(self.query) != has(self.webhook)",message="a check has either a query or a webhook"
+// +kubebuilder:validation:XValidation:rule="!has(self.query) || has(self.max) || has(self.min)",message="a query check needs max, min or both"
+// +kubebuilder:validation:XValidation:rule="!has(self.compareTo) || has(self.query)",message="compareTo applies to query checks"
+type AnalysisCheck struct {
+	// Name of the check, as the record and `configward status` show it.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// Query is a PromQL instant query that gives one number, a Go
+	// template over the group measured: {{ .Pods }} and {{ .Workloads }}
+	// (regular expressions matching exactly their names, for =~),
+	// {{ .Namespace }}, {{ .Config }}, {{ .Kind }}, {{ .Delivery }},
+	// {{ .Wave }} ("bake" during the bake) and {{ .Group }} ("wave" or
+	// "rest").
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Query string `json:"query,omitempty"`
+	// Max: the value must not be above it (with compareTo: not above the
+	// rest's value plus tolerance).
+	// +optional
+	Max *float64 `json:"max,omitempty"`
+	// Min: the value must not be below it (with compareTo: not below the
+	// rest's value minus tolerance).
+	// +optional
+	Min *float64 `json:"min,omitempty"`
+	// Interval between two measurements; the first is taken one interval
+	// after the wave is healthy.
+	// +optional
+	// +kubebuilder:default="30s"
+	Interval metav1.Duration `json:"interval,omitempty"`
+	// FailureLimit is how many failed measurements the check allows; one
+	// more fails the wave.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	FailureLimit int32 `json:"failureLimit,omitempty"`
+	// CompareTo: rest measures the same query over the consumers the
+	// delivery has not reached yet, over the same window, and judges the
+	// wave against them instead of against max and min alone: the natural
+	// control group a wave leaves behind. Where no consumer is left (the
+	// last wave, the bake) or the rest has no data, max and min apply as
+	// they are.
+	// +optional
+	// +kubebuilder:validation:Enum=rest
+	CompareTo string `json:"compareTo,omitempty"`
+	// Tolerance is how far the wave may be worse than the rest.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Tolerance *float64 `json:"tolerance,omitempty"`
+	// Webhook is called with the delivery, the wave and its workloads and
+	// pods; its answer passes or fails the wave.
+	// +optional
+	Webhook *WebhookCheck `json:"webhook,omitempty"`
+	// OnNoData: what a query without data (no series, or NaN such as 0/0)
+	// means: Inconclusive halts the delivery for a person to promote or
+	// resume; Fail counts a failed measurement.
+	// +optional
+	// +kubebuilder:default=Inconclusive
+	OnNoData Inconclusive `json:"onNoData,omitempty"`
+	// OnError: what an unreachable Prometheus or webhook, or a query
+	// error, means, as onNoData.
+	// +optional
+	// +kubebuilder:default=Inconclusive
+	OnError Inconclusive `json:"onError,omitempty"`
+}
+
+// Inconclusive is what a measurement that says nothing means.
+// +kubebuilder:validation:Enum=Fail;Inconclusive
+type Inconclusive string
+
+const (
+	InconclusiveFail = Inconclusive("Fail")
+	InconclusiveWait = Inconclusive("Inconclusive")
+)
+
+// CompareToRest: the control group is the consumers not yet reached.
+const CompareToRest = "rest"
+
+// WebhookCheck is a check a team's own service answers.
+type WebhookCheck struct {
+	// URL configward POSTs the check to (JSON: delivery, namespace,
+	// config, check, wave, workloads, pods); a 2xx answer
+	// {"pass": true|false, "message": "..."} decides.
+	// +kubebuilder:validation:Pattern=`^https?://`
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url"`
+	// TimeoutSeconds per attempt; configward tries three times, after a
+	// connection error, a timeout or a 5xx answer.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=60
+	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
+	// CABundle (PEM) replaces the system roots for an https URL.
+	// +optional
+	CABundle []byte `json:"caBundle,omitempty"`
 }
 
 // FailurePolicy is what a failed wave does.
@@ -131,6 +281,23 @@ type ConfigDeliverySpec struct {
 	// who. The controller acts on each request once (status.handledRequest).
 	// +optional
 	Request *DeliveryRequest `json:"request,omitempty"`
+	// BreakGlass: the delivered content was written with a new
+	// configward.dev/break-glass reason (change control recorded who).
+	// Approvals are skipped; the waves and their checks still apply,
+	// unless the same write asked for an immediate delivery.
+	// +optional
+	BreakGlass *BreakGlassDelivery `json:"breakGlass,omitempty"`
+}
+
+// BreakGlassDelivery is the emergency write a delivery delivers.
+type BreakGlassDelivery struct {
+	// Reason is the write's configward.dev/break-glass annotation.
+	Reason string `json:"reason"`
+	// Immediate: the write also asked, with
+	// configward.dev/break-glass-delivery: Immediate, for every wave at
+	// once, without checks.
+	// +optional
+	Immediate bool `json:"immediate,omitempty"`
 }
 
 // ConfigRef names a ConfigMap or Secret in the delivery's namespace.
@@ -233,6 +400,43 @@ type ConfigDeliveryStatus struct {
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 	// +optional
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// Bake is the time after the last wave during which the checks keep
+	// running over every consumer (bakeSeconds).
+	// +optional
+	Bake *BakeStatus `json:"bake,omitempty"`
+}
+
+// BakeStatus is the bake after the last wave.
+type BakeStatus struct {
+	StartedAt metav1.Time `json:"startedAt"`
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// +optional
+	Checks []CheckStatus `json:"checks,omitempty"`
+}
+
+// CheckStatus is what one check measured.
+type CheckStatus struct {
+	Name string `json:"name"`
+	// Measurements taken, and how many of them failed.
+	Measurements int32 `json:"measurements"`
+	Failures     int32 `json:"failures"`
+	// LastAt is when the last measurement was taken.
+	// +optional
+	LastAt *metav1.Time `json:"lastAt,omitempty"`
+	// Result of the last measurement: Passed, Failed, NoData or Error.
+	// +optional
+	Result string `json:"result,omitempty"`
+	// Value measured last over the wave's pods, and Control over the
+	// rest's ("" where there is no control group).
+	// +optional
+	Value string `json:"value,omitempty"`
+	// +optional
+	Control string `json:"control,omitempty"`
+	// Message says the last result with its threshold ("0.2 > max 0.01"),
+	// or the error.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // WaveStatus is one wave.
@@ -267,6 +471,9 @@ type WaveStatus struct {
 	// health by itself), what the gate waits for.
 	// +optional
 	Health []WorkloadHealth `json:"health,omitempty"`
+	// Checks are the analysis checks measured through the wave's soak.
+	// +optional
+	Checks []CheckStatus `json:"checks,omitempty"`
 }
 
 // DeliveryTarget is one consumer: its kind (Kind, or Kind.group for other
@@ -300,8 +507,9 @@ type DeliveryEvent struct {
 	Wave string `json:"wave,omitempty"`
 	// What happened: Started, WaveStarted, WaveHealthy, SoakRestarted,
 	// WaveCompleted, Promoted, Resumed, RequestIgnored (a request that
-	// does not apply to the delivery's state), or the state the delivery
-	// moved to: Halted, Succeeded, Superseded, Cancelled.
+	// does not apply to the delivery's state), CheckFailed, BakeStarted,
+	// ApprovalSkipped, or the state the delivery moved to: Halted,
+	// Succeeded, Superseded, Cancelled.
 	What string `json:"what"`
 	// By is the user who asked, for a person's request.
 	// +optional
@@ -325,6 +533,14 @@ const (
 	// HistoryRequestIgnored: a person's request that does not apply to
 	// the delivery's state.
 	HistoryRequestIgnored = "RequestIgnored"
+	// HistoryCheckFailed: a measurement of a check failed (within its
+	// failureLimit, or the one that failed the wave).
+	HistoryCheckFailed = "CheckFailed"
+	// HistoryBakeStarted: the last wave completed and the bake began.
+	HistoryBakeStarted = "BakeStarted"
+	// HistoryApprovalSkipped: a break-glass write skipped a wave's
+	// approval.
+	HistoryApprovalSkipped = "ApprovalSkipped"
 )
 
 // ConfigDeliveryList is a list of ConfigDeliveries.

@@ -22,6 +22,17 @@ const (
 	// first with a metadata-only update; the object is gone afterwards, so
 	// the reason cannot be replayed on it.
 	BreakGlassDeleteAnnotation = "configward.dev/break-glass-delete"
+	// BreakGlassDeliveryAnnotation, set to BreakGlassImmediate in the same
+	// write as a new break-glass reason, delivers that content to every
+	// wave at once, without checks, where delivery in waves is on. Without
+	// it a break-glass write skips approvals only.
+	BreakGlassDeliveryAnnotation = "configward.dev/break-glass-delivery"
+	BreakGlassImmediate          = "Immediate"
+	// BreakGlassSeenAnnotation on a ConfigDelivery keeps the config's
+	// break-glass reason when the delivery started, honoured or not, so the
+	// next delivery tells a new reason from one left on the object by an
+	// earlier write. Only configward writes it.
+	BreakGlassSeenAnnotation = "configward.dev/break-glass-seen"
 )
 
 // Reload modes, the values of ReloadAnnotation.

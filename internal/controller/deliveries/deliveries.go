@@ -86,6 +86,18 @@ type Options struct {
 	// Flapping tells config that changes too often to deliver (nil: none
 	// does).
 	Flapping *flapping.Tracker
+	// Prometheus is the chart's Prometheus for analysis checks.
+	Prometheus PrometheusDefault
+	// Namespace is configward's own: the only one whose Secrets the
+	// controller reads for analysis credentials.
+	Namespace string
+	// Secrets reads those Secrets past the cache (which holds digests):
+	// the manager's API reader.
+	Secrets client.Reader
+	// Governed says whether change control governs a namespace: only there
+	// is a break-glass write recorded, and only there does a delivery honour
+	// one (nil: nowhere).
+	Governed func(ctx context.Context, namespace string) (bool, error)
 }
 
 // DefaultKept is how many finished deliveries of one config
@@ -217,9 +229,9 @@ func (d *deliveries) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return d.place(ctx, latest, recs, src, current, settings)
 	case latest == nil || latest.Status.To != current || latest.Status.State == v1alpha1.DeliveryCancelled || latest.Spec.Hot != hot:
 		if hot {
-			return d.maybeStartHot(ctx, req, src, current, settings, recs)
+			return d.maybeStartHot(ctx, req, src, current, settings, recs, o.Annotations)
 		}
-		return d.maybeStart(ctx, req, src, current, settings, recs)
+		return d.maybeStart(ctx, req, src, current, settings, recs, o.Annotations)
 	}
 	d.forgetChange(req.NamespacedName)
 	if !delivery.Open(latest.Status.State) {
@@ -230,13 +242,13 @@ func (d *deliveries) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // maybeStart starts a delivery of current once a consumer is behind it and
 // the batch window since the change was first seen has passed.
-func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src revision.Source, current string, s configpolicy.NamespacePolicy, recs []*v1alpha1.ConfigDelivery) (reconcile.Result, error) {
+func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src revision.Source, current string, s configpolicy.NamespacePolicy, recs []*v1alpha1.ConfigDelivery, annotations map[string]string) (reconcile.Result, error) {
 	consumers, behind, err := d.consumers(ctx, req.Namespace, src, current, s)
 	if err != nil || !behind {
 		d.forgetChange(req.NamespacedName)
 		return reconcile.Result{}, err
 	}
-	return d.start(ctx, req, src, current, s, recs, false, func(rec *v1alpha1.ConfigDelivery) delivery.Step {
+	return d.start(ctx, req, src, current, s, recs, annotations, false, func(rec *v1alpha1.ConfigDelivery) delivery.Step {
 		return delivery.Begin(rec, current, consumers, time.Now())
 	})
 }
@@ -246,9 +258,11 @@ func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src 
 // flapping: it writes the snapshot of current, creates the record (hot: of
 // hot config), supersedes the open ones, and takes the record's first step
 // (begin). A snapshot that cannot be written halts the delivery before its
-// first wave, saying why, instead of retrying unseen.
+// first wave, saying why, instead of retrying unseen. annotations are the
+// config's: a break-glass write's reason there skips approvals, or asks for
+// an immediate delivery (delivery.BreakGlass).
 func (d *deliveries) start(ctx context.Context, req reconcile.Request, src revision.Source, current string, s configpolicy.NamespacePolicy, recs []*v1alpha1.ConfigDelivery,
-	hot bool, begin func(*v1alpha1.ConfigDelivery) delivery.Step) (reconcile.Result, error) {
+	annotations map[string]string, hot bool, begin func(*v1alpha1.ConfigDelivery) delivery.Step) (reconcile.Result, error) {
 	if wait := d.batchWait(req.NamespacedName); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
@@ -269,11 +283,27 @@ func (d *deliveries) start(ctx context.Context, req reconcile.Request, src revis
 	for _, r := range recs {
 		seq = max(seq, r.Spec.Sequence)
 	}
+	governed := false
+	if d.opts.Governed != nil {
+		var err error
+		if governed, err = d.opts.Governed(ctx, req.Namespace); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	var latest *v1alpha1.ConfigDelivery
+	if len(recs) > 0 {
+		latest = recs[0]
+	}
+	var seen map[string]string
+	if reason := strings.TrimSpace(annotations[v1alpha1.BreakGlassAnnotation]); reason != "" {
+		seen = map[string]string{v1alpha1.BreakGlassSeenAnnotation: reason}
+	}
 	rec := &v1alpha1.ConfigDelivery{
-		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: delivery.RecordName(src, seq+1)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: delivery.RecordName(src, seq+1), Annotations: seen},
 		Spec: v1alpha1.ConfigDeliverySpec{
 			Config:   v1alpha1.ConfigRef{Kind: string(src.Kind), Name: src.Name},
 			Sequence: seq + 1, Policy: s.DeliveryPolicy, Settings: configpolicy.DeliveryDefaults(*s.Delivery), Hot: hot,
+			BreakGlass: delivery.BreakGlass(annotations, latest, governed),
 		},
 	}
 	if err := d.client.Create(ctx, rec); err != nil {

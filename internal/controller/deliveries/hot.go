@@ -27,13 +27,13 @@ import (
 
 // maybeStartHot starts a delivery of current once a channel of src holds
 // other content (see start).
-func (d *deliveries) maybeStartHot(ctx context.Context, req reconcile.Request, src revision.Source, current string, s configpolicy.NamespacePolicy, recs []*v1alpha1.ConfigDelivery) (reconcile.Result, error) {
+func (d *deliveries) maybeStartHot(ctx context.Context, req reconcile.Request, src revision.Source, current string, s configpolicy.NamespacePolicy, recs []*v1alpha1.ConfigDelivery, annotations map[string]string) (reconcile.Result, error) {
 	waves, from, pods, outside, behind, err := d.hotWaves(ctx, req.Namespace, src, current, s.Delivery.Waves)
 	if err != nil || !behind {
 		d.forgetChange(req.NamespacedName)
 		return reconcile.Result{}, err
 	}
-	return d.start(ctx, req, src, current, s, recs, true, func(rec *v1alpha1.ConfigDelivery) delivery.Step {
+	return d.start(ctx, req, src, current, s, recs, annotations, true, func(rec *v1alpha1.ConfigDelivery) delivery.Step {
 		return delivery.BeginHot(rec, current, from, waves, pods, outside, time.Now())
 	})
 }
@@ -130,19 +130,18 @@ func (d *deliveries) ownerOf(ctx context.Context, pod *corev1.Pod) (v1alpha1.Del
 	return v1alpha1.DeliveryTarget{Kind: t.RecordKind(), Name: top.Name}, true
 }
 
-// hotGate judges the pods of a started wave of hot config (see
+// hotGate judges the pods of started wave i of hot config into g (see
 // delivery.HotHealthOf).
-func (d *deliveries) hotGate(ctx context.Context, rec *v1alpha1.ConfigDelivery, wave *v1alpha1.WaveStatus) (delivery.Gate, error) {
-	var g delivery.Gate
-	i := delivery.CurrentWave(rec)
+func (d *deliveries) hotGate(ctx context.Context, rec *v1alpha1.ConfigDelivery, i int, g *delivery.Gate) error {
+	wave := &rec.Status.Waves[i]
 	src := delivered(rec)
 	snap, err := d.inv.Get(ctx, src.Kind, rec.Namespace, delivery.HotWant(rec, i))
 	if err != nil {
-		return g, err
+		return err
 	}
 	if !snap.Exists {
 		g.Progressing = append(g.Progressing, "the snapshot "+delivery.HotWant(rec, i)+" the channel takes (not in the cache yet)")
-		return g, nil
+		return nil
 	}
 	// The wave's pods can have the content only once its channel does.
 	var ch client.Object = &corev1.ConfigMap{}
@@ -150,18 +149,18 @@ func (d *deliveries) hotGate(ctx context.Context, rec *v1alpha1.ConfigDelivery, 
 		ch = &corev1.Secret{}
 	}
 	if err := d.cache.Get(ctx, types.NamespacedName{Namespace: rec.Namespace, Name: wave.Channel}, ch); client.IgnoreNotFound(err) != nil {
-		return g, err
+		return err
 	}
 	if held := channel.Content(ch.GetAnnotations()); held != delivery.HotWant(rec, i) {
 		g.Progressing = append(g.Progressing, "channel "+wave.Channel+" (not written with the content yet)")
-		return g, nil
+		return nil
 	}
 	// Reports name a channel's content as its original's (see the reload
 	// reports' handler).
 	want := reload.ContentID(d.opts.Keys.Current().Bytes(), rec.Namespace, string(src.Kind), src.Name, snap.KeyDigests)
 	mounting, err := d.podsMounting(ctx, rec.Namespace)
 	if err != nil {
-		return g, err
+		return err
 	}
 	s := configpolicy.DeliveryDefaults(rec.Spec.Settings)
 	propagation := time.Duration(*s.PropagationSeconds) * time.Second
@@ -170,5 +169,5 @@ func (d *deliveries) hotGate(ctx context.Context, rec *v1alpha1.ConfigDelivery, 
 		state, msg := delivery.HotHealthOf(p, src.String(), want, wave.StartedAt.Time, propagation, now)
 		g.Add(v1alpha1.DeliveryTarget{Kind: "Pod", Name: p.Name}, state, msg)
 	}
-	return g, nil
+	return nil
 }

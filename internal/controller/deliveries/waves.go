@@ -27,17 +27,25 @@ func (d *deliveries) advance(ctx context.Context, rec *v1alpha1.ConfigDelivery) 
 	obs := delivery.Observation{Now: time.Now(), LastProgressWrite: d.lastProgressWrite(rec.UID)}
 	step := delivery.Next(rec, obs)
 	if step.NeedsGate {
-		gate := d.gate
-		if rec.Spec.Hot {
-			gate = d.hotGate
+		var g delivery.Gate
+		// The bake judges only its checks; a wave, the workloads of every
+		// wave judged (one, or every wave of an immediate delivery).
+		for _, i := range delivery.Judged(rec) {
+			gate := d.gate
+			if rec.Spec.Hot {
+				gate = d.hotGate
+			}
+			if err := gate(ctx, rec, i, &g); err != nil {
+				return reconcile.Result{}, err
+			}
 		}
-		g, err := gate(ctx, rec, &rec.Status.Waves[delivery.CurrentWave(rec)])
+		ms, err := d.measure(ctx, rec)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
 		// The gate's reads take a while; the time the step counts with is
 		// the time it saw the workloads.
-		obs.Gate, obs.Now = &g, time.Now()
+		obs.Gate, obs.Measurements, obs.Now = &g, ms, time.Now()
 		step = delivery.Next(rec, obs)
 	}
 	return d.take(ctx, rec, step)
@@ -98,30 +106,30 @@ func (d *deliveries) record(ctx context.Context, rec *v1alpha1.ConfigDelivery, e
 	}
 }
 
-// gate judges the workloads of a started wave (see delivery.HealthOf).
-func (d *deliveries) gate(ctx context.Context, rec *v1alpha1.ConfigDelivery, wave *v1alpha1.WaveStatus) (delivery.Gate, error) {
+// gate judges the workloads of started wave i into g (see
+// delivery.HealthOf).
+func (d *deliveries) gate(ctx context.Context, rec *v1alpha1.ConfigDelivery, i int, g *delivery.Gate) error {
 	src := delivered(rec)
-	var g delivery.Gate
-	for _, t := range wave.Workloads {
+	for _, t := range rec.Status.Waves[i].Workloads {
 		w, found, err := d.get(ctx, rec.Namespace, t)
 		if err != nil {
-			return g, err
+			return err
 		}
 		if !found {
 			continue // deleted: nothing to wait for
 		}
 		to := rec.Status.To
-		if rec.Status.RolledBack {
+		if delivery.RolledBack(rec, i) {
 			to = t.From
 		}
 		pods, err := d.pods(ctx, w)
 		if err != nil {
-			return g, err
+			return err
 		}
 		state, msg := delivery.HealthOf(w, src, to, pods)
 		g.Add(t, state, msg)
 	}
-	return g, nil
+	return nil
 }
 
 // get reads a delivery target from the cache.

@@ -36,8 +36,10 @@ func (r *rollout) deliveredInWaves(ctx context.Context, kind refs.Kind, obj clie
 
 // wavesStarted enqueues the workloads of the controller's kind that a
 // delivery moves now: those of its current wave (started: their pins are
-// lifted; rolled back: pinned again), and every one of a cancelled
-// delivery, which plain rollouts take over. The delivery controller writes
+// lifted; rolled back: pinned again) and of the waves started or rolled
+// back with it (an immediate delivery starts every wave; a failed bake
+// rolls every wave back), and every one of a cancelled delivery, which
+// plain rollouts take over. The delivery controller writes
 // a wave's start before this runs, so the record is what every replica
 // and every later leader reads. Earlier waves were moved when they
 // started; a restarted controller finds them with its first look at
@@ -53,9 +55,15 @@ func (r *rollout) wavesStarted(ctx context.Context, obj client.Object) []reconci
 	case rec.Status.State == v1alpha1.DeliveryCancelled:
 		waves, last = rec.Status.Waves, true
 	case delivery.Open(rec.Status.State):
-		if i := delivery.CurrentWave(rec); i >= 0 {
-			waves, last = rec.Status.Waves[i:i+1], i == len(rec.Status.Waves)-1
+		// The current wave, and every wave judged with it or rolled back
+		// with it (an immediate delivery's, a failed bake's).
+		cur := delivery.CurrentWave(rec)
+		for i, w := range rec.Status.Waves {
+			if i == cur || delivery.RolledBack(rec, i) || (w.StartedAt != nil && w.CompletedAt == nil) {
+				waves = append(waves, w)
+			}
 		}
+		last = cur >= 0 && cur == len(rec.Status.Waves)-1
 	}
 	kind := r.typ.RecordKind()
 	src := inventory.IndexValue(refs.Kind(rec.Spec.Config.Kind), rec.Spec.Config.Name)

@@ -1,7 +1,9 @@
 // Command benchplot draws the figures of `make bench-peers` from its
 // results.json: the latency distribution of every stack at each concurrency
 // and the rules-scaling curve, as PNG files in docs/bench, which
-// docs/evaluate/performance-and-reliability.md shows. It lives in a tools
+// docs/evaluate/performance-and-reliability.md shows. With -analysis it
+// draws instead the figures of `make bench-analysis` (analysis.go), which
+// docs/evaluate/analysis.md shows. It lives in a tools
 // module of its own so that the product's go.mod does not carry a plotting
 // library.
 package main
@@ -45,7 +47,14 @@ var stackOrder = []string{"none", "vap", "configward", "gatekeeper", "kyverno", 
 func main() {
 	in := flag.String("in", "bin/bench-peers/results.json", "results of make bench-peers")
 	out := flag.String("out", "docs/bench", "folder for the PNG files")
+	analysisIn := flag.String("analysis", "", "results of make bench-analysis (bin/bench-analysis/results.json): draw its figures instead")
 	flag.Parse()
+	if *analysisIn != "" {
+		if err := analysis(*analysisIn, *out); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	b, err := os.ReadFile(*in)
 	if err != nil {
 		log.Fatal(err)

@@ -1,0 +1,170 @@
+package analysis
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Defaults of a webhook check.
+const (
+	WebhookTimeout  = 10 * time.Second
+	WebhookAttempts = 3
+)
+
+// retryBase is the wait before the second attempt; it doubles after each
+// further one. A variable so the tests need not wait seconds.
+var retryBase = time.Second
+
+// maxMessage bounds the message a webhook's answer puts in a delivery's
+// status.
+const maxMessage = 256
+
+// maxWebhookAnswer bounds what is read of an answer, which is a few bytes.
+const maxWebhookAnswer = 1 << 20
+
+// Call is what configward POSTs, as JSON, to a webhook check.
+type Call struct {
+	Delivery  string   `json:"delivery"`
+	Namespace string   `json:"namespace"`
+	Config    Config   `json:"config"`
+	Check     string   `json:"check"`
+	Wave      string   `json:"wave"` // or "bake"
+	Workloads []Target `json:"workloads"`
+	Pods      []string `json:"pods"`
+}
+
+// Config names the delivered config.
+type Config struct {
+	Kind string `json:"kind"` // ConfigMap or Secret
+	Name string `json:"name"`
+}
+
+// Target names one workload of the wave.
+type Target struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// Answer is a webhook's verdict.
+type Answer struct {
+	Pass    bool   `json:"pass"`
+	Message string `json:"message,omitempty"`
+}
+
+// CallWebhook POSTs call to url and returns the webhook's Answer. Each
+// attempt has timeout (WebhookTimeout when 0); after a connection error, a
+// timeout or a 5xx answer it tries again, attempts in all (at least one),
+// waiting 1s, then 2s, and so on. A 4xx answer, a redirect, or a 2xx whose
+// body is not an Answer is an error at once: asking again would get the
+// same. caBundle (PEM), when given, is the only root an https URL is
+// verified against. The URL's query string, which may carry a token,
+// appears in no error.
+func CallWebhook(ctx context.Context, url string, caBundle []byte, call Call, timeout time.Duration, attempts int) (Answer, error) {
+	u, err := checkURL(url)
+	if err != nil {
+		return Answer{}, fmt.Errorf("webhook URL: %w", err)
+	}
+	name := redactURL(u)
+	tlsConf, err := tlsConfig(caBundle)
+	if err != nil {
+		return Answer{}, fmt.Errorf("webhook %s: caBundle: %w", name, err)
+	}
+	body, err := json.Marshal(call)
+	if err != nil {
+		return Answer{}, fmt.Errorf("webhook %s: encoding the call: %w", name, err)
+	}
+	if timeout <= 0 {
+		timeout = WebhookTimeout
+	}
+	attempts = max(attempts, 1)
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = tlsConf
+	// A client per call: no connection outlives it.
+	transport.DisableKeepAlives = true
+	client := &http.Client{Timeout: timeout, Transport: transport, CheckRedirect: noRedirects}
+	// The query string, as sent and decoded, is scrubbed from the answers
+	// quoted in errors, in case the webhook echoes it.
+	var secrets []string
+	if u.RawQuery != "" {
+		secrets = append(secrets, u.RawQuery)
+		for _, values := range u.Query() {
+			secrets = append(secrets, values...)
+		}
+	}
+
+	for attempt := 1; ; attempt++ {
+		answer, retry, err := callOnce(ctx, client, u.String(), body, secrets)
+		if err == nil {
+			return answer, nil
+		}
+		err = fmt.Errorf("webhook %s: %w", name, err)
+		if attempts > 1 {
+			err = fmt.Errorf("%w (attempt %d of %d)", err, attempt, attempts)
+		}
+		if !retry || attempt >= attempts {
+			return Answer{}, err
+		}
+		wait := time.NewTimer(retryWait(retryBase, attempt))
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return Answer{}, fmt.Errorf("%w; not tried again: %w", err, context.Cause(ctx))
+		case <-wait.C:
+		}
+	}
+}
+
+// retryWait is the wait after the attempt-th attempt: base, then doubled
+// each time, at most 30 times base.
+func retryWait(base time.Duration, attempt int) time.Duration {
+	return min(base<<min(attempt-1, 5), 30*base)
+}
+
+// callOnce makes one attempt, and says whether another could answer
+// differently.
+func callOnce(ctx context.Context, client *http.Client, url string, body []byte, secrets []string) (answer Answer, retry bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return Answer{}, false, transportError(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", userAgent)
+	resp, err := client.Do(req)
+	if err != nil {
+		return Answer{}, true, transportError(err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(io.LimitReader(resp.Body, maxWebhookAnswer+1))
+	if err != nil {
+		return Answer{}, true, fmt.Errorf("reading the answer: %w", transportError(err))
+	}
+	quote := func(b []byte) string { return excerpt([]byte(scrub(string(b), secrets))) }
+	switch {
+	case resp.StatusCode >= 500:
+		return Answer{}, true, fmt.Errorf("HTTP %d: %s", resp.StatusCode, quote(got))
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return Answer{}, false, fmt.Errorf("HTTP %d: %s", resp.StatusCode, quote(got))
+	case len(got) > maxWebhookAnswer:
+		return Answer{}, false, fmt.Errorf("the answer is larger than %d MiB", maxWebhookAnswer>>20)
+	}
+	var a struct {
+		Pass    *bool  `json:"pass"`
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal(got, &a); err != nil {
+		return Answer{}, false, fmt.Errorf("the answer is not the JSON of an Answer (%v): %s", err, quote(got))
+	}
+	// Without "pass", a webhook answering something else would fail every
+	// wave with no reason given.
+	if a.Pass == nil {
+		return Answer{}, false, fmt.Errorf(`the answer has no "pass": %s`, quote(got))
+	}
+	return Answer{Pass: *a.Pass, Message: truncate(strings.ToValidUTF8(a.Message, "\uFFFD"), maxMessage)}, false, nil
+}
