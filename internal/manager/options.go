@@ -418,7 +418,7 @@ func (c *Controller) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.AnalysisPrometheus, "analysis-prometheus-address", "",
 		"Base URL (http or https) of the Prometheus-compatible API that delivery checks query where a ConfigPolicy's spec.delivery.analysis names none.")
 	fs.StringVar(&c.AnalysisPrometheusSecret, "analysis-prometheus-secret", "",
-		"Name of a Secret in configward's namespace (--hash-key-namespace) with the credentials of --analysis-prometheus-address: key token (bearer), or username and password, and optionally ca.crt. Read when a check runs, never kept or logged.")
+		"Name of a Secret in configward's namespace (--hash-key-namespace) with the credentials of --analysis-prometheus-address: key token (bearer), or username and password, and optionally ca.crt, labelled configward.dev/analysis-credentials=true. Read when a check runs, never kept or logged.")
 	fs.StringVar(&c.Reports, "reports", ReportsAuto,
 		"Write one OpenReports Report (openreports.io/v1alpha1) per stamped workload saying whether its pods run its current config: auto writes them when the Report CRD is served when the controller starts (install it later and restart), off never does.")
 }

@@ -137,7 +137,7 @@ func checksOf(ns string, i int) []v1alpha1.CheckStatus {
 	return d[len(d)-1].Status.Waves[i].Checks
 }
 
-var _ = Describe("analysis of deliveries", Ordered, func() {
+var _ = Describe("analysis of deliveries", Ordered, ContinueOnFailure, func() {
 	var (
 		app  *framework.AppMetrics
 		prom *framework.PrometheusServer
@@ -282,13 +282,13 @@ var _ = Describe("analysis of deliveries", Ordered, func() {
 			BasicAuth: &framework.BasicAuth{Username: "configward", Password: password}})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(secure.Stop)
-		creds := func(ns, name string) string {
-			return fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: %s, namespace: %s}\nstringData:\n  username: configward\n  password: %s\n  ca.crt: |\n%s",
-				name, ns, password, indent(string(secure.CA), 4))
+		creds := func(ns, name, labelled string) string {
+			return fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: %s, namespace: %s, labels: {configward.dev/analysis-credentials: %q}}\nstringData:\n  username: configward\n  password: %s\n  ca.crt: |\n%s",
+				name, ns, labelled, password, indent(string(secure.CA), 4))
 		}
-		apply(creds(framework.Namespace, "e2e-prometheus-creds"))
+		apply(creds(framework.Namespace, "e2e-prometheus-creds", "true"), creds(framework.Namespace, "e2e-unlabelled-creds", "no"))
 		DeferCleanup(func() {
-			env.Kubectl("", "delete", "secret", "e2e-prometheus-creds", "-n", framework.Namespace, "--ignore-not-found")
+			env.Kubectl("", "delete", "secret", "e2e-prometheus-creds", "e2e-unlabelled-creds", "-n", framework.Namespace, "--ignore-not-found")
 		})
 		two := "waves:\n- name: canary\n  selector: {matchLabels: {configward.dev/wave: canary}}\n- name: rest\nsoakSeconds: 2\n"
 		check := func(secret string) string {
@@ -302,12 +302,20 @@ var _ = Describe("analysis of deliveries", Ordered, func() {
 		Expect(checksOf(ns, 0)).To(ConsistOf(HaveField("Result", "Passed")))
 
 		By("a Secret of the same keys in the workload's namespace is not read: the check cannot ask, and says why")
-		apply(creds(ns, "prometheus-creds-here"))
+		apply(creds(ns, "prometheus-creds-here", "true"))
 		applyPolicy(policyYAML("analysis-tls", "tls", "revisions: {enabled: true}\ndelivery:\n"+indent(two+check("prometheus-creds-here"), 2)))
 		apply(configMap(ns, "cfg", map[string]string{"level": "trace"}, nil))
 		Eventually(latestDelivery(ns, "cfg"), 2*rolloutTimeout, time.Second).Should(Equal("Halted/AnalysisInconclusive@canary"))
 		d := deliveries(ns, "cfg")[1]
 		Expect(d.Status.Message).To(ContainSubstring(fmt.Sprintf("Secret %s/prometheus-creds-here", framework.Namespace)))
+
+		By("a Secret in configward's namespace its owner did not label for Prometheus is not sent anywhere")
+		applyPolicy(policyYAML("analysis-tls", "tls", "revisions: {enabled: true}\ndelivery:\n"+indent(two+check("e2e-unlabelled-creds"), 2)))
+		apply(configMap(ns, "cfg", map[string]string{"level": "warn"}, nil))
+		// The delivery before ended the same way: wait for the new one first.
+		Eventually(func() int { return len(deliveries(ns, "cfg")) }, 30*time.Second).Should(Equal(3))
+		Eventually(latestDelivery(ns, "cfg"), 2*rolloutTimeout, time.Second).Should(Equal("Halted/AnalysisInconclusive@canary"))
+		Expect(deliveries(ns, "cfg")[2].Status.Message).To(ContainSubstring("is not labelled configward.dev/analysis-credentials=true"))
 		raw := env.Kubectl("", "get", "configdeliveries,events", "-n", ns, "-o", "yaml")
 		Expect(raw.Stdout).NotTo(ContainSubstring(password))
 	})

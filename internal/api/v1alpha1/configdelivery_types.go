@@ -84,10 +84,11 @@ type PrometheusSource struct {
 	// +kubebuilder:validation:MaxLength=2048
 	Address string `json:"address"`
 	// SecretRef names a Secret in configward's own namespace (the only
-	// Secrets configward's controller reads for this) with the
-	// credentials: key token (a bearer token) or keys username and
-	// password (basic auth), and optionally ca.crt (PEM roots that replace
-	// the system's for https).
+	// Secrets configward's controller reads for this), labelled
+	// configward.dev/analysis-credentials: "true", with the credentials:
+	// key token (a bearer token) or keys username and password (basic
+	// auth), and optionally ca.crt (PEM roots that replace the system's
+	// for https).
 	// +optional
 	SecretRef *SecretReference `json:"secretRef,omitempty"`
 }

@@ -99,6 +99,14 @@ const ReloadConditionType = "configward.dev/ConfigReload"
 // only through the selectors a ConfigPolicy names; any label does.
 const WaveLabel = "configward.dev/wave"
 
+// AnalysisCredentialsLabel set to "true" on a Secret in configward's
+// namespace lets delivery checks send its token or user and password to
+// the Prometheus a ConfigPolicy names. Without it the controller refuses
+// the Secret: whoever may write a ConfigPolicy could otherwise point its
+// address at a server of theirs and name any Secret there (a service
+// account token, say).
+const AnalysisCredentialsLabel = "configward.dev/analysis-credentials"
+
 // Config snapshots: immutable copies configward keeps of each content of a
 // ConfigMap or Secret that a revision reads.
 const (

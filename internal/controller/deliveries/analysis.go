@@ -201,6 +201,10 @@ func (d *deliveries) prometheus(ctx context.Context, rec *v1alpha1.ConfigDeliver
 		if err := d.opts.Secrets.Get(ctx, types.NamespacedName{Namespace: d.opts.Namespace, Name: secret}, &s); err != nil {
 			return nil, fmt.Errorf("reading the Prometheus credentials, Secret %s/%s: %w", d.opts.Namespace, secret, err)
 		}
+		if s.Labels[v1alpha1.AnalysisCredentialsLabel] != "true" {
+			return nil, fmt.Errorf("the Secret %s/%s is not labelled %s=true: configward sends no Secret's values to a Prometheus unless its owner labelled it for that",
+				d.opts.Namespace, secret, v1alpha1.AnalysisCredentialsLabel)
+		}
 		creds = analysis.Credentials{Token: string(s.Data["token"]), Username: string(s.Data["username"]), Password: string(s.Data["password"]), CA: s.Data["ca.crt"]}
 	}
 	return analysis.NewPrometheus(address, creds, queryTimeout)
