@@ -37,6 +37,12 @@ func DeliveryResult(p delivery.Position) openreports.ReportResult {
 		if p.RolledBack {
 			res.Description += "; " + workload + " " + back
 		}
+		// Why: a failed check's query, value and threshold, or the
+		// gate's reason, as the record says it.
+		res.Description += ". " + p.Message
+		for _, c := range p.Checks {
+			res.Properties["check/"+c.Name] = fmt.Sprintf("%s: %s (%d measured, %d failed)", c.Result, c.Message, c.Measurements, c.Failures)
+		}
 	case p.Started:
 		res.Description = where + ": " + workload + " " + has + "; its wave is being judged"
 	case p.State == v1alpha1.DeliveryHalted:

@@ -10,6 +10,8 @@ import (
 
 	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/rules"
 )
@@ -167,5 +169,21 @@ func TestBuildBoundsTheReport(t *testing.T) {
 	}
 	if len(js) > 512*1024 {
 		t.Fatalf("a Report of %d bytes", len(js))
+	}
+}
+
+// TestDeliveryResultSaysWhy: a workload whose wave halted carries the
+// delivery's reason (a failed check's query, value and threshold) and the
+// last measurement of each check of its wave.
+func TestDeliveryResultSaysWhy(t *testing.T) {
+	p := delivery.Position{Record: "configmap-cfg-1", Config: "ConfigMap/cfg", Wave: "canary", Index: 0, Waves: 2, Started: true, RolledBack: true,
+		State: v1alpha1.DeliveryHalted, CurrentWave: "canary", Message: `wave canary failed its analysis: check error-ratio (query "q"): Failed: 0.2 > max 0.01`,
+		Checks: []v1alpha1.CheckStatus{{Name: "error-ratio", Result: "Failed", Message: "0.2 > max 0.01", Measurements: 1, Failures: 1}}}
+	res := DeliveryResult(p)
+	if res.Result != "fail" || !strings.Contains(res.Description, "0.2 > max 0.01") || !strings.Contains(res.Description, "went back to its previous revision") {
+		t.Errorf("result %s: %q, want a failure saying the check's value and threshold and the rollback", res.Result, res.Description)
+	}
+	if got := res.Properties["check/error-ratio"]; got != "Failed: 0.2 > max 0.01 (1 measured, 1 failed)" {
+		t.Errorf("check property %q", got)
 	}
 }

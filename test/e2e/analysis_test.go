@@ -170,6 +170,8 @@ var _ = Describe("analysis of deliveries", Ordered, ContinueOnFailure, func() {
 		Consistently(func() []string { return patched(deploymentPatches(ns)) }, 3*time.Second).Should(ConsistOf("app-0"), "only the canary was moved")
 		Eventually(func() []string { return eventsFor(ns, "cfg", "DeliveryHalted") }, 10*time.Second).Should(ContainElement(ContainSubstring("> max 0.05")))
 		Expect(status("-n", ns)().Table).To(ContainSubstring("failed its analysis: check error-ratio"))
+		Eventually(func() string { return env.Kubectl("", "get", "reports", "-n", ns, "-o", "yaml").Stdout }, 30*time.Second, time.Second).
+			Should(And(ContainSubstring("> max 0.05"), ContainSubstring("check/error-ratio")), "the canary's Report says why")
 
 		By("a good change: the check measures each wave below its threshold and the delivery completes")
 		apply(configMap(ns, "cfg", map[string]string{"level": "debug"}, nil))
