@@ -129,8 +129,8 @@ func (g *Gate) Add(t v1alpha1.DeliveryTarget, state, message string) {
 	}
 }
 
-// healthy: every workload of the wave is healthy or unverified.
-func (g *Gate) healthy() bool {
+// Healthy: every workload of the wave is healthy or unverified.
+func (g *Gate) Healthy() bool {
 	return g.Failed == "" && len(g.Progressing) == 0 && len(g.Unready) == 0
 }
 
@@ -365,7 +365,7 @@ func (c *change) handle(req v1alpha1.DeliveryRequest) {
 func (c *change) atGate(i int, obs Observation) Step {
 	g := obs.Gate
 	wave := &c.rec.Status.Waves[i]
-	healthy, waiting := g.healthy(), g.waiting()
+	healthy, waiting := g.Healthy(), g.waiting()
 	s := configpolicy.DeliveryDefaults(c.rec.Spec.Settings)
 	// The record keeps whole seconds: the soak is counted from the second
 	// after the one written, so it is never shorter than soakSeconds.

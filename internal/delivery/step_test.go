@@ -717,7 +717,7 @@ func TestGate(t *testing.T) {
 	if want := []string{"d Unverified", "e Failed", "f Failed"}; !slices.Equal(health, want) {
 		t.Errorf("health %v, want %v", health, want)
 	}
-	if g.healthy() || !(&Gate{Health: []v1alpha1.WorkloadHealth{cronJobE}}).healthy() {
+	if g.Healthy() || !(&Gate{Health: []v1alpha1.WorkloadHealth{cronJobE}}).Healthy() {
 		t.Error("healthy: want a gate with waiting workloads not healthy, one with only unverified ones healthy")
 	}
 }

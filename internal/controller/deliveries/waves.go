@@ -39,9 +39,14 @@ func (d *deliveries) advance(ctx context.Context, rec *v1alpha1.ConfigDelivery) 
 				return reconcile.Result{}, err
 			}
 		}
-		ms, err := d.measure(ctx, rec)
-		if err != nil {
-			return reconcile.Result{}, err
+		// Checks measure a healthy wave only: Next drops what they would
+		// say of one that is not, so the queries would be wasted.
+		var ms []delivery.Measurement
+		if g.Healthy() {
+			var err error
+			if ms, err = d.measure(ctx, rec); err != nil {
+				return reconcile.Result{}, err
+			}
 		}
 		// The gate's reads take a while; the time the step counts with is
 		// the time it saw the workloads.
