@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
 )
@@ -56,7 +57,11 @@ decides who may (the chart's <release>-delivery-operator ClusterRole).`,
 			if err := c.List(cmd.Context(), &list, client.InNamespace(ns)); err != nil {
 				return exitError{2, fmt.Errorf("listing ConfigDeliveries in %s: %w", ns, err)}
 			}
-			rec := newestOf(list.Items, src)
+			recs := make([]*v1alpha1.ConfigDelivery, len(list.Items))
+			for i := range list.Items {
+				recs[i] = &list.Items[i]
+			}
+			rec := delivery.Latest(recs, src)
 			if rec == nil {
 				return exitError{1, fmt.Errorf("%s %s/%s has no delivery", src.Kind, ns, src.Name)}
 			}
@@ -105,19 +110,4 @@ func deliveredConfig(s string) (revision.Source, error) {
 		return revision.Source{}, fmt.Errorf("%q is not configmap/NAME or secret/NAME", s)
 	}
 	return revision.Source{Kind: refs.Kind(kind), Name: name}, nil
-}
-
-// newestOf is the newest delivery of src among items.
-func newestOf(items []v1alpha1.ConfigDelivery, src revision.Source) *v1alpha1.ConfigDelivery {
-	var newest *v1alpha1.ConfigDelivery
-	for i := range items {
-		d := &items[i]
-		if d.Spec.Config.Kind != string(src.Kind) || d.Spec.Config.Name != src.Name {
-			continue
-		}
-		if newest == nil || d.Spec.Sequence > newest.Spec.Sequence {
-			newest = d
-		}
-	}
-	return newest
 }

@@ -23,7 +23,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/configpolicy"
-	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/deliveryrecords"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/effects"
 	"github.com/configward/configward/internal/hashkey"
@@ -73,8 +73,9 @@ type ConfigHash struct {
 	// Kinds are the workload kinds stamped: the built-in ones plus declared
 	// custom kinds.
 	Kinds *workload.Registry
-	// Deliveries pin consumers a delivery has not reached (nil: none).
-	Deliveries *delivery.Pinner
+	// Records are the delivery records, which pin consumers a delivery has
+	// not reached (nil: none).
+	Records *deliveryrecords.Reader
 }
 
 // Intake implements webhookserver.Handler: stamping never needs the
@@ -116,8 +117,8 @@ func (h *ConfigHash) Review(ctx context.Context, r *webhookserver.Review[*worklo
 	if err != nil {
 		return admission.Allowed("").WithWarnings(fmt.Sprintf("configward could not read namespace %s (%v); no config hash stamped", r.Namespace, err))
 	}
-	if !policy.Rollouts {
-		return admission.Allowed(heldAnswer(w, drift.PolicyDisabled))
+	if d, early := stamp.Early(stamp.Input{Workload: w, Facts: stamp.Facts{Policy: policy}, Write: write}); early {
+		return admission.Allowed(heldAnswer(w, d.Hold))
 	}
 	written := w.Stamp()
 	versions := keptVersions(w, stored, spec)
@@ -155,10 +156,9 @@ func (h *ConfigHash) Review(ctx context.Context, r *webhookserver.Review[*worklo
 			"configward keeps it there until its config changes again or a new revision is deployed.",
 			kind, r.Namespace, r.Name(), d.Want.Hash, d.Want.Snapshots))
 	}
-	if !d.RolledBack && d.Want.Hash != "" && written.Hash != d.Want.Hash && write.Update && written.Hash != "" && written.Hash != write.Stored.Hash {
+	if d.HashReset {
 		// The hash describes the config as it is now; a writer that sets
-		// another one (kubectl rollout undo copies an old revision's
-		// template) gets the current one, and is told why: without
+		// another one gets the current one, and is told why: without
 		// revisions, or to a revision without snapshots, a rollback does
 		// not bring its config back. (configward's own controller also
 		// sets another hash, when this replica's cache is behind its; it
@@ -175,7 +175,7 @@ func (h *ConfigHash) Review(ctx context.Context, r *webhookserver.Review[*worklo
 }
 
 func (h *ConfigHash) sources() stamp.Sources {
-	return stamp.Sources{Inventory: h.Inventory, Deliveries: h.Deliveries}
+	return stamp.Sources{Inventory: h.Inventory, Records: h.Records}
 }
 
 // heldAnswer is the allowed answer's reason for a workload the stamp holds.

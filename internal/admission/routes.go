@@ -10,7 +10,7 @@ import (
 	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/configschema"
-	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/deliveryrecords"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/webhookserver"
@@ -28,8 +28,9 @@ type Facts struct {
 	Keys        *hashkey.Source
 	Policies    *configpolicy.Store
 	Schemas     *configschema.Store
-	// Deliveries pin consumers a config delivery has not reached yet.
-	Deliveries *delivery.Pinner
+	// Records are the delivery records, which pin consumers a config
+	// delivery has not reached yet.
+	Records *deliveryrecords.Reader
 	// ChangeControl gives a namespace's change-control settings from the
 	// webhook's flags.
 	ChangeControl func(*corev1.Namespace) changecontrol.Settings
@@ -47,7 +48,7 @@ type Facts struct {
 func Register(mux interface{ Register(string, http.Handler) }, f Facts) {
 	d := webhookserver.Decoder{Scheme: f.Scheme, FullObjects: f.FullObjects}
 	mux.Register(ConfigHashPath, webhookserver.Webhook("config-hash", webhookserver.Adapt(&ConfigHash{
-		Inventory: f.Inventory, Keys: f.Keys, Namespaces: f.Cache, Policies: f.Policies, Effects: f.Effects, Kinds: f.Kinds, Deliveries: f.Deliveries}, d)))
+		Inventory: f.Inventory, Keys: f.Keys, Namespaces: f.Cache, Policies: f.Policies, Effects: f.Effects, Kinds: f.Kinds, Records: f.Records}, d)))
 	mux.Register(PodConfigPath, webhookserver.Webhook("pod-config", webhookserver.Adapt(&PodConfig{Inventory: f.Inventory, Namespaces: f.Cache, Agent: f.Agent,
 		Channels: &Channels{Policies: f.Policies, Cache: f.Cache, Live: f.Live, Kinds: f.Kinds}}, d)))
 	mux.Register(ValidateConfigMapsPath, webhookserver.Webhook("validate-configmaps", webhookserver.Adapt(&ValidateConfigMaps{

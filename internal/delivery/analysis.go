@@ -209,19 +209,6 @@ func immediate(rec *v1alpha1.ConfigDelivery) bool {
 	return rec.Spec.BreakGlass != nil && rec.Spec.BreakGlass.Immediate
 }
 
-// Judged are the waves whose workloads the gate judges: started and not
-// completed. One wave, the current, but for an immediate delivery, which
-// starts them all at once.
-func Judged(rec *v1alpha1.ConfigDelivery) []int {
-	var out []int
-	for i, w := range rec.Status.Waves {
-		if w.StartedAt != nil && w.CompletedAt == nil {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
 // bakeSeconds is the settings' bake; none for an immediate delivery.
 func bakeSeconds(rec *v1alpha1.ConfigDelivery) int32 {
 	if b := rec.Spec.Settings.BakeSeconds; b != nil && !immediate(rec) {

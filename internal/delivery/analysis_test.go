@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/revision"
 )
 
 // errorRatio is a query check: at most 1% errors, measured every 30s.
@@ -166,12 +167,13 @@ func analysisRows() []stepRow {
 				"Warning ConfigDeliveryHalted on Deployment/a, Deployment/b, Deployment/c, Deployment/d: ConfigDelivery configmap-app-7 of ConfigMap app halted in this workload's wave: the bake after the last wave failed its analysis: " + checkSaid + "Failed: 0.2 > max 0.01; every wave is rolled back to what it ran before" + halts},
 			metrics: Metrics{Waves: []WaveOutcome{WaveOutcomeFailed}, Finished: v1alpha1.DeliveryHalted}, write: true,
 			also: func(t *testing.T, s v1alpha1.ConfigDeliveryStatus) {
-				rec := &v1alpha1.ConfigDelivery{Status: s}
+				rec := &v1alpha1.ConfigDelivery{Spec: v1alpha1.ConfigDeliverySpec{Config: v1alpha1.ConfigRef{Kind: "ConfigMap", Name: "app"}}, Status: s}
 				for i := range s.Waves {
 					if !RolledBack(rec, i) {
 						t.Errorf("wave %d not rolled back", i)
 					}
-					if got := Pin(rec, "app-2b", "Deployment", s.Waves[i].Workloads[0].Name, "app-2b"); got != "app-1a" {
+					ask := Ask{Record: rec, Config: revision.Source{Kind: "ConfigMap", Name: "app"}, Current: "app-2b", Holder: Holder{Kind: "Deployment", Name: s.Waves[i].Workloads[0].Name}, Held: "app-2b"}
+					if got := Want(ask); got != (Wanted{Revision: "app-1a", Why: WhyRolledBack}) {
 						t.Errorf("wave %d pinned to %q, want app-1a", i, got)
 					}
 				}

@@ -85,40 +85,6 @@ func TestShareTarget(t *testing.T) {
 	}
 }
 
-func TestChannelContent(t *testing.T) {
-	now := metav1.NewTime(time.Now())
-	rec := func(state v1alpha1.DeliveryState, to string, started int, rolledBack bool) *v1alpha1.ConfigDelivery {
-		r := &v1alpha1.ConfigDelivery{Status: v1alpha1.ConfigDeliveryStatus{State: state, To: to, From: "old", RolledBack: rolledBack,
-			Waves: []v1alpha1.WaveStatus{{Name: "canary", From: "canary-old"}, {Name: "rest"}}}}
-		for i := range started {
-			r.Status.Waves[i].StartedAt = &now
-		}
-		return r
-	}
-	for _, tc := range []struct {
-		name                string
-		rec                 *v1alpha1.ConfigDelivery
-		wave, held, current string
-		want                string
-	}{
-		{"no delivery: a channel keeps what it holds", nil, "canary", "old", "new", "old"},
-		{"no delivery: a new channel takes the current content", nil, "canary", "", "new", "new"},
-		{"changed again, its delivery not started", rec(v1alpha1.DeliverySucceeded, "mid", 2, false), "rest", "mid", "new", "mid"},
-		{"a started wave takes it", rec(v1alpha1.DeliveryProgressing, "new", 1, false), "canary", "canary-old", "new", "new"},
-		{"a wave not started keeps what its channel held", rec(v1alpha1.DeliveryProgressing, "new", 1, false), "rest", "old", "new", "old"},
-		{"a wave not started and without a From: rec's From", rec(v1alpha1.DeliveryProgressing, "new", 0, false), "rest", "x", "new", "old"},
-		{"a rolled-back wave gets its From back", rec(v1alpha1.DeliveryHalted, "new", 1, true), "canary", "new", "new", "canary-old"},
-		{"halted: later waves keep the old", rec(v1alpha1.DeliveryHalted, "new", 1, false), "rest", "old", "new", "old"},
-		{"succeeded: everyone", rec(v1alpha1.DeliverySucceeded, "new", 2, false), "rest", "old", "new", "new"},
-		{"cancelled (delivery off): the current content", rec(v1alpha1.DeliveryCancelled, "new", 1, false), "rest", "old", "new", "new"},
-		{"a wave added since goes with the last", rec(v1alpha1.DeliveryProgressing, "new", 1, false), "late", "old", "new", "old"},
-	} {
-		if got := ChannelContent(tc.rec, tc.wave, tc.held, tc.current); got != tc.want {
-			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
-		}
-	}
-}
-
 func TestHotHealthOf(t *testing.T) {
 	started := time.Now().Add(-time.Minute)
 	readyCond := []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}

@@ -47,19 +47,6 @@ func BeginHot(rec *v1alpha1.ConfigDelivery, to, from string, waves []v1alpha1.Wa
 	return c.then(soon)
 }
 
-// HotWant is the snapshot the channel of wave i of a hot delivery holds
-// while the wave is gated: the delivered one, or, rolled back, the one it
-// held before.
-func HotWant(rec *v1alpha1.ConfigDelivery, i int) string {
-	if RolledBack(rec, i) {
-		if from := rec.Status.Waves[i].From; from != "" {
-			return from
-		}
-		return rec.Status.From
-	}
-	return rec.Status.To
-}
-
 // HotHealthOf says where one pod of a started wave of hot config stands.
 // config is the hot config as the pod's reload condition names it
 // ("ConfigMap/<original>": a channel's reports speak for its original),

@@ -7,12 +7,16 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 )
 
-// sortNewestFirst orders deliveries by creation, newest first; records
-// created in the same second by name, which carries a sequence number.
-func sortNewestFirst(recs []*v1alpha1.ConfigDelivery) {
-	slices.SortFunc(recs, func(a, b *v1alpha1.ConfigDelivery) int {
-		return cmp.Or(b.CreationTimestamp.Compare(a.CreationTimestamp.Time), cmp.Compare(seq(b), seq(a)), cmp.Compare(b.Name, a.Name))
-	})
+// SortNewestFirst orders deliveries newest first (see newer).
+func SortNewestFirst(recs []*v1alpha1.ConfigDelivery) {
+	slices.SortFunc(recs, func(a, b *v1alpha1.ConfigDelivery) int { return compareAge(b, a) })
 }
 
-func seq(d *v1alpha1.ConfigDelivery) int64 { return d.Spec.Sequence }
+// newer says whether a is newer than b.
+func newer(a, b *v1alpha1.ConfigDelivery) bool { return compareAge(a, b) > 0 }
+
+// compareAge orders deliveries by creation; records created in the same
+// second by their sequence number, then by name.
+func compareAge(a, b *v1alpha1.ConfigDelivery) int {
+	return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Spec.Sequence, b.Spec.Sequence), cmp.Compare(a.Name, b.Name))
+}

@@ -33,7 +33,7 @@ func Positions(recs []v1alpha1.ConfigDelivery) map[string][]Position {
 	out := map[string][]Position{}
 	for i := range recs {
 		d := &recs[i]
-		if !Open(d.Status.State) || d.Status.State == "" {
+		if !Placed(d) {
 			continue
 		}
 		cur := CurrentWave(d)

@@ -585,7 +585,7 @@ func (c *change) fail(reason, message string) {
 	c.finish(v1alpha1.DeliveryHalted, reason, message, "")
 	var halted []v1alpha1.DeliveryTarget
 	for i, w := range c.step.Status.Waves {
-		if baking || (w.StartedAt != nil && w.CompletedAt == nil) || i == CurrentWave(c.rec) {
+		if baking || judged(w) || i == CurrentWave(c.rec) {
 			halted = append(halted, w.Workloads...)
 		}
 	}

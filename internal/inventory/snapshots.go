@@ -16,12 +16,10 @@ import (
 
 // Snapshots names the snapshot that each config a revision of a pod spec
 // reads (of consumed, what the spec consumes: refs.ConsumedBy) gets for its
-// content now: every rollout-mode ConfigMap it consumes, and with secrets
-// every such Secret but service-account tokens. A consumed
-// object that does not exist gets none (the pod names the original, and
-// waits for it as it always has); hot and ignore objects get none (they are
-// meant to change under running pods). Names are keyed with key, the
-// installation's key.
+// content now: every object it consumes whose contents are kept as
+// revisions (KeptAsRevisions; Secrets too, with secrets). A consumed object
+// that does not exist gets none (the pod names the original, and waits for
+// it as it always has). Names are keyed with key, the installation's key.
 //
 // A pinned object gets its pin (see TemplateHash).
 func (inv *Inventory) Snapshots(ctx context.Context, key []byte, namespace string, consumed []refs.Consumption, secrets bool, pins revision.Snapshots) (revision.Snapshots, error) {
@@ -34,11 +32,8 @@ func (inv *Inventory) Snapshots(ctx context.Context, key []byte, namespace strin
 		if err != nil {
 			return nil, err
 		}
-		if !o.Exists || o.Mode != Rollout || (c.Kind == refs.Secret && !revision.Copied(o.Type)) {
-			continue
-		}
-		if _, isSnapshot := revision.SnapshotOf(o.Labels, o.Annotations); isSnapshot {
-			continue // already a snapshot: pinned as it is
+		if !KeptAsRevisions(o, secrets) {
+			continue // a snapshot itself is pinned as it is
 		}
 		src := revision.Source{Kind: c.Kind, Name: c.Name}
 		if pin, ok := pins[src]; ok {

@@ -114,12 +114,17 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, writeReports bool) 
 	}); err != nil {
 		return err
 	}
-	pinner, _, err := watchDeliveries(mgr, inv)
+	deliveryRecords, _, err := watchDeliveries(mgr)
 	if err != nil {
 		return err
 	}
 	if err := inventory.WatchHistory(context.Background(), mgr.GetCache()); err != nil {
 		return err
+	}
+	// The delivery and channels controllers find the pods of a config
+	// through it.
+	if err := inventory.IndexPods(context.Background(), mgr.GetCache()); err != nil {
+		return fmt.Errorf("indexing Pods by the config they read: %w", err)
 	}
 	snapshots := revisions.NewSnapshotter(mgr, inv, keys)
 	causes := drift.NewCauses()
@@ -130,7 +135,7 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, writeReports bool) 
 		Policies:    inForce,
 		Snapshots:   snapshots,
 		Causes:      causes,
-		Deliveries:  pinner,
+		Records:     deliveryRecords,
 		Flapping:    tracker,
 	}); err != nil {
 		return err
@@ -147,17 +152,17 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, writeReports bool) 
 		return inForce.Current().ChangeControl(changeControl, &ns).Governed, nil
 	}
 	if err := deliveries.Setup(mgr, inv, deliveries.Options{
-		Policies: inForce, Snapshots: snapshots, Keys: keys, Pinner: pinner, BatchWindow: o.RolloutBatchWindow, Flapping: tracker,
+		Policies: inForce, Snapshots: snapshots, Keys: keys, Records: deliveryRecords, BatchWindow: o.RolloutBatchWindow, Flapping: tracker,
 		Prometheus: deliveries.PrometheusDefault{Address: o.AnalysisPrometheus, Secret: o.AnalysisPrometheusSecret},
 		Namespace:  o.HashKeyNamespace, Secrets: mgr.GetAPIReader(), Governed: governed,
 	}); err != nil {
 		return err
 	}
-	if err := channels.Setup(mgr, inv, channels.Options{Policies: inForce, Snapshots: snapshots, Keys: keys}); err != nil {
+	if err := channels.Setup(mgr, inv, channels.Options{Policies: inForce, Snapshots: snapshots, Keys: keys, Records: deliveryRecords}); err != nil {
 		return err
 	}
 	if err := reports.Setup(mgr, inv, reports.Options{
-		Keys: keys, Causes: causes, Reports: writeReports, Policies: inForce, Deliveries: pinner, Flapping: tracker,
+		Keys: keys, Causes: causes, Reports: writeReports, Policies: inForce, Records: deliveryRecords, Flapping: tracker,
 	}); err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/configpolicy"
-	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/deliveryrecords"
 	"github.com/configward/configward/internal/framewipe"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
@@ -91,17 +91,18 @@ func watchPolicies(mgr ctrlmanager.Manager) (*configpolicy.Store, func() bool, e
 }
 
 // watchDeliveries starts the ConfigDelivery informer, indexed by the
-// config delivered, and returns what pins consumers with it. Both
+// config delivered, and returns the reader of the records, through which
+// stamps pin consumers. Both
 // processes stamp templates, so both must know every open delivery before
 // they stamp anything: synced says when the informer has.
-func watchDeliveries(mgr ctrlmanager.Manager, inv *inventory.Inventory) (*delivery.Pinner, func() bool, error) {
+func watchDeliveries(mgr ctrlmanager.Manager) (*deliveryrecords.Reader, func() bool, error) {
 	ctx := context.Background()
-	if err := delivery.IndexRecords(ctx, mgr.GetCache()); err != nil {
+	if err := deliveryrecords.Index(ctx, mgr.GetCache()); err != nil {
 		return nil, nil, fmt.Errorf("indexing ConfigDeliveries: %w", err)
 	}
 	informer, err := mgr.GetCache().GetInformer(ctx, &v1alpha1.ConfigDelivery{})
 	if err != nil {
 		return nil, nil, err
 	}
-	return &delivery.Pinner{Reader: mgr.GetCache(), Live: mgr.GetAPIReader(), Inventory: inv}, informer.HasSynced, nil
+	return &deliveryrecords.Reader{Cache: mgr.GetCache(), Live: mgr.GetAPIReader()}, informer.HasSynced, nil
 }

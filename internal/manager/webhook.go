@@ -142,13 +142,13 @@ func registerWebhooks(mgr ctrlmanager.Manager, srv *webhookserver.Server, o Webh
 	if err != nil {
 		return nil, nil, err
 	}
-	deliveries, deliveriesSynced, err := watchDeliveries(mgr, inv)
+	deliveries, deliveriesSynced, err := watchDeliveries(mgr)
 	if err != nil {
 		return nil, nil, err
 	}
 	admission.Register(srv, admission.Facts{
 		Scheme: mgr.GetScheme(), Inventory: inv, Kinds: kinds, Cache: mgr.GetCache(), Live: mgr.GetAPIReader(),
-		Keys: keys, Policies: policies, Schemas: schemas, ChangeControl: changeControl, Recorder: rec, Deliveries: deliveries,
+		Keys: keys, Policies: policies, Schemas: schemas, ChangeControl: changeControl, Recorder: rec, Records: deliveries,
 		Agent: reloadAgent(o.ReloadAgent),
 	})
 	var agents *agentServer

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/configward/configward/internal/configpolicy"
-	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/deliveryrecords"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
@@ -16,11 +16,11 @@ import (
 )
 
 // Sources are where Gather reads a stamp's facts: the inventory of config
-// digests, snapshots and workload histories, and the open deliveries (nil:
-// none). Both answer from informer caches.
+// digests, snapshots and workload histories, and the delivery records (nil:
+// no delivery pins anything). Both answer from informer caches.
 type Sources struct {
-	Inventory  *inventory.Inventory
-	Deliveries *delivery.Pinner
+	Inventory *inventory.Inventory
+	Records   *deliveryrecords.Reader
 }
 
 // Subject is the workload whose stamp is gathered, with what the caller
@@ -52,17 +52,13 @@ func (src Sources) Gather(ctx context.Context, s Subject) (Facts, error) {
 	f := Facts{Policy: s.Policy, Versions: s.Versions}
 	// Read once: pins, existence, hash and snapshots each go through it.
 	consumed := refs.ConsumedBy(s.Spec)
-	var pinned delivery.Pinned
-	if s.Policy.Delivery != nil && !s.Unpinned {
-		var err error
-		if pinned, err = src.Deliveries.Pins(ctx, s.Key, s.Workload.Obj.GetNamespace(), s.Policy,
-			s.Workload.Type.RecordKind(), s.Workload.Obj.GetName(), consumed, snapshotsOf(s.Stored), snapshotsOf(s.Written)); err != nil {
-			return f, &Unread{Fact: DeliveriesFact, Err: err}
-		}
+	pinned, err := src.pins(ctx, s, consumed)
+	if err != nil {
+		return f, &Unread{Fact: DeliveriesFact, Err: err}
 	}
-	f.Reached = pinned.Reached
+	f.Reached = pinned.reached
 	ns := s.Workload.Obj.GetNamespace()
-	pins, err := src.gone(ctx, ns, s, consumed, pinned.Snapshots, &f)
+	pins, err := src.gone(ctx, ns, s, consumed, pinned.snapshots, &f)
 	if err != nil {
 		return f, &Unread{Fact: HashFact, Err: err}
 	}

@@ -82,6 +82,9 @@ type Look struct {
 	Exact bool
 	// Flapping: config it consumes changes too often to roll it.
 	Flapping bool
+	// Rotations: the workload mounts CSI secrets, whose rotations the
+	// caller reads with the facts; one may yet be a change (Changed).
+	Rotations bool
 }
 
 // Input is one decision's input: a Write or a Look (Write nil) of w.
@@ -108,6 +111,11 @@ type Decision struct {
 	// Unpinned are the configs whose snapshots the stamp leaves out because
 	// they are not written: the pods read them as they are now.
 	Unpinned []revision.Source
+	// HashReset: a write named a hash of its own (kubectl rollout undo
+	// copies an earlier revision's template) that is kept neither as a
+	// rollback nor as the stored one, and gets the config's of now: the
+	// writer is told that a rollback does not bring old config back.
+	HashReset bool
 }
 
 // Writes reports whether the decision changes what the object carries.
@@ -159,10 +167,36 @@ func isTemplateElsewhere(w workload.Object) bool {
 	return ok
 }
 
+// Early decides, before any fact is gathered, what needs none: a write or
+// a look of an object that keeps what it carries whatever its config gives
+// (Held; for a look, but a Job, whose immutability is reported only when
+// its hash is stale, which takes the facts), in a namespace where
+// rollouts are off (in.Facts.Policy, the one fact read first), or, for a
+// look, a workload never stamped that nothing changed under: installing
+// configward restarts nothing. ok is false when the facts must be
+// gathered and Decide asked.
+func Early(in Input) (d Decision, ok bool) {
+	carried := in.Workload.Stamp()
+	if hold, held := Held(in.Workload, in.Write); held && (in.Write != nil || hold != drift.JobImmutable) {
+		return Decision{Want: carried, Hold: hold}, true
+	}
+	if in.Write == nil && carried.Hash == "" && !in.Look.Changed && !in.Look.Rotations {
+		return Decision{Want: carried}, true
+	}
+	if !in.Facts.Policy.Rollouts {
+		return Decision{Want: carried, Hold: drift.PolicyDisabled}, true
+	}
+	return Decision{}, false
+}
+
 // Decide decides the stamp of one write or look.
 func Decide(in Input) Decision {
 	if in.Write != nil {
-		return decideWrite(in.Workload, in.Facts, *in.Write)
+		d := decideWrite(in.Workload, in.Facts, *in.Write)
+		written := in.Workload.Stamp()
+		d.HashReset = !d.RolledBack && d.Want.Hash != "" && written.Hash != d.Want.Hash && in.Write.Update &&
+			written.Hash != "" && written.Hash != in.Write.Stored.Hash
+		return d
 	}
 	return decideLook(in.Workload, in.Facts, in.Look)
 }
@@ -318,4 +352,22 @@ func names(s workload.Stamp, unwritten map[string]bool) bool {
 		}
 	}
 	return false
+}
+
+// UnpinnedBecause says why the revision of a workload carrying carried
+// reads config f counts unpinned, "" when it does not: snapshots cannot be
+// written in its namespace, and its template names none, or names ones not
+// written (its pods are refused until configward takes them out).
+func (f Facts) UnpinnedBecause(carried workload.Stamp) string {
+	blocked := f.Policy.SnapshotsBlocked
+	if blocked == "" || f.Counted == 0 {
+		return ""
+	}
+	if names(carried, f.Unwritten) {
+		return "its revision names snapshots that cannot be written (" + blocked + "): its new pods are refused until configward takes them out of its template"
+	}
+	if carried.Snapshots == "" {
+		return "config snapshots cannot be written in its namespace (" + blocked + "), so its revision reads the originals as they are now"
+	}
+	return ""
 }

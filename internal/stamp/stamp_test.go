@@ -139,6 +139,8 @@ func TestDecideWrite(t *testing.T) {
 		policy     configpolicy.NamespacePolicy
 		want       workload.Stamp
 		rolledBack bool
+		// hashReset: the writer is told its hash was reset.
+		hashReset bool
 	}{
 		"a create":                 {written: old, write: Write{}, policy: revisions, want: now},
 		"a write keeping the hash": {written: now, write: Write{Update: true, Stored: now}, policy: revisions, want: now},
@@ -146,8 +148,9 @@ func TestDecideWrite(t *testing.T) {
 			want: now},
 		"a rollback to a revision whose snapshots exist": {written: old, write: Write{Update: true, Stored: now, Restorable: true}, policy: revisions,
 			want: workload.Stamp{Hash: "old", Snapshots: snapOld, RolledBackFrom: "now"}, rolledBack: true},
-		"a rollback to a revision without snapshots": {written: old, write: Write{Update: true, Stored: now}, policy: revisions, want: now},
-		"a rollback without revisions":               {written: old, write: Write{Update: true, Stored: now, Restorable: true}, policy: plain, want: workload.Stamp{Hash: "now"}},
+		"a rollback to a revision without snapshots":   {written: old, write: Write{Update: true, Stored: now}, policy: revisions, want: now, hashReset: true},
+		"a rollback without revisions":                 {written: old, write: Write{Update: true, Stored: now, Restorable: true}, policy: plain, want: workload.Stamp{Hash: "now"}, hashReset: true},
+		"a write without a hash is stamped, not reset": {written: workload.Stamp{}, write: Write{Update: true, Stored: now}, policy: revisions, want: now},
 		"a scale of a rolled-back workload": {written: workload.Stamp{Hash: "old", Snapshots: snapOld, RolledBackFrom: "now"},
 			write: Write{Update: true, Stored: old}, policy: revisions, want: workload.Stamp{Hash: "old", Snapshots: snapOld, RolledBackFrom: "now"}},
 		"config changed since the rollback": {written: workload.Stamp{Hash: "old", Snapshots: snapOld, RolledBackFrom: "then"},
@@ -158,8 +161,8 @@ func TestDecideWrite(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			w := stamped(tc.written, nil)
 			d := Decide(Input{Workload: w, Facts: factsNow(tc.policy), Write: &tc.write})
-			if d.Want != tc.want || d.RolledBack != tc.rolledBack || d.Hold.Reason != "" {
-				t.Fatalf("%+v rolledBack=%v hold=%q, want %+v rolledBack=%v", d.Want, d.RolledBack, d.Hold.Reason, tc.want, tc.rolledBack)
+			if d.Want != tc.want || d.RolledBack != tc.rolledBack || d.Hold.Reason != "" || d.HashReset != tc.hashReset {
+				t.Fatalf("%+v rolledBack=%v hold=%q hashReset=%v, want %+v rolledBack=%v hashReset=%v", d.Want, d.RolledBack, d.Hold.Reason, d.HashReset, tc.want, tc.rolledBack, tc.hashReset)
 			}
 		})
 	}
@@ -214,6 +217,70 @@ func TestHeld(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got, _ := Held(tc.w, tc.write); got != tc.want {
 				t.Fatalf("%q, want %q", got.Reason, tc.want.Reason)
+			}
+		})
+	}
+}
+
+// What is decided before any fact is gathered.
+func TestEarly(t *testing.T) {
+	job := mustType(schema.GroupKind{Group: "batch", Kind: "Job"}).Wrap(&batchv1.Job{})
+	optedOut := stamped(workload.Stamp{Hash: "old"}, map[string]string{v1alpha1.RolloutAnnotation: "disabled"})
+	never := stamped(workload.Stamp{}, nil)
+	off := configpolicy.NamespacePolicy{}
+	for name, tc := range map[string]struct {
+		w      workload.Object
+		policy configpolicy.NamespacePolicy
+		write  *Write
+		look   Look
+		early  bool
+		hold   drift.Hold
+	}{
+		"opted out, a look":                       {w: optedOut, policy: revisions, early: true, hold: drift.OptedOut},
+		"opted out, a write":                      {w: optedOut, policy: revisions, write: &Write{Update: true}, early: true, hold: drift.OptedOut},
+		"a Job's write":                           {w: job, policy: revisions, write: &Write{Update: true}, early: true, hold: drift.JobImmutable},
+		"a Job's look needs the facts to report":  {w: job, policy: revisions, look: Look{Changed: true}},
+		"never stamped, nothing changed":          {w: never, policy: revisions, early: true},
+		"never stamped, its config changed":       {w: never, policy: revisions, look: Look{Changed: true}},
+		"never stamped, CSI rotations to read":    {w: never, policy: revisions, look: Look{Rotations: true}},
+		"never stamped, a write":                  {w: never, policy: revisions, write: &Write{}},
+		"rollouts off, a look":                    {w: stamped(workload.Stamp{Hash: "old"}, nil), policy: off, look: Look{Changed: true}, early: true, hold: drift.PolicyDisabled},
+		"rollouts off, a write":                   {w: never, policy: off, write: &Write{}, early: true, hold: drift.PolicyDisabled},
+		"stamped, rollouts on: gather and decide": {w: stamped(workload.Stamp{Hash: "old"}, nil), policy: revisions},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d, early := Early(Input{Workload: tc.w, Facts: Facts{Policy: tc.policy}, Write: tc.write, Look: tc.look})
+			if early != tc.early || d.Hold != tc.hold || (early && d.Want != tc.w.Stamp()) {
+				t.Fatalf("early=%v hold=%q want=%+v; want early=%v hold=%q, keeping what it carries", early, d.Hold.Reason, d.Want, tc.early, tc.hold.Reason)
+			}
+		})
+	}
+}
+
+func TestUnpinnedBecause(t *testing.T) {
+	blocked := func(unwritten ...string) Facts {
+		f := factsNow(revisions)
+		f.Policy.SnapshotsBlocked = "quota: exceeded quota"
+		f.Unwritten = map[string]bool{}
+		for _, u := range unwritten {
+			f.Unwritten[u] = true
+		}
+		return f
+	}
+	for name, tc := range map[string]struct {
+		facts   Facts
+		carried workload.Stamp
+		want    string
+	}{
+		"snapshots can be written":       {factsNow(revisions), workload.Stamp{Hash: "now"}, ""},
+		"no config counted":              {Facts{Policy: blocked().Policy}, workload.Stamp{}, ""},
+		"names snapshots not written":    {blocked("app-old"), workload.Stamp{Hash: "old", Snapshots: snapOld}, "its revision names snapshots that cannot be written (quota: exceeded quota): its new pods are refused until configward takes them out of its template"},
+		"names none":                     {blocked(), workload.Stamp{Hash: "now"}, "config snapshots cannot be written in its namespace (quota: exceeded quota), so its revision reads the originals as they are now"},
+		"names snapshots that are there": {blocked(), workload.Stamp{Hash: "old", Snapshots: snapOld}, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.facts.UnpinnedBecause(tc.carried); got != tc.want {
+				t.Fatalf("%q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -1,7 +1,7 @@
 // Package channels is the channels controller: it keeps the channels of
 // each hot ConfigMap (and Secret) in namespaces where delivery is on, one
 // per wave of the policy, holding the content its wave should run now
-// (delivery.ChannelContent: what the config's latest ConfigDelivery says),
+// (delivery.Want: what the config's latest ConfigDelivery says),
 // and it brings every channel to the current content where delivery is
 // turned off. It is the only writer of channels; it deletes a channel once
 // no pod mounts it and its wave is gone from the policy (or delivery is
@@ -9,6 +9,7 @@
 package channels
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +35,7 @@ import (
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/controller/revisions"
 	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/deliveryrecords"
 	"github.com/configward/configward/internal/digest"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
@@ -60,6 +62,8 @@ type Options struct {
 	Policies  *configpolicy.Store
 	Snapshots *revisions.Snapshotter
 	Keys      *hashkey.Source
+	// Records reads the ConfigDeliveries from the cache.
+	Records *deliveryrecords.Reader
 }
 
 // Setup registers the channels controller. Its requests name a config
@@ -197,10 +201,15 @@ func (c *channels) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		// Most config has no channels and gets none: nothing to look at.
 		return reconcile.Result{}, err
 	}
-	mounted, err := c.mounted(ctx, ns)
+	names := make([]string, 0, len(held))
+	for _, h := range held {
+		names = append(names, h.Name)
+	}
+	mounting, err := c.inv.PodsReading(ctx, ns, src.Kind, names...)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	mounted := func(h channel.Held) bool { return len(mounting[h.Name]) > 0 }
 	current := ""
 	if o.Exists {
 		current = c.inv.SnapshotName(c.opts.Keys.Current().Bytes(), o)
@@ -213,23 +222,29 @@ func (c *channels) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		if err := c.opts.Snapshots.Ensure(ctx, ns, revision.Snapshots{src: current}); err != nil {
 			return reconcile.Result{}, fmt.Errorf("writing the snapshot of %s %s/%s that its channels hold: %w", src.Kind, ns, src.Name, err)
 		}
-		rec, err := latest(ctx, c.client, ns, src)
+		rec, err := c.opts.Records.Latest(ctx, ns, src)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
+		// A channel not written yet takes the content of now, unless its
+		// wave waits with another.
+		content := func(wave, held string) string {
+			want := delivery.Want(delivery.Ask{Record: rec, Config: src, Current: current, Holder: delivery.Holder{Wave: wave}, Held: held})
+			return cmp.Or(want.Revision, current)
+		}
 		for _, w := range policy.Delivery.Waves {
-			want[w.Name] = delivery.ChannelContent(rec, w.Name, held[w.Name].Content, current)
+			want[w.Name] = content(w.Name, held[w.Name].Content)
 		}
 		for wave, h := range held {
-			if _, inPolicy := want[wave]; !inPolicy && mounted[h.Name] {
-				want[wave] = delivery.ChannelContent(rec, wave, h.Content, current)
+			if _, inPolicy := want[wave]; !inPolicy && mounted(h) {
+				want[wave] = content(wave, h.Content)
 			}
 		}
 	} else if o.Exists {
 		// Delivery off, or the config no longer hot: the channels pods
 		// still mount follow the config as it is.
 		for wave, h := range held {
-			if mounted[h.Name] {
+			if mounted(h) {
 				want[wave] = current
 			}
 		}
@@ -237,7 +252,7 @@ func (c *channels) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		// The original is gone: pods that mount its channels keep what
 		// they hold.
 		for wave, h := range held {
-			if mounted[h.Name] {
+			if mounted(h) {
 				want[wave] = h.Content
 			}
 		}
@@ -262,25 +277,6 @@ func (c *channels) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		channelWrites.WithLabelValues("deleted").Inc()
 	}
 	return reconcile.Result{}, errors.Join(errs...)
-}
-
-// mounted names the ConfigMaps and Secrets the live pods of ns reference.
-func (c *channels) mounted(ctx context.Context, ns string) (map[string]bool, error) {
-	var pods corev1.PodList
-	if err := c.client.List(ctx, &pods, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		for _, r := range refs.FromPodSpec(&p.Spec) {
-			out[r.Name] = true
-		}
-	}
-	return out, nil
 }
 
 // write makes the channel of src for wave hold the content of snapshot
@@ -346,13 +342,4 @@ func (c *channels) blocked(ctx context.Context, ns string, src revision.Source, 
 	}
 	c.events.Eventf(o, nil, corev1.EventTypeWarning, "ConfigChannelBlocked", "WriteChannel",
 		"channel %s cannot be written (%v): the pods that mount it keep the content they have until it can", name, err)
-}
-
-// latest is the newest delivery record of src, nil when there is none.
-func latest(ctx context.Context, r client.Reader, ns string, src revision.Source) (*v1alpha1.ConfigDelivery, error) {
-	recs, err := delivery.Records(ctx, r, ns, src)
-	if err != nil || len(recs) == 0 {
-		return nil, err
-	}
-	return recs[0], nil
 }

@@ -43,29 +43,20 @@ type PrometheusDefault struct {
 // queryTimeout bounds one query.
 const queryTimeout = 10 * time.Second
 
-// group is the pods and workloads one query or call is about.
-type group struct {
-	pods, workloads []string
-	targets         []analysis.Target
-}
-
-// measure takes the checks due for rec now.
-func (d *deliveries) measure(ctx context.Context, rec *v1alpha1.ConfigDelivery) ([]delivery.Measurement, error) {
+// measure takes the checks due for rec now, over the groups seen.
+func (d *deliveries) measure(ctx context.Context, rec *v1alpha1.ConfigDelivery, seen delivery.Seen) ([]delivery.Measurement, error) {
 	due, bake := delivery.Due(rec, time.Now())
 	if len(due) == 0 {
 		return nil, nil
 	}
-	wave, rest, err := d.groups(ctx, rec, bake)
-	if err != nil {
-		return nil, err
-	}
+	wave, rest := delivery.Groups(rec, seen, bake)
 	waveName := rec.Status.CurrentWave
 	if bake {
 		waveName = delivery.BakeWave
 	}
-	vars := func(g group, name string) analysis.Vars {
+	vars := func(g delivery.Group, name string) analysis.Vars {
 		return analysis.Vars{Namespace: rec.Namespace, Config: rec.Spec.Config.Name, Kind: rec.Spec.Config.Kind, Delivery: rec.Name,
-			Wave: waveName, Group: name, Pods: g.pods, Workloads: g.workloads}
+			Wave: waveName, Group: name, Pods: g.Pods, Workloads: g.Workloads}
 	}
 	var prom *analysis.Prometheus
 	var promErr error
@@ -84,7 +75,7 @@ func (d *deliveries) measure(ctx context.Context, rec *v1alpha1.ConfigDelivery) 
 		if promErr != nil {
 			m.Result, m.Message = delivery.ResultError, promErr.Error()
 		} else {
-			m = queryCheck(ctx, prom, c, vars(wave, "wave"), len(wave.pods) > 0, vars(rest, "rest"), len(rest.pods) > 0)
+			m = queryCheck(ctx, prom, c, vars(wave, "wave"), len(wave.Pods) > 0, vars(rest, "rest"), len(rest.Pods) > 0)
 		}
 		checkMeasurements.WithLabelValues("query", m.Result).Inc()
 		out = append(out, m)
@@ -160,14 +151,14 @@ func query(ctx context.Context, prom *analysis.Prometheus, q string, v analysis.
 func format(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 
 // callWebhook measures one webhook check.
-func (d *deliveries) callWebhook(ctx context.Context, rec *v1alpha1.ConfigDelivery, c v1alpha1.AnalysisCheck, wave string, g group) delivery.Measurement {
+func (d *deliveries) callWebhook(ctx context.Context, rec *v1alpha1.ConfigDelivery, c v1alpha1.AnalysisCheck, wave string, g delivery.Group) delivery.Measurement {
 	m := delivery.Measurement{Check: c.Name}
 	timeout := analysis.WebhookTimeout
 	if c.Webhook.TimeoutSeconds > 0 {
 		timeout = time.Duration(c.Webhook.TimeoutSeconds) * time.Second
 	}
 	call := analysis.Call{Delivery: rec.Name, Namespace: rec.Namespace, Config: analysis.Config{Kind: rec.Spec.Config.Kind, Name: rec.Spec.Config.Name},
-		Check: c.Name, Wave: wave, Workloads: g.targets, Pods: g.pods}
+		Check: c.Name, Wave: wave, Workloads: targets(g.Targets), Pods: g.Pods}
 	answer, err := analysis.CallWebhook(ctx, c.Webhook.URL, c.Webhook.CABundle, call, timeout, analysis.WebhookAttempts)
 	switch {
 	case err != nil:
@@ -210,61 +201,12 @@ func (d *deliveries) prometheus(ctx context.Context, rec *v1alpha1.ConfigDeliver
 	return analysis.NewPrometheus(address, creds, queryTimeout)
 }
 
-// groups are the pods and workloads a measurement is about: the current
-// wave's and the rest's (the waves after it), or, for the bake, every
-// wave's (no rest).
-func (d *deliveries) groups(ctx context.Context, rec *v1alpha1.ConfigDelivery, bake bool) (wave, rest group, err error) {
-	cur := delivery.CurrentWave(rec)
-	var mounting map[string][]*corev1.Pod
-	if rec.Spec.Hot {
-		if mounting, err = d.podsMounting(ctx, rec.Namespace); err != nil {
-			return wave, rest, err
-		}
+// targets are the workloads of a group as a webhook check's call names
+// them.
+func targets(ts []v1alpha1.DeliveryTarget) []analysis.Target {
+	out := make([]analysis.Target, len(ts))
+	for i, t := range ts {
+		out[i] = analysis.Target{Kind: t.Kind, Name: t.Name}
 	}
-	for i := range rec.Status.Waves {
-		g := &rest
-		switch {
-		case bake || i == cur:
-			g = &wave
-		case i < cur:
-			continue
-		}
-		if err := d.addWave(ctx, rec, &rec.Status.Waves[i], mounting, g); err != nil {
-			return wave, rest, err
-		}
-	}
-	return wave, rest, nil
-}
-
-// addWave adds one wave's pods and workloads to g.
-func (d *deliveries) addWave(ctx context.Context, rec *v1alpha1.ConfigDelivery, w *v1alpha1.WaveStatus, mounting map[string][]*corev1.Pod, g *group) error {
-	for _, t := range w.Workloads {
-		g.workloads = append(g.workloads, t.Name)
-		g.targets = append(g.targets, analysis.Target{Kind: t.Kind, Name: t.Name})
-	}
-	if rec.Spec.Hot {
-		for _, p := range mounting[w.Channel] {
-			g.pods = append(g.pods, p.Name)
-		}
-		return nil
-	}
-	for _, t := range w.Workloads {
-		obj, found, err := d.get(ctx, rec.Namespace, t)
-		if err != nil {
-			return err
-		}
-		if !found {
-			continue
-		}
-		pods, err := d.pods(ctx, obj)
-		if err != nil {
-			return err
-		}
-		for _, p := range pods {
-			if p.DeletionTimestamp == nil {
-				g.pods = append(g.pods, p.Name)
-			}
-		}
-	}
-	return nil
+	return out
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/controller/revisions"
 	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/deliveryrecords"
 	"github.com/configward/configward/internal/flapping"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
@@ -76,7 +77,8 @@ type Options struct {
 	Policies  *configpolicy.Store
 	Snapshots *revisions.Snapshotter
 	Keys      *hashkey.Source
-	Pinner    *delivery.Pinner
+	// Records reads the ConfigDeliveries from the cache.
+	Records *deliveryrecords.Reader
 	// BatchWindow: a delivery starts this long after the change it
 	// delivers was first seen, so several changes made together are one
 	// delivery.
@@ -127,7 +129,7 @@ func Setup(mgr ctrl.Manager, inv *inventory.Inventory, opts Options) error {
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(configKey(refs.Secret))).
 		Watches(&v1alpha1.ConfigDelivery{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			rec := o.(*v1alpha1.ConfigDelivery)
-			return []reconcile.Request{deliveryKey(rec.Namespace, delivered(rec))}
+			return []reconcile.Request{deliveryKey(rec.Namespace, delivery.Delivers(rec))}
 		}))
 	for _, t := range d.types {
 		// A workload's status moves its wave's gate; it names the config
@@ -160,10 +162,6 @@ func deliveryKey(namespace string, src revision.Source) reconcile.Request {
 	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: src.String()}}
 }
 
-func delivered(rec *v1alpha1.ConfigDelivery) revision.Source {
-	return revision.Source{Kind: refs.Kind(rec.Spec.Config.Kind), Name: rec.Spec.Config.Name}
-}
-
 // consumed maps a workload to the configs it consumes.
 func (d *deliveries) consumed(_ context.Context, o client.Object) []reconcile.Request {
 	w, ok := d.inv.Registry().For(o)
@@ -188,29 +186,19 @@ func (d *deliveries) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	recs, err := delivery.Records(ctx, d.client, ns, src)
+	recs, err := d.opts.Records.Of(ctx, ns, src)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	var latest *v1alpha1.ConfigDelivery
-	if len(recs) > 0 {
-		latest = recs[0]
-	}
-	o, delivered, err := d.opts.Pinner.Delivered(ctx, ns, settings, src)
+	latest := delivery.Latest(recs, src)
+	o, err := d.inv.Get(ctx, src.Kind, ns, src.Name)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	hot := false
-	if !delivered && settings.Delivery != nil {
-		// Hot config is delivered through its channels.
-		if o, err = d.inv.Get(ctx, src.Kind, ns, src.Name); err != nil {
-			return reconcile.Result{}, err
-		}
-		delivered = delivery.Channelled(o, settings)
-		hot = delivered
-	}
-	if !delivered {
-		if latest != nil && delivery.Open(latest.Status.State) && latest.Status.State != "" {
+	// Hot config is delivered through its channels.
+	hot := delivery.Channelled(o, settings)
+	if !hot && !delivery.Delivered(o, settings) {
+		if latest != nil && delivery.Placed(latest) {
 			why := "delivery is off for the namespace: plain rollouts take every consumer to the current content"
 			if settings.Delivery != nil {
 				why = "the config is gone or no longer rollout-mode: nothing is delivered"
@@ -290,10 +278,6 @@ func (d *deliveries) start(ctx context.Context, req reconcile.Request, src revis
 			return reconcile.Result{}, err
 		}
 	}
-	var latest *v1alpha1.ConfigDelivery
-	if len(recs) > 0 {
-		latest = recs[0]
-	}
 	var seen map[string]string
 	if reason := strings.TrimSpace(annotations[v1alpha1.BreakGlassAnnotation]); reason != "" {
 		seen = map[string]string{v1alpha1.BreakGlassSeenAnnotation: reason}
@@ -303,7 +287,7 @@ func (d *deliveries) start(ctx context.Context, req reconcile.Request, src revis
 		Spec: v1alpha1.ConfigDeliverySpec{
 			Config:   v1alpha1.ConfigRef{Kind: string(src.Kind), Name: src.Name},
 			Sequence: seq + 1, Policy: s.DeliveryPolicy, Settings: configpolicy.DeliveryDefaults(*s.Delivery), Hot: hot,
-			BreakGlass: delivery.BreakGlass(annotations, latest, governed),
+			BreakGlass: delivery.BreakGlass(annotations, delivery.Latest(recs, src), governed),
 		},
 	}
 	if err := d.client.Create(ctx, rec); err != nil {
@@ -329,7 +313,7 @@ func (d *deliveries) start(ctx context.Context, req reconcile.Request, src revis
 // supersede ends the open deliveries among older that rec replaces.
 func (d *deliveries) supersede(ctx context.Context, rec *v1alpha1.ConfigDelivery, older []*v1alpha1.ConfigDelivery) error {
 	for _, old := range older {
-		if old.Name != rec.Name && delivery.Open(old.Status.State) && old.Status.State != "" {
+		if old.Name != rec.Name && delivery.Placed(old) {
 			why := "a newer content of the config is delivered by " + rec.Name + "; workloads this delivery moved keep its revision until that one reaches them"
 			if err := d.apply(ctx, old, delivery.Finish(old, v1alpha1.DeliverySuperseded, delivery.ReasonNewerContent, why, "", time.Now())); err != nil {
 				return err

@@ -5,15 +5,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/reload"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -21,39 +22,86 @@ import (
 // records.
 const eventAction = "Deliver"
 
-// advance moves an open delivery on by one step (see delivery.Next). The
-// gate of the current wave is read only when the step depends on it.
+// advance moves an open delivery on by one step (see delivery.Next). When
+// the step depends on the gate, the controller looks once (look) at what
+// the gate and the checks read, and Next decides with it.
 func (d *deliveries) advance(ctx context.Context, rec *v1alpha1.ConfigDelivery) (reconcile.Result, error) {
 	obs := delivery.Observation{Now: time.Now(), LastProgressWrite: d.lastProgressWrite(rec.UID)}
 	step := delivery.Next(rec, obs)
 	if step.NeedsGate {
-		var g delivery.Gate
-		// The bake judges only its checks; a wave, the workloads of every
-		// wave judged (one, or every wave of an immediate delivery).
-		for _, i := range delivery.Judged(rec) {
-			gate := d.gate
-			if rec.Spec.Hot {
-				gate = d.hotGate
-			}
-			if err := gate(ctx, rec, i, &g); err != nil {
-				return reconcile.Result{}, err
-			}
+		seen, err := d.look(ctx, rec, obs.Now)
+		if err != nil {
+			return reconcile.Result{}, err
 		}
+		// The look takes a while; the time the step counts with is the
+		// time it saw the workloads.
+		obs.Now = time.Now()
+		gate := delivery.Judge(rec, seen, obs.Now)
 		// Checks measure a healthy wave only: Next drops what they would
 		// say of one that is not, so the queries would be wasted.
-		var ms []delivery.Measurement
-		if g.Healthy() {
-			var err error
-			if ms, err = d.measure(ctx, rec); err != nil {
+		if gate.Healthy() {
+			if obs.Measurements, err = d.measure(ctx, rec, seen); err != nil {
 				return reconcile.Result{}, err
 			}
 		}
-		// The gate's reads take a while; the time the step counts with is
-		// the time it saw the workloads.
-		obs.Gate, obs.Measurements, obs.Now = &g, ms, time.Now()
+		obs.Gate = &gate
 		step = delivery.Next(rec, obs)
 	}
 	return d.take(ctx, rec, step)
+}
+
+// look reads, once, what the gate and the checks of rec read now
+// (delivery.Seen): the workloads of the waves looked at
+// (delivery.Looked), the pods that read the delivered config, in one
+// lookup of the pods index, and for hot config what its channels hold and
+// the content their wanted snapshots carry.
+func (d *deliveries) look(ctx context.Context, rec *v1alpha1.ConfigDelivery, now time.Time) (delivery.Seen, error) {
+	src, ns := delivery.Delivers(rec), rec.Namespace
+	seen := delivery.Seen{Workloads: map[v1alpha1.DeliveryTarget]workload.Object{}}
+	waves := delivery.Looked(rec, now)
+	names := []string{src.Name}
+	if rec.Spec.Hot {
+		names = names[:0]
+		for _, i := range waves {
+			names = append(names, rec.Status.Waves[i].Channel)
+		}
+		held, err := channel.List(ctx, d.cache, ns, src.Kind, src.Name)
+		if err != nil {
+			return seen, err
+		}
+		seen.Channels, seen.Contents = map[string]string{}, map[string]string{}
+		for _, h := range held {
+			seen.Channels[h.Name] = h.Content
+		}
+		key := d.opts.Keys.Current().Bytes()
+		for _, i := range delivery.Judged(rec) {
+			w := &rec.Status.Waves[i]
+			snap := delivery.Want(delivery.Ask{Record: rec, Config: src, Current: rec.Status.To, Holder: delivery.Holder{Wave: w.Name}, Held: seen.Channels[w.Channel]}).Revision
+			o, err := d.inv.Get(ctx, src.Kind, ns, snap)
+			if err != nil {
+				return seen, err
+			}
+			if o.Exists {
+				// Reports name a channel's content as its original's.
+				seen.Contents[snap] = reload.ContentID(key, ns, string(src.Kind), src.Name, o.KeyDigests)
+			}
+		}
+	} else {
+		for _, i := range waves {
+			for _, t := range rec.Status.Waves[i].Workloads {
+				w, found, err := d.get(ctx, ns, t)
+				if err != nil {
+					return seen, err
+				}
+				if found {
+					seen.Workloads[t] = w
+				}
+			}
+		}
+	}
+	var err error
+	seen.Pods, err = d.inv.PodsReading(ctx, ns, src.Kind, names...)
+	return seen, err
 }
 
 // take applies a step and asks for the next look when it says.
@@ -111,32 +159,6 @@ func (d *deliveries) record(ctx context.Context, rec *v1alpha1.ConfigDelivery, e
 	}
 }
 
-// gate judges the workloads of started wave i into g (see
-// delivery.HealthOf).
-func (d *deliveries) gate(ctx context.Context, rec *v1alpha1.ConfigDelivery, i int, g *delivery.Gate) error {
-	src := delivered(rec)
-	for _, t := range rec.Status.Waves[i].Workloads {
-		w, found, err := d.get(ctx, rec.Namespace, t)
-		if err != nil {
-			return err
-		}
-		if !found {
-			continue // deleted: nothing to wait for
-		}
-		to := rec.Status.To
-		if delivery.RolledBack(rec, i) {
-			to = t.From
-		}
-		pods, err := d.pods(ctx, w)
-		if err != nil {
-			return err
-		}
-		state, msg := delivery.HealthOf(w, src, to, pods)
-		g.Add(t, state, msg)
-	}
-	return nil
-}
-
 // get reads a delivery target from the cache.
 func (d *deliveries) get(ctx context.Context, ns string, t v1alpha1.DeliveryTarget) (workload.Object, bool, error) {
 	for _, typ := range d.types {
@@ -150,29 +172,6 @@ func (d *deliveries) get(ctx context.Context, ns string, t v1alpha1.DeliveryTarg
 		return typ.Wrap(obj), true, nil
 	}
 	return workload.Object{}, false, nil
-}
-
-// pods lists a workload's pods by its selector, from the cache.
-func (d *deliveries) pods(ctx context.Context, w workload.Object) ([]*corev1.Pod, error) {
-	sel := w.Selector()
-	if sel == nil {
-		return nil, nil
-	}
-	s, err := metav1.LabelSelectorAsSelector(sel)
-	if err != nil || s.Empty() {
-		return nil, nil
-	}
-	var list corev1.PodList
-	if err := d.client.List(ctx, &list, client.InNamespace(w.Obj.GetNamespace()), client.MatchingLabelsSelector{Selector: s}); err != nil {
-		return nil, err
-	}
-	out := make([]*corev1.Pod, 0, len(list.Items))
-	for i := range list.Items {
-		if p := &list.Items[i]; p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-			out = append(out, p)
-		}
-	}
-	return out, nil
 }
 
 // lastProgressWrite is when the gate progress of record uid was last

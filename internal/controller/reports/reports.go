@@ -36,7 +36,7 @@ import (
 	"github.com/configward/configward/internal/configschema"
 	"github.com/configward/configward/internal/controller"
 	"github.com/configward/configward/internal/csiversions"
-	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/deliveryrecords"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/flapping"
 	"github.com/configward/configward/internal/hashkey"
@@ -84,8 +84,9 @@ type Options struct {
 	// Policies give each namespace's rollout settings and the rules whose
 	// findings on existing workloads the Reports carry.
 	Policies *configpolicy.Store
-	// Deliveries say which consumers a delivery keeps on their revision.
-	Deliveries *delivery.Pinner
+	// Records are the delivery records, which say which consumers a
+	// delivery keeps on their revision.
+	Records *deliveryrecords.Reader
 	// Flapping tells the config whose changes hold its consumers' rollouts.
 	Flapping *flapping.Tracker
 }
@@ -262,7 +263,7 @@ func (d *driftController) statuses(ctx context.Context, ns string, byWorkload ma
 				}
 			}
 			carried := w.Stamp()
-			facts, err := stamp.Sources{Inventory: d.inv, Deliveries: d.opts.Deliveries}.Gather(ctx, stamp.Subject{Workload: w, Spec: spec,
+			facts, err := stamp.Sources{Inventory: d.inv, Records: d.opts.Records}.Gather(ctx, stamp.Subject{Workload: w, Spec: spec,
 				Policy: settings, Key: key, Versions: carried.SecretVersions, Rolled: versions.Rolled, Stored: &carried})
 			if err != nil {
 				return nil, nil, err
@@ -281,7 +282,7 @@ func (d *driftController) statuses(ctx context.Context, ns string, byWorkload ma
 				TemplateHold: templateHold,
 				PodHold:      drift.PodHoldOf(w),
 			}, drift.CountPods(wanted, byWorkload[obj.GetUID()]))
-			s.Unpinned = unpinned(settings, carried, facts)
+			s.Unpinned = facts.UnpinnedBecause(carried)
 			s.Changed, s.ChangedAt = d.opts.Causes.Last(dk)
 			rotated := csiversions.Causes(versions.Rotated)
 			if len(s.Changed) == 0 || !names(s.Changed, rotated) {
@@ -396,23 +397,4 @@ func names(causes, want []string) bool {
 		}
 	}
 	return true
-}
-
-// unpinned says why a workload's revision reads config it counts unpinned:
-// snapshots cannot be written in its namespace, and its template names
-// none, or names ones not written (its pods are refused until configward
-// takes them out).
-func unpinned(p configpolicy.NamespacePolicy, carried workload.Stamp, f stamp.Facts) string {
-	if p.SnapshotsBlocked == "" || f.Counted == 0 {
-		return ""
-	}
-	for _, snap := range stamp.Snapshots(carried) {
-		if f.Unwritten[snap] {
-			return "its revision names snapshots that cannot be written (" + p.SnapshotsBlocked + "): its new pods are refused until configward takes them out of its template"
-		}
-	}
-	if carried.Snapshots == "" {
-		return "config snapshots cannot be written in its namespace (" + p.SnapshotsBlocked + "), so its revision reads the originals as they are now"
-	}
-	return ""
 }

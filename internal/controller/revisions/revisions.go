@@ -29,6 +29,7 @@ import (
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
+	"github.com/configward/configward/internal/stamp"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -143,11 +144,13 @@ func (r *revisions) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	if settings.Revisions {
 		key := r.opts.Snapshots.keys.Current().Bytes()
 		for _, p := range n.bare {
-			snaps, err := r.inv.Snapshots(ctx, key, ns, refs.ConsumedBy(&p.Spec), settings.RevisionSecrets, nil)
+			// What the bare Pod's stamp names, as the webhook decided it.
+			w, _ := r.inv.Registry().For(p)
+			facts, err := stamp.Sources{Inventory: r.inv}.Gather(ctx, stamp.Subject{Workload: w, Spec: &p.Spec, Policy: settings, Key: key})
 			if err != nil {
 				return reconcile.Result{}, err
 			}
-			n.creators = append(n.creators, snaps)
+			n.creators = append(n.creators, facts.Snapshots)
 		}
 		for _, snaps := range n.creators {
 			if err := r.opts.Snapshots.Ensure(ctx, ns, snaps); err != nil {

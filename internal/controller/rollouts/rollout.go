@@ -37,13 +37,12 @@ import (
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/controller/revisions"
 	"github.com/configward/configward/internal/csiversions"
-	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/deliveryrecords"
 	"github.com/configward/configward/internal/drift"
 	"github.com/configward/configward/internal/flapping"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
-	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/stamp"
 	"github.com/configward/configward/internal/workload"
 )
@@ -83,10 +82,11 @@ type Options struct {
 	// changes (a rotation), every stamped workload is re-examined, and so
 	// re-stamped once, at Rate.
 	Keys *hashkey.Source
-	// Deliveries pin the consumers a config delivery has not reached: the
-	// controller re-stamps a consumer of delivered config only with the
-	// revision its delivery assigns (nil: no delivery).
-	Deliveries *delivery.Pinner
+	// Records are the delivery records, which pin the consumers a config
+	// delivery has not reached: the controller re-stamps a consumer of
+	// delivered config only with the revision its delivery assigns (nil:
+	// no delivery).
+	Records *deliveryrecords.Reader
 	// Causes is where the controller records which config objects changed
 	// for which workload; the drift controller reads it. Nil: a log of
 	// its own.
@@ -130,7 +130,7 @@ func Setup(mgr ctrl.Manager, inv *inventory.Inventory, opts Options) error {
 			pace:     pace,
 			keys:     opts.Keys,
 			causes:   opts.Causes,
-			pinner:   opts.Deliveries,
+			records:  opts.Records,
 			flapping: opts.Flapping,
 		}
 		obj := t.New()
@@ -180,9 +180,6 @@ func controllerName(t *workload.Type) string {
 }
 
 type rollout struct {
-	// waited holds the workloads whose stale hash had no logged cause at
-	// the last look (see firstLookWithoutCause).
-	waited   sync.Map
 	client   client.Client
 	inv      *inventory.Inventory
 	typ      *workload.Type
@@ -193,14 +190,15 @@ type rollout struct {
 	pace     *rate.Limiter
 	keys     *hashkey.Source
 	causes   *drift.Causes
-	pinner   *delivery.Pinner
+	records  *deliveryrecords.Reader
 	flapping *flapping.Tracker
-	// heldSince holds, per workload held by flapping config, the start of
-	// the episode its Event was recorded for.
-	heldSince sync.Map
-	// unstuck holds the workloads whose last stamp written did not stick
-	// whole: their next look compares the whole stamp, not only the hash.
-	unstuck sync.Map
+	// What the controller keeps between looks, per workload: waited, the
+	// last look found its hash stale with no logged change (step.wait);
+	// episodes, the flapping episode reported (time.Time); unstuck, its
+	// last stamp written did not stick whole, so the next look compares
+	// the whole stamp, not only the hash; turns, its reserved turn at the
+	// pace (*rate.Reservation).
+	waited, episodes, unstuck, turns sync.Map
 }
 
 // key names a workload of the controller's kind in the change log.
@@ -208,18 +206,8 @@ func (r *rollout) key(nn types.NamespacedName) drift.Key {
 	return drift.Key{Group: r.typ.Group, Kind: r.typ.Kind.Kind, NamespacedName: nn}
 }
 
-// firstLookWithoutCause reports whether this is the first reconcile to find
-// nn's hash stale with no logged cause; the next one acts on it, with or
-// without a cause by then.
-func (r *rollout) firstLookWithoutCause(nn types.NamespacedName) bool {
-	_, waited := r.waited.LoadOrStore(nn, true)
-	if waited {
-		r.waited.Delete(nn)
-	}
-	return !waited
-}
-
-// putBack keeps the causes of a reconcile that failed for its retry.
+// putBack keeps the causes of a reconcile that did not roll them out (it
+// failed, or waits) for the next look.
 func (r *rollout) putBack(nn types.NamespacedName, changed []string) {
 	r.causes.PutBack(r.key(nn), changed, time.Now())
 }
@@ -239,256 +227,220 @@ func (r *rollout) everyWorkload(ctx context.Context, _ client.Object) []reconcil
 	return out
 }
 
+// Reconcile looks at a workload once, decides a step (next), and acts on
+// it; the changes logged for the workload go back to the log when the
+// step did not roll them out.
 func (r *rollout) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	changed := r.causes.Take(r.key(req.NamespacedName))
-	// The first look decides whether to wait for a turn at all; the stamp
-	// is decided again after the wait.
-	first, err := r.look(ctx, req, len(changed) > 0)
-	if first.w.Obj == nil || err != nil {
-		r.waited.Delete(req.NamespacedName)
-		if err != nil {
-			r.putBack(req.NamespacedName, changed)
-		}
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+	s, w, err := r.look(ctx, req, changed)
+	res, keep := reconcile.Result{}, true
+	if err == nil {
+		res, keep, err = r.act(ctx, req.NamespacedName, s, w, next(s, r.window))
 	}
-	if len(first.versions.Rotated) > 0 {
-		// The driver reported new versions: that is the cause, logged like
-		// a changed object so the drift controller names it too.
-		for _, c := range csiversions.Causes(first.versions.Rotated) {
-			r.causes.Add(r.key(req.NamespacedName), c, time.Now())
-		}
-		changed = r.causes.Take(r.key(req.NamespacedName))
+	if keep || err != nil {
+		r.putBack(req.NamespacedName, s.changed)
 	}
-	if len(changed) > 0 {
-		r.waited.Delete(req.NamespacedName)
-	} else if r.firstLookWithoutCause(req.NamespacedName) {
-		// The template is stale and no change was logged for it: the
-		// change that made it stale may be in the cache already while the
-		// handler that logs it has not run (this reconcile came from
-		// another event). Wait the batch window for it, as a logged change
-		// would have, so the Event names what changed.
-		return reconcile.Result{RequeueAfter: max(r.window, time.Millisecond)}, nil
-	}
-	what := "its config"
-	if len(changed) > 0 {
-		what = strings.Join(changed, ", ")
-	}
-	if res, held, err := r.held(ctx, req, first, what, changed); held || err != nil {
-		return res, err
-	}
+	return res, err
+}
 
-	// Wait for this rollout's turn, then decide again on what the cache
-	// holds by then: a change made meanwhile joins this rollout.
-	if err := r.pace.Wait(ctx); err != nil {
-		r.putBack(req.NamespacedName, changed)
-		return reconcile.Result{}, err
+// look reads what one step decides on: the workload, what its template
+// should carry (stamp.Early, else stamp.Gather once and stamp.Decide), the
+// flapping config that may hold it, and what the controller keeps in
+// memory for it. Before the facts are gathered, the snapshots its revision
+// names are written where they are not yet, and the CSI secret versions
+// its pods report are read (a rotation is a change: logged, and in
+// changed).
+func (r *rollout) look(ctx context.Context, req reconcile.Request, changed []string) (seen, workload.Object, error) {
+	nn := req.NamespacedName
+	s := seen{now: time.Now(), kind: r.typ.Kind.Kind, changed: changed, nextRun: r.typ.NextRunTakesTemplate}
+	_, s.waited = r.waited.Load(nn)
+	if t, ok := r.turns.Load(nn); ok {
+		s.turn = t.(turn).at
 	}
-	l, err := r.look(ctx, req, len(changed) > 0)
-	if l.w.Obj == nil || err != nil {
-		if err != nil {
-			r.putBack(req.NamespacedName, changed)
+	if e, ok := r.episodes.Load(nn); ok {
+		s.episode, s.reported = e.(time.Time), true
+	}
+	w := r.typ.Wrap(r.typ.New())
+	if err := r.client.Get(ctx, nn, w.Obj); err != nil {
+		return s, w, client.IgnoreNotFound(err)
+	}
+	s.found, s.carried, s.hold = true, w.Stamp(), w.Hold()
+	policy, err := r.policies.For(ctx, r.client, req.Namespace)
+	if err != nil {
+		return s, w, err
+	}
+	// Declared kinds whose template is no pod spec were refused at
+	// admission; the spec read is then empty and counts nothing.
+	spec, _ := w.PodSpec()
+	csi := csiversions.Mounts(w, spec)
+	if s.decision, s.early = stamp.Early(stamp.Input{Workload: w, Facts: stamp.Facts{Policy: policy},
+		Look: stamp.Look{Changed: len(changed) > 0, Rotations: csi}}); s.early {
+		return s, w, nil
+	}
+	if err := r.ensureCarried(ctx, &policy, s.carried, req.Namespace); err != nil {
+		return s, w, err
+	}
+	versions := csiversions.Versions{Record: s.carried.SecretVersions}
+	if csi {
+		if versions, err = r.csiVersions(ctx, w, spec, policy); err != nil {
+			return s, w, err
 		}
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+		if len(versions.Rotated) > 0 {
+			// The driver reported new versions: that is the cause, logged
+			// like a changed object so the drift controller names it too.
+			for _, c := range csiversions.Causes(versions.Rotated) {
+				r.causes.Add(r.key(nn), c, s.now)
+			}
+			s.changed = append(s.changed, r.causes.Take(r.key(nn))...)
+		}
+		s.carried = w.Stamp()
 	}
-	if res, held, err := r.held(ctx, req, l, what, changed); held || err != nil {
-		return res, err // it started flapping during the wait
+	facts, err := r.sources().Gather(ctx, stamp.Subject{Workload: w, Spec: spec, Policy: policy, Key: r.keys.Current().Bytes(),
+		Versions: versions.Record, Rolled: versions.Rolled, Stored: &s.carried})
+	if err != nil {
+		return s, w, err
 	}
-	w, want := l.w, l.d.Want
-	if l.policy.Revisions {
-		// A revision is rolled out only once every snapshot it names is
-		// written: its pods would be refused, or read other bytes.
-		if err := r.snaps.Ensure(ctx, req.Namespace, stamp.Snapshots(want)); err != nil {
-			r.putBack(req.NamespacedName, changed)
+	var isFlapping bool
+	s.flappingKey, s.flapping, isFlapping = r.flapping.Input(policy.Flapping, req.Namespace, spec, r.inv.Rolls(ctx, req.Namespace))
+	s.threshold, s.revisions, s.snapshotsBlocked = policy.Flapping, policy.Revisions, policy.SnapshotsBlocked
+	_, unstuck := r.unstuck.Load(nn)
+	s.decision = stamp.Decide(stamp.Input{Workload: w, Facts: facts,
+		Look: stamp.Look{Changed: len(s.changed) > 0, Exact: unstuck, Flapping: isFlapping}})
+	return s, w, nil
+}
+
+// csiVersions reads the secret versions w's pods report; a baseline, or
+// versions seen changing with none new, is recorded on the workload's
+// metadata at once (it rolls nothing).
+func (r *rollout) csiVersions(ctx context.Context, w workload.Object, spec *corev1.PodSpec, policy configpolicy.NamespacePolicy) (csiversions.Versions, error) {
+	cl := csiversions.Look{Client: r.client, Inventory: r.inv, Key: r.keys.Current()}
+	v, err := cl.Versions(ctx, w, spec, policy.Secrets)
+	if err != nil || !v.Write || len(v.Rotated) > 0 {
+		return v, err
+	}
+	if err := r.recordVersions(ctx, w, v); err != nil {
+		return v, err
+	}
+	v.Write = false
+	return v, nil
+}
+
+// turn is a workload's reserved turn at the controller-wide pace.
+type turn struct {
+	at          time.Time
+	reservation *rate.Reservation
+}
+
+// act carries out st for the workload w the look saw: it remembers what
+// the next look reads, takes the workload's turn, writes the snapshots and
+// the stamp, checks that the stamp stuck, then records the Events and
+// metrics. keep says the logged changes go back to the log.
+func (r *rollout) act(ctx context.Context, nn types.NamespacedName, s seen, w workload.Object, st step) (reconcile.Result, bool, error) {
+	r.remember(nn, s.now, st)
+	res := reconcile.Result{RequeueAfter: st.requeue}
+	if st.write != nil {
+		var done bool
+		var err error
+		if res, done, err = r.write(ctx, nn, s, w, st); !done {
+			return res, true, err
+		}
+	}
+	r.report(ctx, w, s, st)
+	return res, st.keep, nil
+}
+
+// remember keeps what the next look at nn reads.
+func (r *rollout) remember(nn types.NamespacedName, now time.Time, st step) {
+	switch {
+	case st.wait:
+		r.waited.Store(nn, true)
+	case st.forgetWait:
+		r.waited.Delete(nn)
+	}
+	switch {
+	case st.rememberEpisode:
+		r.episodes.Store(nn, st.episode)
+	case st.forgetEpisode:
+		r.episodes.Delete(nn)
+	}
+	if !st.cancelTurn {
+		return
+	}
+	if t, ok := r.turns.LoadAndDelete(nn); ok {
+		// Given back: the rate's next turn goes to another workload.
+		t.(turn).reservation.CancelAt(now)
+	}
+}
+
+// write takes the workload's turn (waiting for it by a requeue), writes
+// the snapshots its stamp names, then the stamp, and checks that the whole
+// stamp stuck. done says the stamp is written; otherwise res says when to
+// look again, or err why not.
+func (r *rollout) write(ctx context.Context, nn types.NamespacedName, s seen, w workload.Object, st step) (res reconcile.Result, done bool, err error) {
+	if st.takeTurn {
+		res := r.pace.ReserveN(s.now, 1)
+		if wait := res.DelayFrom(s.now); wait > 0 {
+			r.turns.Store(nn, turn{at: s.now.Add(wait), reservation: res})
+			return reconcile.Result{RequeueAfter: wait}, false, nil
+		}
+	}
+	r.turns.Delete(nn) // taken
+	if len(st.snapshots) > 0 {
+		if err := r.snaps.Ensure(ctx, nn.Namespace, st.snapshots); err != nil {
 			r.events.Eventf(w.Obj, nil, corev1.EventTypeWarning, "ConfigRevisionBlocked", "Rollout",
-				"%s changed, but a snapshot of the new config could not be written (%v): its pods keep the revision they run until it can", what, err)
+				"%s changed, but a snapshot of the new config could not be written (%v): its pods keep the revision they run until it can", st.what, err)
 			switch {
 			case revisions.BlockedReason(err) == "changed":
-				return reconcile.Result{RequeueAfter: time.Second}, nil // the next look names the newer content
+				return reconcile.Result{RequeueAfter: time.Second}, false, nil // the next look names the newer content
 			case revisions.Blocked(err):
 				// Nothing changes until someone acts (the Event says who):
 				// look again at the pace the namespace is probed, rather
 				// than retry the write as fast as the queue allows.
-				return reconcile.Result{RequeueAfter: blockedRetry}, nil
+				return reconcile.Result{RequeueAfter: blockedRetry}, false, nil
 			}
-			return reconcile.Result{}, err
+			return reconcile.Result{}, false, err
 		}
 	}
-
 	before := w.Obj.DeepCopyObject().(client.Object)
-	w.SetStamp(want)
+	w.SetStamp(*st.write)
 	// The optimistic lock makes a concurrent writer win; the conflict
 	// retries and the stamp is decided again on the fresh object.
 	if err := r.client.Patch(ctx, w.Obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		// Keep the causes for the retry, which the error schedules.
-		r.putBack(req.NamespacedName, changed)
-		return reconcile.Result{}, err
+		return reconcile.Result{}, false, err
 	}
-	if stored := w.Stamp(); stored != want {
+	if w.Stamp() != *st.write {
 		// The mutating webhook stamps what its own view computes; a
 		// replica that has not seen the change yet (or the ConfigPolicy
 		// that turns revisions on) writes back an older hash, or drops
 		// the snapshots, and the pods would run other config than the
 		// stamp says. Try again once its view has caught up, comparing
 		// the whole stamp then: the hash alone may already look current.
-		r.unstuck.Store(req.NamespacedName, true)
-		r.putBack(req.NamespacedName, changed)
-		return reconcile.Result{RequeueAfter: time.Second}, nil
+		r.unstuck.Store(nn, true)
+		return reconcile.Result{RequeueAfter: retryStuck}, false, nil
 	}
-	r.unstuck.Delete(req.NamespacedName)
-	hash := want.Hash
-	log := ctrl.LoggerFrom(ctx)
-	if hold := w.Hold(); hold.Reason != "" {
-		rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, hold.Reason).Inc()
-		log.Info("config changed; pod template updated, pods not replaced", "kind", r.typ.Kind.Kind, "changed", changed, "reason", hold.Reason)
-		r.events.Eventf(w.Obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
-			"%s changed: updated %s to %s, but %s: running pods keep the old config until %s",
-			what, v1alpha1.ConfigHashAnnotation, hash, hold.Why, hold.Until)
-		return reconcile.Result{}, nil
+	r.unstuck.Delete(nn)
+	return reconcile.Result{RequeueAfter: st.requeue}, true, nil
+}
+
+// report records a step's Events, metrics and log line.
+func (r *rollout) report(ctx context.Context, w workload.Object, s seen, st step) {
+	if st.skipped != "" {
+		rolloutsSkipped.WithLabelValues(s.kind, st.skipped).Inc()
 	}
-	rolloutsTriggered.WithLabelValues(r.typ.Kind.Kind).Inc()
-	if len(l.d.Unpinned) > 0 {
-		log.Info("revision unpinned: its snapshots cannot be written", "kind", r.typ.Kind.Kind, "unpinned", l.d.Unpinned, "why", l.policy.SnapshotsBlocked)
-		r.events.Eventf(w.Obj, nil, corev1.EventTypeWarning, "ConfigRevisionBlocked", "Rollout",
-			"snapshots of %s cannot be written in namespace %s (%s): configward took them out of the pod template, so its pods start and read them as they are now. "+
-				"Let configward's controller write them (its ConfigPolicy's RevisionsReady condition says what refuses it); pods are pinned again at its next change after that",
-			unpinnedList(l.d.Unpinned), req.Namespace, l.policy.SnapshotsBlocked)
-		return reconcile.Result{}, nil
+	if st.triggered {
+		rolloutsTriggered.WithLabelValues(s.kind).Inc()
 	}
-	log.Info("config changed; rolling workload", "kind", r.typ.Kind.Kind, "changed", changed, "hash", hash)
-	effect := "which rolls the pods through the workload's own update strategy"
-	if r.typ.NextRunTakesTemplate {
-		effect = "which the next Job it starts uses; Jobs already started keep theirs"
+	if st.log != "" {
+		ctrl.LoggerFrom(ctx).Info(st.log, "kind", s.kind, "changed", s.changed, "hash", s.decision.Want.Hash, "hold", st.skipped, "flapping", s.flappingKey.Object())
 	}
-	r.events.Eventf(w.Obj, nil, corev1.EventTypeNormal, "ConfigChanged", "Rollout",
-		"%s changed: updated %s to %s, %s", what, v1alpha1.ConfigHashAnnotation, hash, effect)
-	return reconcile.Result{}, nil
+	for _, e := range st.events {
+		r.events.Eventf(w.Obj, nil, e.typ, e.reason, "Rollout", "%s", e.message)
+	}
 }
 
 // blockedRetry is how soon a rollout whose snapshot a quota, RBAC or an
 // admission webhook refuses is tried again.
 const blockedRetry = 15 * time.Second
-
-// held acts on a look whose stamp a hold keeps: a Job's immutable
-// template is reported once per change; flapping config holds the
-// workload until it has been stable for its window, recorded once per
-// episode, with the logged causes kept for the rollout that follows.
-func (r *rollout) held(ctx context.Context, req reconcile.Request, l look, what string, changed []string) (reconcile.Result, bool, error) {
-	switch l.d.Hold {
-	case drift.Hold{}:
-		r.heldSince.Delete(req.NamespacedName)
-		return reconcile.Result{}, false, nil
-	case drift.Flapping:
-	case drift.JobImmutable:
-		// A Job's pod template is immutable; the next Job picks the change up.
-		if len(changed) > 0 {
-			rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.JobImmutable.Reason).Inc()
-			r.events.Eventf(l.w.Obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
-				"%s changed, but %s: running pods keep the old config and a new Job is needed to use the new one", what, drift.JobImmutable.Why)
-		}
-		return reconcile.Result{}, true, nil
-	case drift.ConfigMissing:
-		if len(changed) > 0 {
-			rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.ConfigMissing.Reason).Inc()
-		}
-		return reconcile.Result{}, true, nil
-	default:
-		return reconcile.Result{}, true, nil
-	}
-	r.putBack(req.NamespacedName, changed)
-	th, rec := l.policy.Flapping, l.flapping
-	if prev, ok := r.heldSince.Swap(req.NamespacedName, rec.Since); !ok || !prev.(time.Time).Equal(rec.Since) {
-		rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.Flapping.Reason).Inc()
-		ctrl.LoggerFrom(ctx).Info("config changed; not rolled while config it consumes is flapping", "kind", r.typ.Kind.Kind, "flapping", l.flappingKey.Object())
-		r.events.Eventf(l.w.Obj, nil, corev1.EventTypeWarning, "ConfigChangedNotRolled", "Rollout",
-			"%s changed, but %s is flapping (%s; last written by %q; see its ConfigFlapping Event): running pods keep the config they run until it has been unchanged for %s",
-			what, l.flappingKey.Object(), th, rec.Writer, th.Window)
-	}
-	return reconcile.Result{RequeueAfter: time.Until(rec.Until(th)) + time.Second}, true, nil
-}
-
-// look is one look at a workload: what its template should carry
-// (stamp.Decide), with what the controller needs to act on it.
-type look struct {
-	// w is the workload; nil when there is nothing to do (it is gone,
-	// carries what it should, or a hold keeps it with nothing to report).
-	w        workload.Object
-	d        stamp.Decision
-	policy   configpolicy.NamespacePolicy
-	versions csiversions.Versions
-	// flappingKey and flapping name the config that holds it, and since
-	// when.
-	flappingKey flapping.Key
-	flapping    flapping.Record
-}
-
-// look reads the workload and decides its stamp. changed says whether
-// config it consumes changed since the last reconcile.
-func (r *rollout) look(ctx context.Context, req reconcile.Request, changed bool) (look, error) {
-	w := r.typ.Wrap(r.typ.New())
-	if err := r.client.Get(ctx, req.NamespacedName, w.Obj); err != nil {
-		return look{}, err
-	}
-	// What the object alone says costs no look at the cache (a Job's
-	// immutability is reported only when its hash is stale: see held).
-	if hold, held := stamp.Held(w, nil); held && hold != drift.JobImmutable {
-		if changed && hold == drift.OptedOut {
-			rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.OptedOut.Reason).Inc()
-		}
-		return look{}, nil
-	}
-	// Declared kinds whose template is no pod spec were refused at
-	// admission; the spec read is then empty and counts nothing.
-	spec, _ := w.PodSpec()
-	csi := csiversions.Mounts(w, spec)
-	carried := w.Stamp()
-	if carried.Hash == "" && !changed && !csi {
-		return look{}, nil // installing configward restarts nothing
-	}
-	policy, err := r.policies.For(ctx, r.client, req.Namespace)
-	if err != nil {
-		return look{}, err
-	}
-	if !policy.Rollouts {
-		if changed {
-			rolloutsSkipped.WithLabelValues(r.typ.Kind.Kind, drift.PolicyDisabled.Reason).Inc()
-		}
-		return look{}, nil
-	}
-	if err := r.ensureCarried(ctx, &policy, carried, req.Namespace); err != nil {
-		return look{}, err
-	}
-	l := look{w: w, policy: policy, versions: csiversions.Versions{Record: carried.SecretVersions}}
-	if csi {
-		cl := csiversions.Look{Client: r.client, Inventory: r.inv, Key: r.keys.Current()}
-		if l.versions, err = cl.Versions(ctx, w, spec, policy.Secrets); err != nil {
-			return look{}, err
-		}
-		if l.versions.Write && len(l.versions.Rotated) == 0 {
-			// A baseline, or versions seen changing with none new: recorded
-			// on the workload's metadata, which rolls nothing.
-			if err := r.recordVersions(ctx, w, l.versions); err != nil {
-				return look{}, err
-			}
-			l.versions.Write = false
-		}
-		carried = w.Stamp()
-	}
-	facts, err := r.sources().Gather(ctx, stamp.Subject{Workload: w, Spec: spec, Policy: policy, Key: r.keys.Current().Bytes(),
-		Versions: l.versions.Record, Rolled: l.versions.Rolled, Stored: &carried})
-	if err != nil {
-		return look{}, err
-	}
-	var isFlapping bool
-	l.flappingKey, l.flapping, isFlapping = r.flapping.Input(policy.Flapping, req.Namespace, spec, r.inv.Rolls(ctx, req.Namespace))
-	_, unstuck := r.unstuck.Load(req.NamespacedName)
-	l.d = stamp.Decide(stamp.Input{Workload: w, Facts: facts,
-		Look: stamp.Look{Changed: changed || len(l.versions.Rotated) > 0, Exact: unstuck, Flapping: isFlapping}})
-	if !l.d.Writes(carried) && (l.d.Hold.Reason == "" || l.d.Want.Hash == carried.Hash) {
-		// Nothing to write, and nothing held back to report.
-		return look{}, nil
-	}
-	return l, nil
-}
 
 // ensureCarried writes the snapshots the workload's revision names, if
 // they are not yet: its pods are refused until they are, and the webhook
@@ -517,7 +469,7 @@ func (r *rollout) ensureCarried(ctx context.Context, policy *configpolicy.Namesp
 }
 
 func (r *rollout) sources() stamp.Sources {
-	return stamp.Sources{Inventory: r.inv, Deliveries: r.pinner}
+	return stamp.Sources{Inventory: r.inv, Records: r.records}
 }
 
 // The rollout controller reads config and workloads, patches pod templates
@@ -528,11 +480,3 @@ func (r *rollout) sources() stamp.Sources {
 // +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-
-func unpinnedList(srcs []revision.Source) string {
-	names := make([]string, len(srcs))
-	for i, src := range srcs {
-		names[i] = src.String()
-	}
-	return strings.Join(names, ", ")
-}

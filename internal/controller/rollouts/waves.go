@@ -14,7 +14,6 @@ import (
 	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
-	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -22,16 +21,15 @@ import (
 // its consumers then move only when their wave starts, so a change need
 // not put each of them through the queue ahead of the first wave.
 func (r *rollout) deliveredInWaves(ctx context.Context, kind refs.Kind, obj client.Object) bool {
-	if r.pinner == nil {
+	if r.records == nil {
 		return false
 	}
 	s, err := r.policies.For(ctx, r.client, obj.GetNamespace())
 	if err != nil || s.Delivery == nil {
 		return false
 	}
-	_, delivered, err := r.pinner.Delivered(ctx, obj.GetNamespace(), s,
-		revision.Source{Kind: kind, Name: obj.GetName()})
-	return err == nil && delivered
+	o, err := r.inv.Get(ctx, kind, obj.GetNamespace(), obj.GetName())
+	return err == nil && delivery.Delivered(o, s)
 }
 
 // wavesStarted enqueues the workloads of the controller's kind that a
@@ -49,22 +47,13 @@ func (r *rollout) wavesStarted(ctx context.Context, obj client.Object) []reconci
 	if !ok {
 		return nil
 	}
+	moved := delivery.Moved(rec)
 	var waves []v1alpha1.WaveStatus
-	last := false
-	switch {
-	case rec.Status.State == v1alpha1.DeliveryCancelled:
-		waves, last = rec.Status.Waves, true
-	case delivery.Open(rec.Status.State):
-		// The current wave, and every wave judged with it or rolled back
-		// with it (an immediate delivery's, a failed bake's).
-		cur := delivery.CurrentWave(rec)
-		for i, w := range rec.Status.Waves {
-			if i == cur || delivery.RolledBack(rec, i) || (w.StartedAt != nil && w.CompletedAt == nil) {
-				waves = append(waves, w)
-			}
-		}
-		last = cur >= 0 && cur == len(rec.Status.Waves)-1
+	for _, i := range moved {
+		waves = append(waves, rec.Status.Waves[i])
 	}
+	// Consumers created during the delivery belong to the last wave.
+	last := len(moved) > 0 && moved[len(moved)-1] == len(rec.Status.Waves)-1
 	kind := r.typ.RecordKind()
 	src := inventory.IndexValue(refs.Kind(rec.Spec.Config.Kind), rec.Spec.Config.Name)
 	seen := map[string]bool{}

@@ -1,0 +1,174 @@
+package delivery
+
+import (
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/workload"
+)
+
+// Seen is what one look at an open delivery saw, gathered once by the
+// controller (the waves Looked names): Judge decides the gate from it, and
+// Groups the pods and workloads each check measures.
+type Seen struct {
+	// Workloads are the targets of the waves looked at, as the cache has
+	// them; a target that is gone is absent.
+	Workloads map[v1alpha1.DeliveryTarget]workload.Object
+	// Pods are the pods that read the delivered config, by the name they
+	// read it through: the original (every revision of restart-based
+	// config, pinned to a snapshot or not), or one of its channels (hot
+	// config). Pods that ended are left out; pods being deleted are not.
+	Pods map[string][]*corev1.Pod
+	// Channels is what each channel of the record's waves holds (its
+	// content's snapshot), by channel name; one not written is absent.
+	Channels map[string]string
+	// Contents are the content IDs (reload.ContentID) of the snapshots the
+	// judged waves' channels take, by snapshot: what their pods' reload
+	// agents report; a snapshot not in the cache yet is absent.
+	Contents map[string]string
+}
+
+// Looked are the waves of rec whose workloads and pods a look at now
+// reads: those the gate judges, and where checks are due, the groups they
+// measure (the current wave and the rest after it; every wave in the bake).
+func Looked(rec *v1alpha1.ConfigDelivery, now time.Time) []int {
+	out := Judged(rec)
+	if due, _ := Due(rec, now); len(due) == 0 {
+		return out
+	}
+	from := max(CurrentWave(rec), 0)
+	if rec.Status.Bake != nil {
+		from = 0
+	}
+	for i := from; i < len(rec.Status.Waves); i++ {
+		if !slices.Contains(out, i) {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Judge is the gate of rec's judged waves, as seen: each workload of a
+// restart-based wave by HealthOf, each pod of a hot wave by HotHealthOf.
+// What each must hold is Want's answer.
+func Judge(rec *v1alpha1.ConfigDelivery, seen Seen, now time.Time) Gate {
+	var g Gate
+	src := Delivers(rec)
+	for _, i := range Judged(rec) {
+		wave := &rec.Status.Waves[i]
+		if rec.Spec.Hot {
+			judgeHot(rec, wave, seen, now, &g)
+			continue
+		}
+		for _, t := range wave.Workloads {
+			w, found := seen.Workloads[t]
+			if !found {
+				continue // deleted: nothing to wait for
+			}
+			want := Want(Ask{Record: rec, Config: src, Current: rec.Status.To, Holder: Holder{Kind: t.Kind, Name: t.Name}})
+			state, msg := HealthOf(w, src, want.Revision, PodsOf(w, seen.Pods[src.Name]))
+			g.Add(t, state, msg)
+		}
+	}
+	return g
+}
+
+// judgeHot judges the pods of one started wave of hot config into g: they
+// can have the delivered content only once their channel holds it.
+func judgeHot(rec *v1alpha1.ConfigDelivery, wave *v1alpha1.WaveStatus, seen Seen, now time.Time, g *Gate) {
+	src := Delivers(rec)
+	held := seen.Channels[wave.Channel]
+	want := Want(Ask{Record: rec, Config: src, Current: rec.Status.To, Holder: Holder{Wave: wave.Name}, Held: held}).Revision
+	content, cached := seen.Contents[want]
+	switch {
+	case !cached:
+		g.Progressing = append(g.Progressing, "the snapshot "+want+" the channel takes (not in the cache yet)")
+		return
+	case held != want:
+		g.Progressing = append(g.Progressing, "channel "+wave.Channel+" (not written with the content yet)")
+		return
+	}
+	s := configpolicy.DeliveryDefaults(rec.Spec.Settings)
+	propagation := time.Duration(*s.PropagationSeconds) * time.Second
+	for _, p := range seen.Pods[wave.Channel] {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		// Reports name a channel's content as its original's.
+		state, msg := HotHealthOf(p, src.String(), content, wave.StartedAt.Time, propagation, now)
+		g.Add(v1alpha1.DeliveryTarget{Kind: "Pod", Name: p.Name}, state, msg)
+	}
+}
+
+// PodsOf are the pods of pods that w's selector selects in its namespace:
+// a workload without a selector, or with an empty one, selects none.
+func PodsOf(w workload.Object, pods []*corev1.Pod) []*corev1.Pod {
+	sel := w.Selector()
+	if sel == nil {
+		return nil
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil || s.Empty() {
+		return nil
+	}
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if p.Namespace == w.Obj.GetNamespace() && s.Matches(labels.Set(p.Labels)) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Group is what one check measurement is about: the pods and workloads of
+// a wave, of the rest, or of every wave.
+type Group struct {
+	Pods, Workloads []string
+	Targets         []v1alpha1.DeliveryTarget
+}
+
+// Groups are the groups a measurement of rec's checks compares, as seen:
+// the current wave's and the rest's (the waves after it), or, in the bake,
+// every wave's (no rest). A restart-based wave's pods are its workloads'
+// live ones; a hot wave's, those mounting its channel.
+func Groups(rec *v1alpha1.ConfigDelivery, seen Seen, bake bool) (wave, rest Group) {
+	cur := CurrentWave(rec)
+	src := Delivers(rec)
+	for i := range rec.Status.Waves {
+		g := &rest
+		switch {
+		case bake || i == cur:
+			g = &wave
+		case i < cur:
+			continue
+		}
+		w := &rec.Status.Waves[i]
+		for _, t := range w.Workloads {
+			g.Workloads = append(g.Workloads, t.Name)
+			g.Targets = append(g.Targets, t)
+		}
+		var pods []*corev1.Pod
+		if rec.Spec.Hot {
+			pods = seen.Pods[w.Channel]
+		} else {
+			for _, t := range w.Workloads {
+				if o, found := seen.Workloads[t]; found {
+					pods = append(pods, PodsOf(o, seen.Pods[src.Name])...)
+				}
+			}
+		}
+		for _, p := range pods {
+			if p.DeletionTimestamp == nil {
+				g.Pods = append(g.Pods, p.Name)
+			}
+		}
+	}
+	return wave, rest
+}
