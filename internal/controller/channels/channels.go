@@ -209,60 +209,32 @@ func (c *channels) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	mounted := func(h channel.Held) bool { return len(mounting[h.Name]) > 0 }
-	current := ""
-	if o.Exists {
-		current = c.inv.SnapshotName(c.opts.Keys.Current().Bytes(), o)
+	l := look{config: src, exists: o.Exists, channelled: delivery.Channelled(o, policy), held: held, mounted: map[string]bool{}}
+	for _, h := range held {
+		l.mounted[h.Name] = len(mounting[h.Name]) > 0
 	}
-	want := map[string]string{} // wave to the snapshot its channel holds
-	if delivery.Channelled(o, policy) {
+	if o.Exists {
+		l.current = c.inv.SnapshotName(c.opts.Keys.Current().Bytes(), o)
+	}
+	if l.channelled {
 		// Every content a channel takes has a snapshot: a delivery of the
 		// next change starts from it (its From), and a rollback writes it
 		// back.
-		if err := c.opts.Snapshots.Ensure(ctx, ns, revision.Snapshots{src: current}); err != nil {
+		if err := c.opts.Snapshots.Ensure(ctx, ns, revision.Snapshots{src: l.current}); err != nil {
 			return reconcile.Result{}, fmt.Errorf("writing the snapshot of %s %s/%s that its channels hold: %w", src.Kind, ns, src.Name, err)
 		}
-		rec, err := c.opts.Records.Latest(ctx, ns, src)
-		if err != nil {
+		if l.record, err = c.opts.Records.Latest(ctx, ns, src); err != nil {
 			return reconcile.Result{}, err
 		}
-		// A channel not written yet takes the content of now, unless its
-		// wave waits with another.
-		content := func(wave, held string) string {
-			want := delivery.Want(delivery.Ask{Record: rec, Config: src, Current: current, Holder: delivery.Holder{Wave: wave}, Held: held})
-			return cmp.Or(want.Revision, current)
-		}
-		for _, w := range policy.Delivery.Waves {
-			want[w.Name] = content(w.Name, held[w.Name].Content)
-		}
-		for wave, h := range held {
-			if _, inPolicy := want[wave]; !inPolicy && mounted(h) {
-				want[wave] = content(wave, h.Content)
-			}
-		}
-	} else if o.Exists {
-		// Delivery off, or the config no longer hot: the channels pods
-		// still mount follow the config as it is.
-		for wave, h := range held {
-			if mounted(h) {
-				want[wave] = current
-			}
-		}
-	} else {
-		// The original is gone: pods that mount its channels keep what
-		// they hold.
-		for wave, h := range held {
-			if mounted(h) {
-				want[wave] = h.Content
-			}
-		}
+		l.waves = policy.Delivery.Waves
 	}
+	want := contents(l)
 	var errs []error
 	for wave, snap := range want {
 		if h, ok := held[wave]; ok && h.Content == snap {
 			continue
 		}
-		if err := c.write(ctx, ns, src, wave, snap, current, held[wave]); err != nil {
+		if err := c.write(ctx, ns, src, wave, snap, l.current, held[wave]); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -342,4 +314,62 @@ func (c *channels) blocked(ctx context.Context, ns string, src revision.Source, 
 	}
 	c.events.Eventf(o, nil, corev1.EventTypeWarning, "ConfigChannelBlocked", "WriteChannel",
 		"channel %s cannot be written (%v): the pods that mount it keep the content they have until it can", name, err)
+}
+
+// look is what the controller saw of one config's channels.
+type look struct {
+	config revision.Source
+	// exists: the original exists; current names the snapshot of its
+	// content now.
+	exists  bool
+	current string
+	// channelled: it reaches pods through channels now
+	// (delivery.Channelled), by the waves of the policy in force, and
+	// record is its latest delivery (nil: none).
+	channelled bool
+	waves      []v1alpha1.Wave
+	record     *v1alpha1.ConfigDelivery
+	// held are its channels by wave, and mounted says, by channel name,
+	// whether a live pod mounts it.
+	held    map[string]channel.Held
+	mounted map[string]bool
+}
+
+// contents decides the snapshot each channel of the config holds, by wave;
+// a channel left out is deleted. Channelled config has a channel for each
+// wave of the policy, and keeps one of a wave gone from it while a pod
+// mounts it; each holds what its wave should now (delivery.Want), and one
+// not written yet the content of now. Otherwise (delivery off, or the
+// config no longer hot) the channels pods still mount follow the config as
+// it is, or, where the original is gone, keep what they hold.
+func contents(l look) map[string]string {
+	want := map[string]string{}
+	switch {
+	case l.channelled:
+		content := func(wave, held string) string {
+			w := delivery.Want(delivery.Ask{Record: l.record, Config: l.config, Current: l.current, Holder: delivery.Holder{Wave: wave}, Held: held})
+			return cmp.Or(w.Revision, l.current)
+		}
+		for _, w := range l.waves {
+			want[w.Name] = content(w.Name, l.held[w.Name].Content)
+		}
+		for wave, h := range l.held {
+			if _, inPolicy := want[wave]; !inPolicy && l.mounted[h.Name] {
+				want[wave] = content(wave, h.Content)
+			}
+		}
+	case l.exists:
+		for wave, h := range l.held {
+			if l.mounted[h.Name] {
+				want[wave] = l.current
+			}
+		}
+	default:
+		for wave, h := range l.held {
+			if l.mounted[h.Name] {
+				want[wave] = h.Content
+			}
+		}
+	}
+	return want
 }

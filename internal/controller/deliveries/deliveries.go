@@ -197,35 +197,74 @@ func (d *deliveries) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	// Hot config is delivered through its channels.
 	hot := delivery.Channelled(o, settings)
-	if !hot && !delivery.Delivered(o, settings) {
-		if latest != nil && delivery.Placed(latest) {
-			why := "delivery is off for the namespace: plain rollouts take every consumer to the current content"
-			if settings.Delivery != nil {
-				why = "the config is gone or no longer rollout-mode: nothing is delivered"
-			}
-			return reconcile.Result{}, d.apply(ctx, latest, delivery.Finish(latest, v1alpha1.DeliveryCancelled, delivery.ReasonNotDelivered, why, "", time.Now()))
-		}
-		return reconcile.Result{}, nil
+	current := ""
+	if o.Exists {
+		current = d.inv.SnapshotName(d.opts.Keys.Current().Bytes(), o)
 	}
-	current := d.inv.SnapshotName(d.opts.Keys.Current().Bytes(), o)
-	switch {
-	case latest != nil && latest.Status.State == "":
-		// Created by a leader that stopped before it wrote the placement.
+	switch what(latest, hot || delivery.Delivered(o, settings), hot, current) {
+	case cancel:
+		why := "delivery is off for the namespace: plain rollouts take every consumer to the current content"
+		if settings.Delivery != nil {
+			why = "the config is gone or no longer rollout-mode: nothing is delivered"
+		}
+		return reconcile.Result{}, d.apply(ctx, latest, delivery.Finish(latest, v1alpha1.DeliveryCancelled, delivery.ReasonNotDelivered, why, "", time.Now()))
+	case place:
 		if latest.Spec.Hot {
 			return d.placeHot(ctx, latest, recs, src, current)
 		}
 		return d.place(ctx, latest, recs, src, current, settings)
-	case latest == nil || latest.Status.To != current || latest.Status.State == v1alpha1.DeliveryCancelled || latest.Spec.Hot != hot:
+	case start:
 		if hot {
 			return d.maybeStartHot(ctx, req, src, current, settings, recs, o.Annotations)
 		}
 		return d.maybeStart(ctx, req, src, current, settings, recs, o.Annotations)
-	}
-	d.forgetChange(req.NamespacedName)
-	if !delivery.Open(latest.Status.State) {
+	case prune:
+		d.forgetChange(req.NamespacedName)
 		return reconcile.Result{}, d.prune(ctx, recs)
+	case advance:
+		d.forgetChange(req.NamespacedName)
+		return d.advance(ctx, latest)
 	}
-	return d.advance(ctx, latest)
+	return reconcile.Result{}, nil
+}
+
+// action is what a look at one config's deliveries does.
+type action int
+
+const (
+	none action = iota
+	// cancel the latest delivery: the config is no longer delivered.
+	cancel
+	// place the latest record, whose creator stopped before it wrote the
+	// placement.
+	place
+	// start a delivery of the content of now, once the batch window has
+	// passed and a consumer is behind it.
+	start
+	// prune the finished records beyond those kept.
+	prune
+	// advance the open delivery of the content of now by one step.
+	advance
+)
+
+// what decides what a look at one config's deliveries does: latest is its
+// newest record (nil: none), delivered whether its changes are delivered in
+// waves now (hot: through channels), current the snapshot of its content
+// now.
+func what(latest *v1alpha1.ConfigDelivery, delivered, hot bool, current string) action {
+	switch {
+	case !delivered && latest != nil && delivery.Placed(latest):
+		return cancel
+	case !delivered:
+		return none
+	case latest != nil && latest.Status.State == "":
+		return place
+	case latest == nil || latest.Status.To != current || latest.Status.State == v1alpha1.DeliveryCancelled || latest.Spec.Hot != hot:
+		return start
+	case !delivery.Open(latest.Status.State):
+		return prune
+	}
+	return advance
 }
 
 // maybeStart starts a delivery of current once a consumer is behind it and

@@ -1,0 +1,186 @@
+package delivery
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/reload"
+	"github.com/configward/configward/internal/workload"
+)
+
+// deployment is Deployment name of the record's namespace, selecting its
+// pods by app=name, its template stamped with snapshot snap of ConfigMap
+// app and hash, its rollout done.
+func deployment(name, snap, hash string) workload.Object {
+	t, _ := workload.Builtin().Type(schema.GroupKind{Group: "apps", Kind: "Deployment"})
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Generation: 2},
+		Spec: appsv1.DeploymentSpec{Replicas: new(int32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}}
+	w := t.Wrap(d)
+	w.SetStamp(workload.Stamp{Hash: hash, Snapshots: "ConfigMap/app=" + snap})
+	return w
+}
+
+// pod is a live pod of app in the record's namespace, with the config hash
+// of its revision, ready or not.
+func pod(name, app, hash string, ready bool) *corev1.Pod {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{"app": app},
+		Annotations: map[string]string{v1alpha1.ConfigHashAnnotation: hash}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}}}
+}
+
+func TestPodsOf(t *testing.T) {
+	a := deployment("a", "app-2b", "h2")
+	other := pod("b-1", "b", "h2", true)
+	elsewhere := pod("a-x", "a", "h2", true)
+	elsewhere.Namespace = "other"
+	got := PodsOf(a, []*corev1.Pod{pod("a-1", "a", "h2", true), other, elsewhere, pod("a-2", "a", "h1", false)})
+	var names []string
+	for _, p := range got {
+		names = append(names, p.Name)
+	}
+	if !slices.Equal(names, []string{"a-1", "a-2"}) {
+		t.Errorf("PodsOf = %v, want the pods its selector selects in its namespace", names)
+	}
+	none := deployment("n", "app-2b", "h2")
+	none.Obj.(*appsv1.Deployment).Spec.Selector = &metav1.LabelSelector{}
+	if got := PodsOf(none, []*corev1.Pod{other}); got != nil {
+		t.Errorf("an empty selector selects %d pods, want none", len(got))
+	}
+}
+
+// The gate of a restart-based wave: each workload by HealthOf against the
+// revision Want gives it, its pods found among those that read the config.
+func TestJudgeRestartBased(t *testing.T) {
+	rec := record(started(1, time.Minute)) // the early wave (b, c) started
+	seen := Seen{
+		Workloads: map[v1alpha1.DeliveryTarget]workload.Object{
+			{Kind: "Deployment", Name: "b", From: "app-1a"}: deployment("b", "app-2b", "h2"),
+			{Kind: "Deployment", Name: "c", From: "app-1a"}: deployment("c", "app-1a", "h1"),
+		},
+		Pods: map[string][]*corev1.Pod{"app": {pod("b-1", "b", "h2", false), pod("c-1", "c", "h1", true)}},
+	}
+	g := Judge(rec, seen, t0)
+	if g.Healthy() || g.Failed != "" {
+		t.Fatalf("gate %+v: want waiting", g)
+	}
+	want := []string{
+		"Deployment b (pod b-1 of the delivered revision is not ready)",
+		"Deployment c (waiting for its template to be stamped with the delivered revision)",
+	}
+	if got := append(slices.Clone(g.Unready), g.Progressing...); !slices.Equal(got, want) {
+		t.Errorf("waiting for %q, want %q", got, want)
+	}
+	// Stamped and ready: healthy. A target deleted is not waited for.
+	seen.Workloads[v1alpha1.DeliveryTarget{Kind: "Deployment", Name: "c", From: "app-1a"}] = deployment("c", "app-2b", "h2")
+	seen.Pods["app"] = []*corev1.Pod{pod("b-1", "b", "h2", true), pod("c-1", "c", "h2", true)}
+	delete(seen.Workloads, v1alpha1.DeliveryTarget{Kind: "Deployment", Name: "b", From: "app-1a"})
+	if g := Judge(rec, seen, t0); !g.Healthy() {
+		t.Errorf("gate %+v: want healthy", g)
+	}
+	// The canary, completed, is not judged again.
+	if g := Judge(record(started(1, time.Minute)), Seen{}, t0); !g.Healthy() {
+		t.Errorf("gate %+v: want healthy (no workload of the judged wave left)", g)
+	}
+}
+
+// The gate of a hot wave: its channel must hold the delivered snapshot,
+// whose content its pods' agents report.
+func TestJudgeHot(t *testing.T) {
+	soak := int32(0)
+	prop := int32(30)
+	rec := &v1alpha1.ConfigDelivery{
+		Spec: v1alpha1.ConfigDeliverySpec{Config: v1alpha1.ConfigRef{Kind: "ConfigMap", Name: "flags"}, Hot: true,
+			Settings: v1alpha1.DeliverySettings{SoakSeconds: &soak, PropagationSeconds: &prop}},
+		Status: v1alpha1.ConfigDeliveryStatus{State: v1alpha1.DeliveryProgressing, To: "flags-2b", From: "flags-1a", Waves: []v1alpha1.WaveStatus{
+			{Name: "canary", Channel: "flags-ch-canary", From: "flags-1a", StartedAt: ago(time.Minute)},
+			{Name: "rest", Channel: "flags-ch-rest", From: "flags-1a"},
+		}},
+	}
+	agentPod := func(name, content, result string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}, Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: reload.AgentContainer}}},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue},
+				reload.Condition([]reload.PodEntry{{Config: "ConfigMap/flags", Content: content, Result: result}})}}}
+		return p
+	}
+	deleting := agentPod("p-gone", "other", reload.Applied)
+	deleting.DeletionTimestamp = ago(0)
+	for _, tc := range []struct {
+		name string
+		seen Seen
+		want string
+	}{
+		{"the delivered snapshot not in the cache yet", Seen{Channels: map[string]string{"flags-ch-canary": "flags-2b"}},
+			"progressing: the snapshot flags-2b the channel takes (not in the cache yet)"},
+		{"the channel not written yet", Seen{Channels: map[string]string{"flags-ch-canary": "flags-1a"}, Contents: map[string]string{"flags-2b": "c2"}},
+			"progressing: channel flags-ch-canary (not written with the content yet)"},
+		{"a pod has not reported it", Seen{Channels: map[string]string{"flags-ch-canary": "flags-2b"}, Contents: map[string]string{"flags-2b": "c2"},
+			Pods: map[string][]*corev1.Pod{"flags-ch-canary": {agentPod("p-1", "c2", reload.Applied), agentPod("p-2", "c1", reload.Applied)}}},
+			"progressing: Pod p-2 (has not reported the content yet)"},
+		{"every pod applied it; one being deleted is not judged", Seen{Channels: map[string]string{"flags-ch-canary": "flags-2b"}, Contents: map[string]string{"flags-2b": "c2"},
+			Pods: map[string][]*corev1.Pod{"flags-ch-canary": {agentPod("p-1", "c2", reload.Applied), deleting}, "flags-ch-rest": {agentPod("p-3", "c1", reload.Applied)}}},
+			"healthy"},
+		{"a pod rejected it", Seen{Channels: map[string]string{"flags-ch-canary": "flags-2b"}, Contents: map[string]string{"flags-2b": "c2"},
+			Pods: map[string][]*corev1.Pod{"flags-ch-canary": {agentPod("p-1", "c2", reload.Rejected)}}},
+			"failed: Pod p-1: its program rejected the content: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := Judge(rec, tc.seen, t0)
+			got := "healthy"
+			switch {
+			case g.Failed != "":
+				got = "failed: " + g.Failed
+			case !g.Healthy():
+				got = "progressing: " + strings.Join(append(g.Progressing, g.Unready...), ", ")
+			}
+			if got != tc.want {
+				t.Errorf("%s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLookedAndGroups(t *testing.T) {
+	rec := record(defaultCheck, started(1, 5*time.Minute), soaking(2*time.Minute)) // early soaks; its check is due
+	if got := Looked(rec, t0); !slices.Equal(got, []int{1, 2}) {
+		t.Errorf("Looked = %v, want the judged wave and the rest after it (its checks compare with them)", got)
+	}
+	if got := Looked(record(started(1, 5*time.Minute)), t0); !slices.Equal(got, []int{1}) {
+		t.Errorf("Looked without checks = %v, want the judged wave only", got)
+	}
+	seen := Seen{
+		Workloads: map[v1alpha1.DeliveryTarget]workload.Object{},
+		Pods:      map[string][]*corev1.Pod{"app": {pod("b-1", "b", "h2", true), pod("c-1", "c", "h2", true), pod("d-1", "d", "h1", true)}},
+	}
+	for _, w := range rec.Status.Waves {
+		for _, t := range w.Workloads {
+			seen.Workloads[t] = deployment(t.Name, "app-1a", "h1")
+		}
+	}
+	gone := pod("d-2", "d", "h1", true)
+	gone.DeletionTimestamp = ago(0)
+	seen.Pods["app"] = append(seen.Pods["app"], gone)
+	wave, rest := Groups(rec, seen, false)
+	if !slices.Equal(wave.Workloads, []string{"b", "c"}) || !slices.Equal(wave.Pods, []string{"b-1", "c-1"}) || len(wave.Targets) != 2 {
+		t.Errorf("wave %+v", wave)
+	}
+	if !slices.Equal(rest.Workloads, []string{"d"}) || !slices.Equal(rest.Pods, []string{"d-1"}) {
+		t.Errorf("rest %+v: want d's live pods, not the canary's (completed) nor one being deleted", rest)
+	}
+	all, none := Groups(rec, seen, true)
+	if len(all.Workloads) != 4 || len(none.Workloads) != 0 {
+		t.Errorf("the bake's groups: %+v and %+v, want every wave and no rest", all, none)
+	}
+}
