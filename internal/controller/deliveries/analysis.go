@@ -43,9 +43,10 @@ type PrometheusDefault struct {
 // queryTimeout bounds one query.
 const queryTimeout = 10 * time.Second
 
-// measure takes the checks due for rec now, over the groups seen.
-func (d *deliveries) measure(ctx context.Context, rec *v1alpha1.ConfigDelivery, seen delivery.Seen) ([]delivery.Measurement, error) {
-	due, bake := delivery.Due(rec, time.Now())
+// measure takes the checks due for rec at the look at now, over the
+// groups it saw (which delivery.Looked chose by the same checks due).
+func (d *deliveries) measure(ctx context.Context, rec *v1alpha1.ConfigDelivery, seen delivery.Seen, now time.Time) ([]delivery.Measurement, error) {
+	due, bake := delivery.Due(rec, now)
 	if len(due) == 0 {
 		return nil, nil
 	}

@@ -29,7 +29,8 @@ func (d *deliveries) advance(ctx context.Context, rec *v1alpha1.ConfigDelivery) 
 	obs := delivery.Observation{Now: time.Now(), LastProgressWrite: d.lastProgressWrite(rec.UID)}
 	step := delivery.Next(rec, obs)
 	if step.NeedsGate {
-		seen, err := d.look(ctx, rec, obs.Now)
+		looked := obs.Now
+		seen, err := d.look(ctx, rec, looked)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -40,7 +41,7 @@ func (d *deliveries) advance(ctx context.Context, rec *v1alpha1.ConfigDelivery) 
 		// Checks measure a healthy wave only: Next drops what they would
 		// say of one that is not, so the queries would be wasted.
 		if gate.Healthy() {
-			if obs.Measurements, err = d.measure(ctx, rec, seen); err != nil {
+			if obs.Measurements, err = d.measure(ctx, rec, seen, looked); err != nil {
 				return reconcile.Result{}, err
 			}
 		}
