@@ -22,7 +22,7 @@ import (
 func deployment(name, snap, hash string) workload.Object {
 	t, _ := workload.Builtin().Type(schema.GroupKind{Group: "apps", Kind: "Deployment"})
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Generation: 2},
-		Spec: appsv1.DeploymentSpec{Replicas: new(int32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}},
+		Spec:   appsv1.DeploymentSpec{Replicas: new(int32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}},
 		Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}}
 	w := t.Wrap(d)
 	w.SetStamp(workload.Stamp{Hash: hash, Snapshots: "ConfigMap/app=" + snap})

@@ -20,6 +20,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/configward/configward/internal/controller/rollouts"
 	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/rules"
 	"github.com/configward/configward/test/framework"
@@ -118,6 +119,7 @@ func TestEventsTable(t *testing.T) {
 	}
 	emitted = append(emitted, rules.EventReason(rules.SubpathConfig))
 	emitted = append(emitted, delivery.EventReasons()...)
+	emitted = append(emitted, rollouts.EventReasons()...)
 	sameSet(t, "Event reason", emitted, documented)
 }
 

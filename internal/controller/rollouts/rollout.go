@@ -387,7 +387,7 @@ func (r *rollout) write(ctx context.Context, nn types.NamespacedName, s seen, w 
 	r.turns.Delete(nn) // taken
 	if len(st.snapshots) > 0 {
 		if err := r.snaps.Ensure(ctx, nn.Namespace, st.snapshots); err != nil {
-			r.events.Eventf(w.Obj, nil, corev1.EventTypeWarning, "ConfigRevisionBlocked", "Rollout",
+			r.events.Eventf(w.Obj, nil, corev1.EventTypeWarning, EventBlocked, "Rollout",
 				"%s changed, but a snapshot of the new config could not be written (%v): its pods keep the revision they run until it can", st.what, err)
 			switch {
 			case revisions.BlockedReason(err) == "changed":

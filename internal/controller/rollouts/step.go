@@ -95,9 +95,23 @@ type step struct {
 	what string
 }
 
+// notice is an Event a step asks for, on the workload.
 type notice struct {
 	typ, reason, message string
 }
+
+// Reasons of the Events the rollout controller records on workloads.
+const (
+	EventChanged   = "ConfigChanged"
+	EventNotRolled = "ConfigChangedNotRolled"
+	// EventBlocked: a snapshot of the new revision cannot be written, or the
+	// revision goes out unpinned because none can.
+	EventBlocked = "ConfigRevisionBlocked"
+)
+
+// EventReasons are the reasons of every Event the rollout controller
+// records.
+func EventReasons() []string { return []string{EventChanged, EventNotRolled, EventBlocked} }
 
 // retryStuck is how soon a stamp that did not stick whole is written again:
 // the webhook replica that answered had an older view.
@@ -161,12 +175,12 @@ func next(s seen, window time.Duration) step {
 	case s.hold.Reason != "":
 		st.skipped = s.hold.Reason
 		st.log = "config changed; pod template updated, pods not replaced"
-		st.events = []notice{{corev1.EventTypeWarning, "ConfigChangedNotRolled", fmt.Sprintf(
+		st.events = []notice{{corev1.EventTypeWarning, EventNotRolled, fmt.Sprintf(
 			"%s changed: updated %s to %s, but %s: running pods keep the old config until %s", st.what, v1alpha1.ConfigHashAnnotation, want.Hash, s.hold.Why, s.hold.Until)}}
 	case len(d.Unpinned) > 0:
 		st.triggered = true
 		st.log = "revision unpinned: its snapshots cannot be written"
-		st.events = []notice{{corev1.EventTypeWarning, "ConfigRevisionBlocked", fmt.Sprintf(
+		st.events = []notice{{corev1.EventTypeWarning, EventBlocked, fmt.Sprintf(
 			"snapshots of %s cannot be written in its namespace (%s): configward took them out of the pod template, so its pods start and read them as they are now. "+
 				"Let configward's controller write them (its ConfigPolicy's RevisionsReady condition says what refuses it); pods are pinned again at its next change after that",
 			unpinnedList(d.Unpinned), s.snapshotsBlocked)}}
@@ -177,7 +191,7 @@ func next(s seen, window time.Duration) step {
 		if s.nextRun {
 			effect = "which the next Job it starts uses; Jobs already started keep theirs"
 		}
-		st.events = []notice{{corev1.EventTypeNormal, "ConfigChanged", fmt.Sprintf(
+		st.events = []notice{{corev1.EventTypeNormal, EventChanged, fmt.Sprintf(
 			"%s changed: updated %s to %s, %s", st.what, v1alpha1.ConfigHashAnnotation, want.Hash, effect)}}
 	}
 	return st
@@ -197,7 +211,7 @@ func held(s seen, st step) step {
 		if !s.reported || !s.episode.Equal(s.flapping.Since) {
 			st.skipped = drift.Flapping.Reason
 			st.log = "config changed; not rolled while config it consumes is flapping"
-			st.events = []notice{{corev1.EventTypeWarning, "ConfigChangedNotRolled", fmt.Sprintf(
+			st.events = []notice{{corev1.EventTypeWarning, EventNotRolled, fmt.Sprintf(
 				"%s changed, but %s is flapping (%s; last written by %q; see its ConfigFlapping Event): running pods keep the config they run until it has been unchanged for %s",
 				st.what, s.flappingKey.Object(), s.threshold, s.flapping.Writer, s.threshold.Window)}}
 		}
@@ -205,7 +219,7 @@ func held(s seen, st step) step {
 		// A Job's pod template is immutable; the next Job picks the change up.
 		if changed {
 			st.skipped = drift.JobImmutable.Reason
-			st.events = []notice{{corev1.EventTypeWarning, "ConfigChangedNotRolled", fmt.Sprintf(
+			st.events = []notice{{corev1.EventTypeWarning, EventNotRolled, fmt.Sprintf(
 				"%s changed, but %s: running pods keep the old config and a new Job is needed to use the new one", st.what, drift.JobImmutable.Why)}}
 		}
 	case drift.ConfigMissing:
