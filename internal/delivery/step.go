@@ -197,7 +197,7 @@ type Metrics struct {
 func Next(rec *v1alpha1.ConfigDelivery, obs Observation) Step {
 	c := change{rec: rec, now: metav1.NewTime(obs.Now), step: Step{Status: rec.Status}}
 	state := rec.Status.State
-	if !Open(state) || state == "" {
+	if !Placed(rec) {
 		return c.step
 	}
 	if req := rec.Spec.Request; req != nil && req.ID != rec.Status.HandledRequest {
