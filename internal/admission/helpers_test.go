@@ -25,10 +25,9 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/configpolicy"
-	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/inventory/inventorytest"
 	"github.com/configward/configward/internal/scheme"
 	"github.com/configward/configward/internal/webhookserver"
-	"github.com/configward/configward/internal/workload"
 )
 
 // Shared fixtures of the handler tests. Nothing here runs an API server:
@@ -64,11 +63,12 @@ func serveReview(t *testing.T, h admission.Handler, contentType, body string) ad
 	return out
 }
 
-// newInventory is the inventory of a cache made by newCache, for the
-// built-in kinds, as inventory.Start returns it.
-func newInventory(c client.Reader) *inventory.Inventory {
-	return inventory.Over(c, workload.Builtin(), workload.Builtin().Kinds())
-}
+// newCache and newInventory are the manager's cache and the inventory over
+// it, as every handler test reads them (see inventorytest).
+var (
+	newCache     = inventorytest.Cache
+	newInventory = inventorytest.Inventory
+)
 
 // Kinds and resources the requests name.
 var (
@@ -88,78 +88,6 @@ var (
 )
 
 const testNS = "shop"
-
-// builderIndexer registers indexes on a fake client builder, so the
-// production index function (inventory.IndexConsumers) is the one in use.
-type builderIndexer struct{ b *fake.ClientBuilder }
-
-func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field string, fn client.IndexerFunc) error {
-	i.b.WithIndex(obj, field, fn)
-	return nil
-}
-
-// newCache returns a reader holding objs the way the manager's cache holds
-// them: ConfigMaps and Secrets digest-only (inventory.TransformConfigMap and
-// TransformSecret), every workload kind indexed by the config it consumes
-// (inventory.IndexConsumers). The transforms run on every read rather than
-// on the way in: the fake client stores objects as JSON, and the packed
-// digests of a transformed object are raw bytes that JSON does not keep
-// (the real cache keeps the Go object, never serialised).
-func newCache(t testing.TB, objs ...client.Object) client.Client {
-	t.Helper()
-	b := fake.NewClientBuilder().WithScheme(testScheme).WithObjects(objs...)
-	if err := inventory.IndexConsumers(context.Background(), builderIndexer{b}, workload.Builtin(), workload.Builtin().Kinds()); err != nil {
-		t.Fatal(err)
-	}
-	b.WithInterceptorFuncs(interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if err := c.Get(ctx, key, obj, opts...); err != nil {
-				return err
-			}
-			return digestOnly(obj)
-		},
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if err := c.List(ctx, list, opts...); err != nil {
-				return err
-			}
-			switch l := list.(type) {
-			case *corev1.ConfigMapList:
-				for i := range l.Items {
-					if err := digestOnly(&l.Items[i]); err != nil {
-						return err
-					}
-				}
-			case *corev1.SecretList:
-				for i := range l.Items {
-					if err := digestOnly(&l.Items[i]); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
-		},
-	})
-	return b.Build()
-}
-
-// digestOnly replaces a ConfigMap or Secret, in place, by its cached form.
-func digestOnly(obj client.Object) error {
-	switch o := obj.(type) {
-	case *corev1.ConfigMap:
-		out, err := inventory.TransformConfigMap(o)
-		if err != nil {
-			return err
-		}
-		*o = *out.(*corev1.ConfigMap)
-	case *corev1.Secret:
-		out, err := inventory.TransformSecret(o)
-		if err != nil {
-			return err
-		}
-		*o = *out.(*corev1.Secret)
-	}
-	return nil
-}
 
 // newLive returns a plain reader, standing in for the API server.
 func newLive(objs ...client.Object) client.Client {

@@ -8,7 +8,6 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
@@ -127,20 +126,11 @@ func anyTrue(m map[revision.Source]bool) bool {
 // owner is the top-level workload of pod, as its controller references
 // say (nil for a pod no workload controls, or whose owner is not known).
 func (c *Channels) owner(ctx context.Context, pod *corev1.Pod) (*delivery.PodOwner, error) {
-	top := c.Kinds.TopOwnerOf(ctx, c.Cache, pod)
-	if top == nil {
-		return nil, nil
-	}
-	t, ok := c.Kinds.Type(schemaGroupKind(top))
+	w, ok, err := c.Kinds.TopWorkloadOf(ctx, c.Cache, pod)
 	if !ok {
-		return nil, nil
+		return nil, err
 	}
-	o := t.New()
-	if err := c.Cache.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: top.Name}, o); err != nil || o.GetUID() != top.UID {
-		return nil, client.IgnoreNotFound(err)
-	}
-	w := t.Wrap(o)
-	return &delivery.PodOwner{Kind: t.RecordKind(), Name: o.GetName(), Labels: o.GetLabels(), Selector: w.Selector()}, nil
+	return &delivery.PodOwner{Kind: w.Type.RecordKind(), Name: w.Obj.GetName(), Labels: w.Obj.GetLabels(), Selector: w.Selector()}, nil
 }
 
 // inShare says whether wave, which takes a share of owner's pods

@@ -15,7 +15,10 @@ import (
 // SecretProviderClass's too where the driver's CRDs are served (a change of
 // its reload mode; its rotations are logged by the rollout that rolls them).
 func (inv *Inventory) ConfigKinds() map[refs.Kind]client.Object {
-	kinds := map[refs.Kind]client.Object{refs.ConfigMap: &corev1.ConfigMap{}, refs.Secret: &corev1.Secret{}}
+	kinds := map[refs.Kind]client.Object{}
+	for _, k := range ContentKinds() {
+		kinds[k] = NewObject(k)
+	}
 	if inv.CSIClasses() {
 		kinds[refs.SecretProviderClass] = ClassMetadata()
 	}

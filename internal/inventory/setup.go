@@ -5,13 +5,10 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -27,7 +24,8 @@ import (
 func Start(ctx context.Context, c cache.Cache, reg *workload.Registry, consumerKinds []workload.Kind) (*Inventory, error) {
 	inv := Over(c, reg, nil)
 	inv.snapshots = &snapshotIndex{}
-	for kind, o := range map[refs.Kind]client.Object{refs.ConfigMap: &corev1.ConfigMap{}, refs.Secret: &corev1.Secret{}} {
+	for _, kind := range ContentKinds() {
+		o := NewObject(kind)
 		informer, err := c.GetInformer(ctx, o)
 		if err != nil {
 			return nil, fmt.Errorf("starting informer for %T: %w", o, err)

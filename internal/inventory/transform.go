@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
-	"github.com/configward/configward/internal/digest"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -26,7 +25,7 @@ import (
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // TransformConfigMap keeps metadata and replaces data and binaryData with
-// per-key digests (see digest.KeyDigests), packed into one data entry.
+// per-key digests (KeyDigestsOf), packed into one data entry.
 func TransformConfigMap(obj any) (any, error) {
 	cm, ok := obj.(*corev1.ConfigMap)
 	if !ok || isPacked(len(cm.Data), hasKey(cm.Data, packedKey)) {
@@ -38,7 +37,7 @@ func TransformConfigMap(obj any) (any, error) {
 		TypeMeta:   cm.TypeMeta,
 		ObjectMeta: meta,
 		Immutable:  cm.Immutable,
-		Data:       map[string]string{packedKey: pack(digest.KeyDigests(cm.Data, cm.BinaryData))},
+		Data:       map[string]string{packedKey: pack(KeyDigestsOf(cm))},
 	}
 	return out, nil
 }
@@ -54,7 +53,7 @@ func TransformSecret(obj any) (any, error) {
 	if !ok || isPacked(len(s.Data), hasKey(s.Data, packedKey)) {
 		return obj, nil
 	}
-	data := map[string][]byte{packedKey: []byte(pack(digest.SecretKeyDigests(s.Data)))}
+	data := map[string][]byte{packedKey: []byte(pack(KeyDigestsOf(s)))}
 	meta := slimMeta(s.ObjectMeta)
 	meta.Annotations, meta.Labels = onlyConfigward(s.Annotations), onlyConfigward(s.Labels)
 	meta.ManagedFields = lastWriter(s.ManagedFields)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,7 @@ import (
 	"github.com/configward/configward/internal/freshness"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/reload"
+	"github.com/configward/configward/internal/reloadreports"
 	"github.com/configward/configward/internal/webhookserver"
 )
 
@@ -99,7 +101,7 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 // registerWebhooks builds the facts the handlers read (inventory, policies,
 // schemas, the hash key) on the manager's cache and registers every
 // handler. It returns the readiness checks of what must load first.
-func registerWebhooks(mgr ctrlmanager.Manager, srv *webhookserver.Server, o Webhook) ([]namedCheck, *agentServer, error) {
+func registerWebhooks(mgr ctrlmanager.Manager, srv *webhookserver.Server, o Webhook) ([]namedCheck, *reloadreports.Server, error) {
 	// Every workload kind, Pods included, is cached (without managed
 	// fields) so that a delete of config still in use is refused from
 	// memory; Namespaces (watchPolicies) for their labels and whether they
@@ -151,10 +153,16 @@ func registerWebhooks(mgr ctrlmanager.Manager, srv *webhookserver.Server, o Webh
 		Keys: keys, Policies: policies, Schemas: schemas, ChangeControl: changeControl, Recorder: rec, Records: deliveries,
 		Agent: reloadAgent(o.ReloadAgent),
 	})
-	var agents *agentServer
+	var agents *reloadreports.Server
 	if o.ReloadAgent.BindAddress != "" {
-		agents = newAgentServer(o, &admission.ReloadReports{Reviews: mgr.GetClient(), Pods: mgr.GetCache(), Inventory: inv, Writer: mgr.GetClient(),
-			Events: mgr.GetEventRecorder("configward-webhook"), Kinds: kinds, Keys: keys, Live: mgr.GetAPIReader()}, ctrl.Log.WithName("reload-agents"))
+		agents = &reloadreports.Server{
+			BindAddress: o.ReloadAgent.BindAddress,
+			CertPath:    filepath.Join(o.CertDir, o.CertName), KeyPath: filepath.Join(o.CertDir, o.KeyName),
+			IdleTimeout: o.IdleTimeout,
+			Log:         ctrl.Log.WithName("reload-agents"),
+			Handler: &reloadreports.Handler{Reviews: mgr.GetClient(), Pods: mgr.GetCache(), Inventory: inv, Writer: mgr.GetClient(),
+				Events: mgr.GetEventRecorder("configward-webhook"), Kinds: kinds, Keys: keys, Live: mgr.GetAPIReader()},
+		}
 		if err := mgr.Add(agents); err != nil {
 			return nil, nil, err
 		}

@@ -149,11 +149,20 @@ func (r *Registry) controller(obj metav1.Object) (*Type, bool) {
 	if ref == nil {
 		return nil, false
 	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil {
+	return r.TypeOfOwner(ref)
+}
+
+// TypeOfOwner is the kind of the registry an owner reference names, by its
+// group and Kind (a declared kind may share its Kind with a built-in one);
+// false for a kind the registry does not know or an apiVersion that does
+// not parse. Every reading of an owner reference as a workload kind goes
+// through here, so none compares kind names on its own.
+func (r *Registry) TypeOfOwner(ref *metav1.OwnerReference) (*Type, bool) {
+	gk, ok := ownerGroupKind(ref)
+	if !ok {
 		return nil, false
 	}
-	t, ok := r.byGK[schema.GroupKind{Group: gv.Group, Kind: ref.Kind}]
+	t, ok := r.byGK[gk]
 	return t, ok
 }
 
@@ -173,14 +182,44 @@ func (r *Registry) ControlledByWorkload(obj metav1.Object) bool {
 // (another UID), ends the walk. nil for an object without a controller.
 func (r *Registry) TopOwnerOf(ctx context.Context, c client.Reader, obj metav1.Object) *metav1.OwnerReference {
 	return TopOwner(metav1.GetControllerOf(obj), func(ref *metav1.OwnerReference) *metav1.OwnerReference {
-		t, ok := r.Type(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).GroupKind())
+		owner, ok, _ := r.read(ctx, c, obj.GetNamespace(), ref)
 		if !ok {
 			return nil
 		}
-		owner := t.New()
-		if err := c.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, owner); err != nil || owner.GetUID() != ref.UID {
-			return nil
-		}
-		return metav1.GetControllerOf(owner)
+		return metav1.GetControllerOf(owner.Obj)
 	})
+}
+
+// TopWorkloadOf is the top-level workload obj (a pod, say) belongs to, read
+// from c (a cache): TopOwnerOf's answer as an object of its kind. False for
+// an object no workload controls, or whose top-level owner is of a kind the
+// registry does not know, is not in c, or is another object of its name
+// (another UID); an error only where c fails to answer otherwise. The
+// pod-path webhook places a new pod in a wave by it and the reload reports
+// name the workload whose pod rejected a change: one walk, so both always
+// find the same workload.
+func (r *Registry) TopWorkloadOf(ctx context.Context, c client.Reader, obj metav1.Object) (Object, bool, error) {
+	top := r.TopOwnerOf(ctx, c, obj)
+	if top == nil {
+		return Object{}, false, nil
+	}
+	return r.read(ctx, c, obj.GetNamespace(), top)
+}
+
+// read is the object ref names in namespace, from c, when it is of a kind
+// of the registry and still the object ref was written for (same UID); the
+// error is c's, but for NotFound.
+func (r *Registry) read(ctx context.Context, c client.Reader, namespace string, ref *metav1.OwnerReference) (Object, bool, error) {
+	t, ok := r.TypeOfOwner(ref)
+	if !ok {
+		return Object{}, false, nil
+	}
+	o := t.New()
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, o); err != nil {
+		return Object{}, false, client.IgnoreNotFound(err)
+	}
+	if o.GetUID() != ref.UID {
+		return Object{}, false, nil
+	}
+	return t.Wrap(o), true, nil
 }

@@ -256,10 +256,16 @@ const maxOwnerHops = 2
 // runsPodsForOwner reports whether ref names an object of a built-in kind
 // that runs pods for an owner.
 func runsPodsForOwner(ref *metav1.OwnerReference) bool {
+	t, ok := builtin.TypeOfOwner(ref)
+	return ok && t.RunsPodsForOwner
+}
+
+// ownerGroupKind is the group and Kind an owner reference names; false
+// when its apiVersion does not parse (nothing can be of that kind).
+func ownerGroupKind(ref *metav1.OwnerReference) (schema.GroupKind, bool) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil {
-		return false
+		return schema.GroupKind{}, false
 	}
-	t, ok := builtin.byGK[schema.GroupKind{Group: gv.Group, Kind: ref.Kind}]
-	return ok && t.RunsPodsForOwner
+	return schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, true
 }

@@ -71,20 +71,16 @@ func pinnedPodReview(b testing.TB, ctx context.Context, c client.Client, inv *in
 		b.Fatalf("%d snapshots named (%v), want 10", len(snaps), err)
 	}
 	for src, name := range snaps {
-		key := client.ObjectKey{Namespace: admissionNamespace, Name: src.Name}
+		obj, _, err := inventory.ReadLive(ctx, c, src.Kind, client.ObjectKey{Namespace: admissionNamespace, Name: src.Name})
+		if err != nil {
+			b.Fatal(err)
+		}
 		var snap client.Object
-		if src.Kind == refs.Secret {
-			var s corev1.Secret
-			if err := c.Get(ctx, key, &s); err != nil {
-				b.Fatal(err)
-			}
-			snap = revision.SecretSnapshot(&s, name)
-		} else {
-			var cm corev1.ConfigMap
-			if err := c.Get(ctx, key, &cm); err != nil {
-				b.Fatal(err)
-			}
-			snap = revision.ConfigMapSnapshot(&cm, name)
+		switch o := obj.(type) {
+		case *corev1.Secret:
+			snap = revision.SecretSnapshot(o, name)
+		case *corev1.ConfigMap:
+			snap = revision.ConfigMapSnapshot(o, name)
 		}
 		if err := createIgnoringExisting(ctx, c, snap); err != nil {
 			b.Fatal(err)

@@ -65,8 +65,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		opts.Pass = 2 * time.Second
 	}
 	ctx := context.Background()
-	for kind, obj := range map[refs.Kind]client.Object{refs.ConfigMap: &corev1.ConfigMap{}, refs.Secret: &corev1.Secret{}} {
-		informer, err := mgr.GetCache().GetInformer(ctx, obj)
+	for _, kind := range inventory.ContentKinds() {
+		informer, err := mgr.GetCache().GetInformer(ctx, inventory.NewObject(kind))
 		if err != nil {
 			return fmt.Errorf("watching %ss for their change rate: %w", kind, err)
 		}
@@ -222,10 +222,7 @@ func writerName(w string) string {
 // object reads the cached ConfigMap or Secret an Event is recorded on; nil
 // when it is gone.
 func (k *keeper) object(ctx context.Context, key flapping.Key) client.Object {
-	var obj client.Object = &corev1.ConfigMap{}
-	if key.Kind == string(refs.Secret) {
-		obj = &corev1.Secret{}
-	}
+	obj := inventory.NewObject(refs.Kind(key.Kind))
 	if err := k.cache.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: key.Name}, obj); err != nil {
 		return nil
 	}

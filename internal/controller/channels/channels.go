@@ -260,29 +260,22 @@ func (c *channels) write(ctx context.Context, ns string, src revision.Source, wa
 		from = src.Name
 	}
 	// The values live only in this call: copied, never logged or kept.
+	read, content, err := inventory.ReadLive(ctx, c.live, src.Kind, types.NamespacedName{Namespace: ns, Name: from})
+	if err != nil {
+		return fmt.Errorf("reading %s for channel %s of %s %s/%s: %w", from, channel.Name(src.Name, wave), src.Kind, ns, src.Name, err)
+	}
 	var obj client.Object
-	var content map[string]string
-	key := types.NamespacedName{Namespace: ns, Name: from}
-	switch src.Kind {
-	case refs.Secret:
-		var s corev1.Secret
-		if err := c.live.Get(ctx, key, &s); err != nil {
-			return fmt.Errorf("reading %s for channel %s of %s %s/%s: %w", from, channel.Name(src.Name, wave), src.Kind, ns, src.Name, err)
-		}
-		s.Name, content = snap, digest.SecretKeyDigests(s.Data)
-		obj = channel.Secret(&s, src.Name, wave)
-	default:
-		var cm corev1.ConfigMap
-		if err := c.live.Get(ctx, key, &cm); err != nil {
-			return fmt.Errorf("reading %s for channel %s of %s %s/%s: %w", from, channel.Name(src.Name, wave), src.Kind, ns, src.Name, err)
-		}
-		cm.Name, content = snap, digest.KeyDigests(cm.Data, cm.BinaryData)
-		obj = channel.ConfigMap(&cm, src.Name, wave)
+	switch o := read.(type) {
+	case *corev1.Secret:
+		o.Name = snap
+		obj = channel.Secret(o, src.Name, wave)
+	case *corev1.ConfigMap:
+		o.Name = snap
+		obj = channel.ConfigMap(o, src.Name, wave)
 	}
 	if from == src.Name && revision.SnapshotName(c.opts.Keys.Current().Bytes(), ns, src.Kind, src.Name, digest.Content(content, nil)) != snap {
 		return fmt.Errorf("the content of %s %s/%s changed again before its channel %s was written", src.Kind, ns, src.Name, obj.GetName())
 	}
-	var err error
 	if held.Object == nil {
 		err = c.client.Create(ctx, obj)
 	} else {
@@ -305,10 +298,7 @@ func (c *channels) write(ctx context.Context, ns string, src revision.Source, wa
 
 // blocked records on the config that its channel cannot be written.
 func (c *channels) blocked(ctx context.Context, ns string, src revision.Source, name string, err error) {
-	var o client.Object = &corev1.ConfigMap{}
-	if src.Kind == refs.Secret {
-		o = &corev1.Secret{}
-	}
+	o := inventory.NewObject(src.Kind)
 	if c.cache.Get(ctx, types.NamespacedName{Namespace: ns, Name: src.Name}, o) != nil {
 		return
 	}

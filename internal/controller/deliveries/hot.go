@@ -5,7 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
@@ -104,7 +103,7 @@ func (d *deliveries) ownerOf(ctx context.Context, pod *corev1.Pod) (v1alpha1.Del
 	if top == nil {
 		return v1alpha1.DeliveryTarget{}, false
 	}
-	t, ok := reg.Type(schema.FromAPIVersionAndKind(top.APIVersion, top.Kind).GroupKind())
+	t, ok := reg.TypeOfOwner(top)
 	if !ok {
 		return v1alpha1.DeliveryTarget{}, false
 	}

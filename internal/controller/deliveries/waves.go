@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,6 +12,7 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/reload"
 	"github.com/configward/configward/internal/workload"
@@ -193,10 +193,7 @@ func (d *deliveries) progressWritten(uid types.UID) {
 // values it holds there are digests), for the Events recorded on it; nil
 // when it is gone.
 func (d *deliveries) configObject(ctx context.Context, rec *v1alpha1.ConfigDelivery) client.Object {
-	var obj client.Object = &corev1.ConfigMap{}
-	if rec.Spec.Config.Kind == string(refs.Secret) {
-		obj = &corev1.Secret{}
-	}
+	obj := inventory.NewObject(refs.Kind(rec.Spec.Config.Kind))
 	key := client.ObjectKey{Namespace: rec.Namespace, Name: rec.Spec.Config.Name}
 	if err := d.cache.Get(ctx, key, obj); err != nil {
 		ctrl.LoggerFrom(ctx).Info("no Event on the delivered config", "error", err.Error())

@@ -20,7 +20,6 @@ import (
 	"github.com/configward/configward/internal/digest"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
 )
 
@@ -223,32 +222,25 @@ func (s *Snapshotter) TryWrite(ctx context.Context, namespace string) error {
 }
 
 func (s *Snapshotter) write(ctx context.Context, namespace string, src revision.Source, name string) error {
-	key := types.NamespacedName{Namespace: namespace, Name: src.Name}
+	// The values live only in this call: copied, never logged or kept. A
+	// kind of no content (nothing but ConfigMaps and Secrets) is refused
+	// by the read.
+	obj, keyDigests, err := inventory.ReadLive(ctx, s.live, src.Kind, types.NamespacedName{Namespace: namespace, Name: src.Name})
+	if err != nil {
+		return readFailed(src, namespace, err)
+	}
+	content := digest.Content(keyDigests, nil)
 	var snap client.Object
-	var content string
-	switch src.Kind {
-	case refs.ConfigMap:
-		var cm corev1.ConfigMap
-		if err := s.live.Get(ctx, key, &cm); err != nil {
-			return readFailed(src, namespace, err)
-		}
-		content = digest.Content(digest.KeyDigests(cm.Data, cm.BinaryData), nil)
-		snap = revision.ConfigMapSnapshot(&cm, name)
-	case refs.Secret:
-		// The values live only in this call: copied, never logged or kept.
-		var sec corev1.Secret
-		if err := s.live.Get(ctx, key, &sec); err != nil {
-			return readFailed(src, namespace, err)
-		}
-		content = digest.Content(digest.SecretKeyDigests(sec.Data), nil)
-		snap = revision.SecretSnapshot(&sec, name)
-	default:
-		return fmt.Errorf("no snapshots of %s", src.Kind)
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		snap = revision.ConfigMapSnapshot(o, name)
+	case *corev1.Secret:
+		snap = revision.SecretSnapshot(o, name)
 	}
 	if revision.SnapshotName(s.keys.Current().Bytes(), namespace, src.Kind, src.Name, content) != name {
 		return &blocked{"changed", fmt.Errorf("%s %s/%s changed again before snapshot %s of it was written", src.Kind, namespace, src.Name, name)}
 	}
-	err := s.client.Create(ctx, snap)
+	err = s.client.Create(ctx, snap)
 	switch {
 	case err == nil:
 		snapshotsWritten.WithLabelValues(string(src.Kind)).Inc()

@@ -4,9 +4,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -82,16 +80,15 @@ func (r *rollout) podGone(ctx context.Context, obj client.Object) []reconcile.Re
 // top-level owner workload.TopOwner finds, reading each owner between from
 // the cache.
 func (r *rollout) workloadOf(ctx context.Context, pod *corev1.Pod) []reconcile.Request {
-	top := r.inv.Registry().TopOwnerOf(ctx, r.client, pod)
-	if top == nil || top.Kind != r.typ.Kind.Kind || ownerGroup(top) != r.typ.Group {
+	reg := r.inv.Registry()
+	top := reg.TopOwnerOf(ctx, r.client, pod)
+	if top == nil {
+		return nil
+	}
+	if t, ok := reg.TypeOfOwner(top); !ok || t != r.typ {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: pod.Namespace, Name: top.Name}}}
-}
-
-func ownerGroup(ref *metav1.OwnerReference) string {
-	gv, _ := schema.ParseGroupVersion(ref.APIVersion)
-	return gv.Group
 }
 
 // Where the Secrets Store CSI driver is installed, the controller reads which

@@ -1,4 +1,4 @@
-package admission
+package reloadreports
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,20 +22,28 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/digest"
 	"github.com/configward/configward/internal/hashkey"
+	"github.com/configward/configward/internal/inventory/inventorytest"
 	"github.com/configward/configward/internal/reload"
+	"github.com/configward/configward/internal/scheme"
 	"github.com/configward/configward/internal/workload"
 )
+
+var testScheme = scheme.Scheme()
+
+const testNS = "shop"
 
 // What an agent's report becomes: the pod's condition, judged against the
 // config now, as the token's pod and no other; a program's words kept out
 // where a Secret is among the config.
 func TestReloadReports(t *testing.T) {
-	hot := map[string]string{v1alpha1.ReloadAnnotation: v1alpha1.ReloadHot}
-	flags := configMap("flags", map[string]string{"flags.yaml": "beta: false"}, hot)
-	creds := secret("creds", map[string]string{"password": "hunter2-canary"}, hot)
+	hot := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: testNS, Name: name, Annotations: map[string]string{v1alpha1.ReloadAnnotation: v1alpha1.ReloadHot}}
+	}
+	flags := &corev1.ConfigMap{ObjectMeta: hot("flags"), Data: map[string]string{"flags.yaml": "beta: false"}}
+	creds := &corev1.Secret{ObjectMeta: hot("creds"), Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"password": []byte("hunter2-canary")}}
 	mounted := func(name string, uid types.UID, volumes ...corev1.Volume) *corev1.Pod {
-		p := pod(name, corev1.PodSpec{Volumes: volumes, Containers: []corev1.Container{{Name: "app", Image: "app:1"}}}, nil)
-		p.UID = uid
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: uid},
+			Spec: corev1.PodSpec{Volumes: volumes, Containers: []corev1.Container{{Name: "app", Image: "app:1"}}}}
 		for _, v := range volumes {
 			p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: "/etc/" + v.Name})
 		}
@@ -44,7 +53,7 @@ func TestReloadReports(t *testing.T) {
 	credsVolume := corev1.Volume{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}}
 	web := mounted("web-1", "uid-web-1", flagsVolume)
 	vault := mounted("vault-1", "uid-vault-1", flagsVolume, credsVolume)
-	cache := newCache(t, namespace(testNS, nil), flags, creds, web, vault)
+	cache := inventorytest.Cache(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS}}, flags, creds, web, vault)
 	// The API server's TokenReview: each token names a pod, or nothing.
 	tokens := map[string]*corev1.Pod{"token-web": web, "token-vault": vault}
 	reviews := fake.NewClientBuilder().WithScheme(testScheme).WithInterceptorFuncs(interceptor.Funcs{
@@ -62,7 +71,7 @@ func TestReloadReports(t *testing.T) {
 	}).Build()
 	writer := fake.NewClientBuilder().WithScheme(testScheme).WithObjects(web.DeepCopy(), vault.DeepCopy()).WithStatusSubresource(&corev1.Pod{}).Build()
 	key := []byte("installation key")
-	h := &ReloadReports{Reviews: reviews, Pods: cache, Inventory: newInventory(cache), Writer: writer, Events: events.NewFakeRecorder(10),
+	h := &Handler{Reviews: reviews, Pods: cache, Inventory: inventorytest.Inventory(cache), Writer: writer, Events: events.NewFakeRecorder(10),
 		Kinds: workload.Builtin(), Keys: hashkey.Fixed(key), Live: cache}
 
 	post := func(token string, parts ...reload.ConfigReport) int {

@@ -1,4 +1,10 @@
-package admission
+// Package reloadreports takes the reports of the reload agents (the
+// `configward agent` sidecars) on a server of its own beside admission: each
+// report is authenticated as its pod with a TokenReview, judged against the
+// config's content now, and kept on the pod's ConfigReload condition. It
+// reviews no AdmissionReview, so it lives apart from internal/admission;
+// the webhook process (internal/manager) only composes it.
+package reloadreports
 
 import (
 	"context"
@@ -14,8 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,7 +28,6 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/channel"
-	"github.com/configward/configward/internal/digest"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
@@ -57,12 +60,12 @@ var (
 
 func init() { metrics.Registry.MustRegister(agentReports, reloadResults, kubeletLag) }
 
-// ReloadReports takes reload agents' reports. Each is authenticated with a
+// Handler takes reload agents' reports. Each is authenticated with a
 // TokenReview of its bearer token, which must be of reload.Audience and
 // bound to a pod: the pod is the token's, never the report's, so a pod
 // reports only for itself. Its fingerprints are checked against the
 // content of the config now (reload.Matches) and only the verdict is kept.
-type ReloadReports struct {
+type Handler struct {
 	// Reviews creates TokenReviews.
 	Reviews client.Client
 	// Pods (a cache) and Inventory give the pod and its config; Writer
@@ -80,10 +83,12 @@ type ReloadReports struct {
 	Live client.Reader
 }
 
-// maxReport bounds a report's body: a few configs' fingerprints.
+// maxReport bounds a report's body: a few configs' fingerprints. The
+// server caps the body there (http.MaxBytesReader, which also closes a
+// connection that sends more) and the handler reads no further.
 const maxReport = 64 << 10
 
-func (h *ReloadReports) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST a report", http.StatusMethodNotAllowed)
 		return
@@ -127,7 +132,7 @@ func (h *ReloadReports) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // podOf authenticates token and returns the pod it is bound to.
-func (h *ReloadReports) podOf(ctx context.Context, token string) (*corev1.Pod, int, error) {
+func (h *Handler) podOf(ctx context.Context, token string) (*corev1.Pod, int, error) {
 	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{reload.Audience}}}
 	if err := h.Reviews.Create(ctx, review); err != nil {
 		return nil, http.StatusServiceUnavailable, fmt.Errorf("reviewing the token: %w", err)
@@ -157,7 +162,7 @@ func first(v authenticationv1.ExtraValue) string {
 
 // record keeps what rep says of pod on the pod's ConfigReload condition,
 // when it changes.
-func (h *ReloadReports) record(ctx context.Context, pod *corev1.Pod, token []byte, rep reload.Report) (string, error) {
+func (h *Handler) record(ctx context.Context, pod *corev1.Pod, token []byte, rep reload.Report) (string, error) {
 	consumed := map[string]bool{}
 	for _, c := range refs.ConsumedBy(&pod.Spec) {
 		consumed[string(c.Kind)+"/"+c.Name] = true
@@ -175,7 +180,7 @@ func (h *ReloadReports) record(ctx context.Context, pod *corev1.Pod, token []byt
 	var entries []reload.PodEntry
 	for _, part := range rep.Configs {
 		kind, name, _ := strings.Cut(part.Config, "/")
-		if !consumed[part.Config] || (kind != string(refs.ConfigMap) && kind != string(refs.Secret)) {
+		if !consumed[part.Config] || !slices.Contains(inventory.ContentKinds(), refs.Kind(kind)) {
 			continue // a pod reports on the config it reads, nothing else
 		}
 		// A channel speaks for its original: what the pod applied is a
@@ -230,7 +235,7 @@ func (h *ReloadReports) record(ctx context.Context, pod *corev1.Pod, token []byt
 // written. The cache is asked first; where it does not match, the API
 // server, which the pod's kubelet may have read before the cache caught
 // up. Nothing of a value is kept: the digests are compared and dropped.
-func (h *ReloadReports) contentOf(ctx context.Context, kind refs.Kind, namespace, name string, matches func(map[string]string) bool) (map[string]string, time.Time, error) {
+func (h *Handler) contentOf(ctx context.Context, kind refs.Kind, namespace, name string, matches func(map[string]string) bool) (map[string]string, time.Time, error) {
 	o, err := h.Inventory.Get(ctx, kind, namespace, name)
 	if err != nil {
 		return nil, time.Time{}, err
@@ -241,21 +246,9 @@ func (h *ReloadReports) contentOf(ctx context.Context, kind refs.Kind, namespace
 	if h.Live == nil {
 		return nil, time.Time{}, nil
 	}
-	var kd map[string]string
-	var obj client.Object
-	switch kind {
-	case refs.Secret:
-		s := &corev1.Secret{}
-		if err := h.Live.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, s); err != nil {
-			return nil, time.Time{}, client.IgnoreNotFound(err)
-		}
-		kd, obj = digest.SecretKeyDigests(s.Data), s
-	default:
-		cm := &corev1.ConfigMap{}
-		if err := h.Live.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, cm); err != nil {
-			return nil, time.Time{}, client.IgnoreNotFound(err)
-		}
-		kd, obj = digest.KeyDigests(cm.Data, cm.BinaryData), cm
+	obj, kd, err := inventory.ReadLive(ctx, h.Live, kind, types.NamespacedName{Namespace: namespace, Name: name})
+	if err != nil {
+		return nil, time.Time{}, client.IgnoreNotFound(err)
 	}
 	if !matches(kd) {
 		return nil, time.Time{}, nil
@@ -265,7 +258,7 @@ func (h *ReloadReports) contentOf(ctx context.Context, kind refs.Kind, namespace
 
 // original is the name a report's config stands for: a channel's original,
 // or the config itself.
-func (h *ReloadReports) original(ctx context.Context, kind refs.Kind, namespace, name string) (string, error) {
+func (h *Handler) original(ctx context.Context, kind refs.Kind, namespace, name string) (string, error) {
 	o, err := h.Inventory.Get(ctx, kind, namespace, name)
 	if err != nil {
 		return "", err
@@ -283,16 +276,10 @@ func isNewSwap(previous map[string]reload.PodEntry, e reload.PodEntry) bool {
 }
 
 // rejected records a Warning Event on the pod's workload.
-func (h *ReloadReports) rejected(ctx context.Context, pod *corev1.Pod, e reload.PodEntry) {
+func (h *Handler) rejected(ctx context.Context, pod *corev1.Pod, e reload.PodEntry) {
 	var regarding client.Object = pod
-	top := h.Kinds.TopOwnerOf(ctx, h.Pods, pod)
-	if top != nil {
-		if t, ok := h.Kinds.Type(schemaGroupKind(top)); ok {
-			o := t.New()
-			if err := h.Pods.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: top.Name}, o); err == nil {
-				regarding = o
-			}
-		}
+	if w, ok, _ := h.Kinds.TopWorkloadOf(ctx, h.Pods, pod); ok {
+		regarding = w.Obj
 	}
 	h.Events.Eventf(regarding, pod, corev1.EventTypeWarning, "ConfigReloadFailed", "Reload",
 		"pod %s rejected %s: %s; it runs the configuration it had", pod.Name, e.Config, e.Message)
@@ -301,10 +288,7 @@ func (h *ReloadReports) rejected(ctx context.Context, pod *corev1.Pod, e reload.
 // changedAt is when a cached ConfigMap or Secret was last written, to the
 // second (its last writer's managed-fields time), zero when unknown.
 func changedAt(ctx context.Context, c client.Reader, kind refs.Kind, namespace, name string) time.Time {
-	var obj client.Object = &corev1.ConfigMap{}
-	if kind == refs.Secret {
-		obj = &corev1.Secret{}
-	}
+	obj := inventory.NewObject(kind)
 	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj); err != nil {
 		return time.Time{}
 	}
@@ -341,8 +325,4 @@ func setPodCondition(pod *corev1.Pod, c corev1.PodCondition) {
 		return
 	}
 	pod.Status.Conditions = append(pod.Status.Conditions, c)
-}
-
-func schemaGroupKind(ref *metav1.OwnerReference) schema.GroupKind {
-	return schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).GroupKind()
 }

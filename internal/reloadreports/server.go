@@ -1,4 +1,4 @@
-package manager
+package reloadreports
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -17,19 +16,23 @@ import (
 	"github.com/configward/configward/internal/reload"
 )
 
-// agentServer serves the reload agents' reports, apart from admission: the
+// Server serves the reload agents' reports, apart from admission: the
 // admission port may require the API server's client certificate, which
 // agents do not have; they present a token of their own audience instead,
 // which the handler reviews. It shares the serving certificate, reloaded
 // as it is renewed, and bounds what it holds: a report's size, the reports
-// in flight, the time a connection may take.
-type agentServer struct {
-	bind     string
-	certPath string
-	keyPath  string
-	handler  http.Handler
-	log      logr.Logger
-	idle     time.Duration
+// in flight, the time a connection may take. It is a manager Runnable.
+type Server struct {
+	// BindAddress is where it listens (host:port).
+	BindAddress string
+	// CertPath and KeyPath are the webhook's serving certificate and key.
+	CertPath, KeyPath string
+	// Handler takes each report (a *Handler).
+	Handler http.Handler
+	// IdleTimeout ends a connection left open between reports: the
+	// webhook's own idle timeout.
+	IdleTimeout time.Duration
+	Log         logr.Logger
 
 	addr atomic.Pointer[net.Addr]
 }
@@ -40,29 +43,29 @@ type agentServer struct {
 const maxReportsInFlight = 32
 
 // NeedLeaderElection: every replica takes reports.
-func (s *agentServer) NeedLeaderElection() bool { return false }
+func (s *Server) NeedLeaderElection() bool { return false }
 
 // Addr is where the server listens, nil before it does.
-func (s *agentServer) Addr() net.Addr {
+func (s *Server) Addr() net.Addr {
 	if a := s.addr.Load(); a != nil {
 		return *a
 	}
 	return nil
 }
 
-func (s *agentServer) Start(ctx context.Context) error {
-	watcher, err := certwatcher.New(s.certPath, s.keyPath)
+func (s *Server) Start(ctx context.Context) error {
+	watcher, err := certwatcher.New(s.CertPath, s.KeyPath)
 	if err != nil {
 		return fmt.Errorf("reload agent reports: loading the serving certificate: %w", err)
 	}
 	go func() {
 		if err := watcher.Start(ctx); err != nil {
-			s.log.Error(err, "certificate watcher of the agent report endpoint stopped")
+			s.Log.Error(err, "certificate watcher of the agent report endpoint stopped")
 		}
 	}()
-	ln, err := net.Listen("tcp", s.bind)
+	ln, err := net.Listen("tcp", s.BindAddress)
 	if err != nil {
-		return fmt.Errorf("reload agent reports: listening on %s: %w", s.bind, err)
+		return fmt.Errorf("reload agent reports: listening on %s: %w", s.BindAddress, err)
 	}
 	addr := ln.Addr()
 	s.addr.Store(&addr)
@@ -77,8 +80,8 @@ func (s *agentServer) Start(ctx context.Context) error {
 			http.Error(w, "busy", http.StatusServiceUnavailable)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-		s.handler.ServeHTTP(w, r)
+		r.Body = http.MaxBytesReader(w, r.Body, maxReport)
+		s.Handler.ServeHTTP(w, r)
 	}))
 	srv := &http.Server{
 		Handler:           mux,
@@ -89,7 +92,7 @@ func (s *agentServer) Start(ctx context.Context) error {
 		WriteTimeout:      15 * time.Second,
 		// Agents close their connection after each report; one left open
 		// goes with the webhook's idle timeout, taking its buffers along.
-		IdleTimeout:    s.idle,
+		IdleTimeout:    s.IdleTimeout,
 		MaxHeaderBytes: 16 << 10,
 	}
 	go func() {
@@ -98,15 +101,9 @@ func (s *agentServer) Start(ctx context.Context) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	s.log.Info("serving reload agent reports", "address", addr.String())
+	s.Log.Info("serving reload agent reports", "address", addr.String())
 	if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("reload agent reports: %w", err)
 	}
 	return nil
-}
-
-// newAgentServer is the report endpoint of o, serving handler.
-func newAgentServer(o Webhook, handler http.Handler, log logr.Logger) *agentServer {
-	return &agentServer{bind: o.ReloadAgent.BindAddress, certPath: filepath.Join(o.CertDir, o.CertName), keyPath: filepath.Join(o.CertDir, o.KeyName),
-		handler: handler, log: log, idle: o.IdleTimeout}
 }
