@@ -89,18 +89,20 @@ test: controlplane node helm argo-crds csi-crds eso prometheus generate manifest
 		exit $$status
 
 # The fast loops. Packages whose tests need no cluster: every one but the
-# suites under test/ that start a control plane.
+# suites under test/ that start a control plane. A controller package's own
+# suite against kube-apiserver (internal/controller/*, TestAgainstAPIServer)
+# sits beside its pure tests, so unit skips it by name.
 CLUSTER_SUITES := e2e faults security chart demo controllers soak bench bench/peers node
 UNIT_PKGS       = $(shell $(GO) list ./... | grep -vE '/test/($(subst $(space),|,$(CLUSTER_SUITES)))$$')
 space          := $(subst ,, )
 
 .PHONY: unit
 unit: ## Run every test that needs no cluster: handlers, rules, Rego, parsers, the CLI, the docs (warm: well under a minute).
-	$(GO) test $(UNIT_PKGS)
+	$(GO) test -skip TestAgainstAPIServer $(UNIT_PKGS)
 
 .PHONY: controllers
 controllers: controlplane ## Run each reconciler against kube-apiserver and etcd alone (no kube-controller-manager, no kwok): seconds, not minutes.
-	CONFIGWARD_REQUIRE_CLUSTER=1 $(GO) test ./test/controllers/ -count=1 -timeout 10m
+	CONFIGWARD_REQUIRE_CLUSTER=1 $(GO) test ./test/controllers/ ./internal/controller/... -count=1 -timeout 10m
 
 # make e2e runs one whole-cluster suite (SUITE: e2e, faults, security,
 # chart, controllers), or the specs of it whose text FOCUS matches (a Ginkgo

@@ -6,16 +6,14 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/digest"
-	"github.com/configward/configward/internal/report"
+	"github.com/configward/configward/test/framework"
 )
 
 var ctx = context.Background()
@@ -77,37 +75,12 @@ func hashOf(cm *corev1.ConfigMap) string {
 
 // events lists the notes of the Events of one reason on the object named.
 func events(ns, name, reason string) func() []string {
-	return func() []string {
-		var list eventsv1.EventList
-		Expect(env.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
-		var out []string
-		for _, e := range list.Items {
-			if e.Regarding.Name == name && e.Reason == reason {
-				out = append(out, e.Note)
-			}
-		}
-		return out
-	}
+	return framework.Events(env.Client, ns, name, reason)
 }
 
 // results lists the results of the Report configward keeps on obj, as
 // "rule result action".
-func results(obj client.Object) func() []string {
-	return func() []string {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			return nil
-		}
-		var r openreports.Report
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: report.Name(obj.GetUID())}, &r); err != nil {
-			return nil
-		}
-		var out []string
-		for _, res := range r.Results {
-			out = append(out, res.Rule+" "+string(res.Result)+" "+res.Properties[report.PropAction]+res.Properties[report.PropState])
-		}
-		return out
-	}
-}
+func results(obj client.Object) func() []string { return framework.ReportResults(env.Client, obj) }
 
 func clientKey(o client.Object) client.ObjectKey { return client.ObjectKeyFromObject(o) }
 

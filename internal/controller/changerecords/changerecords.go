@@ -86,10 +86,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 					ctrl.Log.Error(err, "reading the flapping threshold; counting the change with the default", "namespace", n.GetNamespace())
 					s.Flapping = flapping.Default
 				}
-				if _, _, isChannel := channel.Of(n.GetLabels(), n.GetAnnotations()); mode == inventory.Hot && (s.Delivery == nil || isChannel) {
-					// Its changes reach the app with no delivery to hold
-					// (where delivery is off), or are configward's own (a
-					// channel).
+				if !holds(mode, s, n) {
 					return
 				}
 				opts.Tracker.Observe(recordKey(kind, n), flapping.Change{At: time.Now(), Version: n.GetResourceVersion()}, inventory.Writer(n), s.Flapping)
@@ -107,6 +104,22 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	// leader stored since.
 	k.load(ctx)
 	return mgr.Add(k)
+}
+
+// holds says whether content changes of n (in mode, in a namespace with
+// settings s) are what flapping holds: a rollout-mode object's roll its
+// consumers, a hot one's are delivered where delivery is on. Its own
+// function so that it is tested without a cluster.
+func holds(mode inventory.Mode, s configpolicy.NamespacePolicy, n client.Object) bool {
+	if mode == inventory.Ignore {
+		return false // nobody needs to react
+	}
+	if _, _, isChannel := channel.Of(n.GetLabels(), n.GetAnnotations()); mode == inventory.Hot && (s.Delivery == nil || isChannel) {
+		// Its changes reach the app with no delivery to hold (where
+		// delivery is off), or are configward's own (a channel).
+		return false
+	}
+	return true
 }
 
 func recordKey(kind refs.Kind, obj client.Object) flapping.Key {
@@ -171,11 +184,11 @@ func (k *keeper) pass(ctx context.Context) {
 		th := s.Flapping
 		thresholds[key] = th
 		rec, _ := k.opts.Tracker.Get(key)
-		switch {
-		case rec.Flapping(th, now) && rec.Announced:
+		switch next(rec, th, now) {
+		case stillFlapping:
 			// Announced by an earlier leader: this one's gauge says so too.
 			configFlapping.WithLabelValues(key.Kind, key.Namespace, key.Name).Set(1)
-		case rec.Flapping(th, now):
+		case announce:
 			obj := k.object(ctx, key)
 			if obj == nil {
 				continue
@@ -189,7 +202,7 @@ func (k *keeper) pass(ctx context.Context) {
 			log.Info("config flapping; its consumers are not rolled", "kind", key.Kind, "namespace", key.Namespace, "name", key.Name,
 				"changes", rec.InWindow(th, now), "window", th.Window, "writer", rec.Writer)
 			k.opts.Tracker.Update(key, func(r *flapping.Record) bool { r.Announced = true; return true })
-		case !rec.Since.IsZero() && !rec.Flapping(th, now):
+		case settle:
 			settled := false
 			k.opts.Tracker.Update(key, func(r *flapping.Record) bool { settled = r.Settle(th, now); return settled })
 			if !settled {
@@ -203,13 +216,49 @@ func (k *keeper) pass(ctx context.Context) {
 			}
 		}
 	}
-	k.opts.Tracker.Forget(now, func(key flapping.Key) flapping.Threshold {
+	k.opts.Tracker.Forget(now, forgetAfter(thresholds))
+	k.store(ctx)
+}
+
+// step is what a pass does about one record.
+type step int
+
+const (
+	// nothing: not flapping, no episode to end.
+	nothing step = iota
+	// announce: it started flapping; announce it (an Event, the gauge).
+	announce
+	// stillFlapping: flapping and announced already, by this leader or an
+	// earlier one; the gauge says so.
+	stillFlapping
+	// settle: its episode is over; end it, and say so if it was announced.
+	settle
+)
+
+// next decides a pass's step for rec under th at now. Its own function so
+// that it is tested without a cluster.
+func next(rec flapping.Record, th flapping.Threshold, now time.Time) step {
+	switch {
+	case rec.Flapping(th, now) && rec.Announced:
+		return stillFlapping
+	case rec.Flapping(th, now):
+		return announce
+	case !rec.Since.IsZero():
+		return settle
+	}
+	return nothing
+}
+
+// forgetAfter is the threshold each record is forgotten by: the one a pass
+// read for its namespace, else the longest window (a namespace whose
+// policies could not be read keeps its records until they can be).
+func forgetAfter(thresholds map[flapping.Key]flapping.Threshold) func(flapping.Key) flapping.Threshold {
+	return func(key flapping.Key) flapping.Threshold {
 		if th, ok := thresholds[key]; ok {
 			return th
 		}
 		return flapping.Threshold{Window: flapping.MaxWindow} // unknown: keep it
-	})
-	k.store(ctx)
+	}
 }
 
 func writerName(w string) string {

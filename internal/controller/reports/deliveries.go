@@ -22,9 +22,15 @@ func (d *driftController) deliveryResults(ctx context.Context, ns string, status
 	if err := d.client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return nil, fmt.Errorf("listing configdeliveries: %w", err)
 	}
-	positions := delivery.Positions(list.Items)
+	return heldResults(delivery.Positions(list.Items), statuses), nil
+}
+
+// heldResults are deliveryResults' results from where open deliveries
+// stand (positions), decided without I/O so that they are tested without
+// a cluster.
+func heldResults(positions map[string][]delivery.Position, statuses []drift.Status) map[int][]openreports.ReportResult {
 	if len(positions) == 0 {
-		return nil, nil
+		return nil
 	}
 	out := map[int][]openreports.ReportResult{}
 	for i, s := range statuses {
@@ -39,5 +45,5 @@ func (d *driftController) deliveryResults(ctx context.Context, ns string, status
 			}
 		}
 	}
-	return out, nil
+	return out
 }

@@ -133,29 +133,45 @@ func (e *findingsEvaluator) namespace(ctx context.Context, ns string, workloads 
 		if len(gov) == 0 && missing == "" {
 			continue
 		}
-		var b strings.Builder
-		fmt.Fprintf(&b, "%s|%s|%d|%s", cm.ResourceVersion, rulesKey, epoch, missing)
-		for _, g := range gov {
-			fmt.Fprintf(&b, "|%s/%d/%v", g.Name, g.Generation, g.Err)
-		}
-		results, ok := e.lookup(cm.UID, b.String())
+		key := configMapKey(cm.ResourceVersion, rulesKey, epoch, missing, gov)
+		results, ok := e.lookup(cm.UID, key)
 		if !ok {
 			if results, err = e.configMapResults(ctx, cm, settings); err != nil {
 				return nil, err
 			}
-			e.keep(cm.UID, ns, b.String(), results)
+			e.keep(cm.UID, ns, key, results)
 		}
 		add(cm.UID, report.Subject("v1", "ConfigMap", ns, cm.Name, cm.UID), results)
 	}
 
+	e.retain(ns, seen)
+	return out, nil
+}
+
+// configMapKey is what a governed ConfigMap's cached results depend on:
+// its version, the rules in force for its namespace, the namespace's
+// epoch, the schema it names that is missing, and each schema that
+// governs it, by generation and compile error. Its own function so that
+// it is tested without a cluster.
+func configMapKey(resourceVersion, rulesKey string, epoch uint64, missing string, gov []configschema.Governing) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%s|%d|%s", resourceVersion, rulesKey, epoch, missing)
+	for _, g := range gov {
+		fmt.Fprintf(&b, "|%s/%d/%v", g.Name, g.Generation, g.Err)
+	}
+	return b.String()
+}
+
+// retain forgets the results kept for objects of ns that are not among
+// seen (deleted, or no longer governed).
+func (e *findingsEvaluator) retain(ns string, seen map[types.UID]bool) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	for uid, c := range e.byUID {
 		if c.namespace == ns && !seen[uid] {
 			delete(e.byUID, uid)
 		}
 	}
-	e.mu.Unlock()
-	return out, nil
 }
 
 // workloadResults runs the rules on an existing workload as if it were

@@ -284,20 +284,31 @@ func (d *driftController) statuses(ctx context.Context, ns string, byWorkload ma
 			}, drift.CountPods(wanted, byWorkload[obj.GetUID()]))
 			s.Unpinned = facts.UnpinnedBecause(carried)
 			s.Changed, s.ChangedAt = d.opts.Causes.Last(dk)
-			rotated := csiversions.Causes(versions.Rotated)
-			if len(s.Changed) == 0 || !names(s.Changed, rotated) {
-				s.Changed, s.ChangedAt = report.LastChange(reports[report.Name(obj.GetUID())], wanted)
-			}
-			if !names(s.Changed, rotated) {
-				// A rotation no rollout logged (the workload opts out): it
-				// is the last change, first seen now.
-				s.Changed, s.ChangedAt = rotated, time.Now()
-			}
+			s.Changed, s.ChangedAt = lastChange(s.Changed, s.ChangedAt, reports[report.Name(obj.GetUID())], wanted, csiversions.Causes(versions.Rotated), time.Now())
 			out = append(out, s)
 		}
 	}
 	d.opts.Causes.Retain(ns, func(k drift.Key) bool { return seen[k] })
 	return out, objs, nil
+}
+
+// lastChange is what a workload's Report names as its last config change:
+// what the rollout controller logged, else what the stored Report says for
+// the hash wanted now (a restarted controller logged nothing), unless
+// either misses a rotation of CSI secrets the pods report (rotated): then
+// the rotation, first seen now. Its own function so that the choice is
+// tested without a cluster.
+func lastChange(logged []string, loggedAt time.Time, stored *openreports.Report, wanted string, rotated []string, now time.Time) ([]string, time.Time) {
+	changed, at := logged, loggedAt
+	if len(changed) == 0 || !names(changed, rotated) {
+		changed, at = report.LastChange(stored, wanted)
+	}
+	if !names(changed, rotated) {
+		// A rotation no rollout logged (the workload opts out): it is the
+		// last change, first seen now.
+		changed, at = rotated, now
+	}
+	return changed, at
 }
 
 // publishGauges sets the namespace's series, and removes them when it has
@@ -308,15 +319,22 @@ func publishGauges(ns string, statuses []drift.Status) {
 		stalePods.DeleteLabelValues(ns)
 		return
 	}
-	workloads, pods := 0, 0
+	workloads, pods := staleCounts(statuses)
+	staleWorkloads.WithLabelValues(ns).Set(float64(workloads))
+	stalePods.WithLabelValues(ns).Set(float64(pods))
+}
+
+// staleCounts are the gauges' values: the workloads with a stale pod, and
+// their stale pods. Its own function so that it is tested without a
+// cluster.
+func staleCounts(statuses []drift.Status) (workloads, pods int) {
 	for _, s := range statuses {
 		if s.Stale() {
 			workloads++
 		}
 		pods += s.Pods.Stale
 	}
-	staleWorkloads.WithLabelValues(ns).Set(float64(workloads))
-	stalePods.WithLabelValues(ns).Set(float64(pods))
+	return workloads, pods
 }
 
 // storedReports lists configward's Reports in ns, by name.
@@ -341,11 +359,44 @@ const reportWriters = 8
 // one Report per object with results, writing only those that differ, and
 // deletes the Reports of objects with nothing left to report.
 func (d *driftController) writeReports(ctx context.Context, ns string, results map[types.UID][]subjectResults, stored map[string]*openreports.Report) error {
-	now := time.Now()
-	wanted := map[string]bool{}
+	creates, updates, deletes := reportWrites(results, stored, time.Now())
 	// The group's context ends when Wait returns: only the writes use it.
 	writes, writeCtx := errgroup.WithContext(ctx)
 	writes.SetLimit(reportWriters)
+	for _, want := range creates {
+		writes.Go(func() error {
+			if err := d.client.Create(writeCtx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("creating report %s/%s: %w", ns, want.Name, err)
+			}
+			return nil
+		})
+	}
+	for _, want := range updates {
+		writes.Go(func() error {
+			if err := d.client.Update(writeCtx, want); err != nil {
+				return fmt.Errorf("updating report %s/%s: %w", ns, want.Name, err)
+			}
+			return nil
+		})
+	}
+	if err := writes.Wait(); err != nil {
+		return err
+	}
+	for _, r := range deletes {
+		if err := d.client.Delete(ctx, r, client.Preconditions{UID: &r.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting report %s/%s: %w", ns, r.Name, err)
+		}
+	}
+	return nil
+}
+
+// reportWrites decides writeReports' writes without I/O (so that it is
+// tested without a cluster): a Report to create for each object with
+// results and none stored, one to update (at the stored resourceVersion)
+// where the stored one says something else, and the stored Reports of
+// objects with nothing left to report, to delete.
+func reportWrites(results map[types.UID][]subjectResults, stored map[string]*openreports.Report, now time.Time) (creates, updates, deletes []*openreports.Report) {
+	wanted := map[string]bool{}
 	for uid, parts := range results {
 		var all []openreports.ReportResult
 		for _, p := range parts {
@@ -360,33 +411,18 @@ func (d *driftController) writeReports(ctx context.Context, ns string, results m
 		want := report.Build(parts[0].subject, all, prev, now)
 		switch {
 		case prev == nil:
-			writes.Go(func() error {
-				if err := d.client.Create(writeCtx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-					return fmt.Errorf("creating report %s/%s: %w", ns, name, err)
-				}
-				return nil
-			})
+			creates = append(creates, want)
 		case report.Differs(prev, want):
 			want.ResourceVersion = prev.ResourceVersion
-			writes.Go(func() error {
-				if err := d.client.Update(writeCtx, want); err != nil {
-					return fmt.Errorf("updating report %s/%s: %w", ns, name, err)
-				}
-				return nil
-			})
+			updates = append(updates, want)
 		}
-	}
-	if err := writes.Wait(); err != nil {
-		return err
 	}
 	for name, r := range stored {
 		if !wanted[name] {
-			if err := d.client.Delete(ctx, r, client.Preconditions{UID: &r.UID}); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("deleting report %s/%s: %w", ns, name, err)
-			}
+			deletes = append(deletes, r)
 		}
 	}
-	return nil
+	return creates, updates, deletes
 }
 
 // names says whether causes name every one of want.

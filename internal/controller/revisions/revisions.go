@@ -167,7 +167,7 @@ func (r *revisions) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		if perr := r.opts.Snapshots.Probe(ctx, ns); perr != nil && !Blocked(perr) {
 			return reconcile.Result{}, perr
 		}
-		requeue = min(nonZero(requeue, blockedProbes), blockedProbes)
+		requeue = probeAgain(requeue)
 	}
 	return reconcile.Result{RequeueAfter: requeue}, err
 }
@@ -175,6 +175,13 @@ func (r *revisions) Reconcile(ctx context.Context, req reconcile.Request) (recon
 // blockedProbes is how often a namespace where snapshots cannot be written
 // is tried again.
 const blockedProbes = 15 * time.Second
+
+// probeAgain is when to look at a namespace where snapshot writes are
+// blocked again, given when collect would: no later than blockedProbes.
+// (Its own function so that the bound is tested without a cluster.)
+func probeAgain(requeue time.Duration) time.Duration {
+	return min(nonZero(requeue, blockedProbes), blockedProbes)
+}
 
 func nonZero(d, otherwise time.Duration) time.Duration {
 	if d == 0 {
@@ -209,18 +216,7 @@ func (r *revisions) snapshots(ctx context.Context, ns string) ([]client.Object, 
 // named reads what the namespace's objects name, from the cache.
 func (r *revisions) named(ctx context.Context, ns string) (named, error) {
 	n := named{snapshots: map[revision.Source]bool{}}
-	add := func(annotation string, creates bool) {
-		snaps, err := revision.Decode(annotation)
-		if err != nil || len(snaps) == 0 {
-			return
-		}
-		for src, snap := range snaps {
-			n.snapshots[revision.Source{Kind: src.Kind, Name: snap}] = true
-		}
-		if creates {
-			n.creators = append(n.creators, snaps)
-		}
-	}
+	add := n.add
 	in := []client.ListOption{client.InNamespace(ns), client.UnsafeDisableDeepCopy}
 	// Top-level workloads of every rolled kind, and what their own
 	// controllers keep: ReplicaSets, Jobs (a CronJob's), ControllerRevisions.
@@ -265,6 +261,23 @@ func (r *revisions) named(ctx context.Context, ns string) (named, error) {
 	return n, r.namedByChannels(ctx, ns, n)
 }
 
+// add counts the snapshots a config-snapshots annotation names; creates
+// says its object can still create pods, so they must exist. (A method,
+// not a closure in named, so that what names a snapshot is tested without
+// a cluster.)
+func (n *named) add(annotation string, creates bool) {
+	snaps, err := revision.Decode(annotation)
+	if err != nil || len(snaps) == 0 {
+		return
+	}
+	for src, snap := range snaps {
+		n.snapshots[revision.Source{Kind: src.Kind, Name: snap}] = true
+	}
+	if creates {
+		n.creators = append(n.creators, snaps)
+	}
+}
+
 // namedByChannels adds what hot config's channels hold and what its
 // deliveries may write into them (their From, each wave's From, and To):
 // a rollback or a wave not reached yet writes it back.
@@ -289,16 +302,26 @@ func (r *revisions) namedByChannels(ctx context.Context, ns string, n named) err
 		return fmt.Errorf("listing configdeliveries: %w", err)
 	}
 	for i := range recs.Items {
-		rec := &recs.Items[i]
-		if !rec.Spec.Hot {
-			continue
-		}
-		kind := refs.Kind(rec.Spec.Config.Kind)
-		for _, snap := range append([]string{rec.Status.From, rec.Status.To}, waveFroms(rec)...) {
-			n.snapshots[revision.Source{Kind: kind, Name: snap}] = true
+		for _, src := range deliveryNames(&recs.Items[i]) {
+			n.snapshots[src] = true
 		}
 	}
 	return nil
+}
+
+// deliveryNames are the snapshots a delivery may still write into hot
+// config's channels: none for a delivery of rollout config (its revisions
+// name theirs). Its own function so that it is tested without a cluster.
+func deliveryNames(rec *v1alpha1.ConfigDelivery) []revision.Source {
+	if !rec.Spec.Hot {
+		return nil
+	}
+	kind := refs.Kind(rec.Spec.Config.Kind)
+	var out []revision.Source
+	for _, snap := range append([]string{rec.Status.From, rec.Status.To}, waveFroms(rec)...) {
+		out = append(out, revision.Source{Kind: kind, Name: snap})
+	}
+	return out
 }
 
 func waveFroms(rec *v1alpha1.ConfigDelivery) []string {
@@ -325,16 +348,7 @@ func (r *revisions) reportUnpinned(ns string, pods []*corev1.Pod) {
 	}
 	r.mu.Unlock()
 	for _, p := range pods {
-		snaps, err := revision.Decode(p.Annotations[v1alpha1.ConfigSnapshotsAnnotation])
-		if err != nil || len(snaps) == 0 {
-			continue
-		}
-		var unpinned []string
-		for _, c := range refs.ConsumedBy(&p.Spec) {
-			if _, ok := snaps[revision.Source{Kind: c.Kind, Name: c.Name}]; ok {
-				unpinned = append(unpinned, string(c.Kind)+"/"+c.Name)
-			}
-		}
+		unpinned, snaps := readsOriginals(p)
 		r.mu.Lock()
 		_, seen := r.reported[p.UID]
 		first := len(unpinned) > 0 && !seen
@@ -349,6 +363,24 @@ func (r *revisions) reportUnpinned(ns string, pods []*corev1.Pod) {
 				unpinned, snaps.Encode())
 		}
 	}
+}
+
+// readsOriginals lists the originals ("ConfigMap/app") a pod reads whose
+// snapshots its config-snapshots annotation names, with what it names: a
+// pod the Pod path pinned reads the snapshots instead, and lists none. Its
+// own function so that it is tested without a cluster.
+func readsOriginals(p *corev1.Pod) ([]string, revision.Snapshots) {
+	snaps, err := revision.Decode(p.Annotations[v1alpha1.ConfigSnapshotsAnnotation])
+	if err != nil || len(snaps) == 0 {
+		return nil, nil
+	}
+	var unpinned []string
+	for _, c := range refs.ConsumedBy(&p.Spec) {
+		if _, ok := snaps[revision.Source{Kind: c.Kind, Name: c.Name}]; ok {
+			unpinned = append(unpinned, string(c.Kind)+"/"+c.Name)
+		}
+	}
+	return unpinned, snaps
 }
 
 // collect deletes the namespace's snapshots that nothing has named for the
@@ -369,11 +401,7 @@ func (r *revisions) collect(ctx context.Context, ns string, n named, snaps []cli
 			r.forget(s.GetUID())
 			continue
 		}
-		since := r.unnamed(s.GetUID(), now)
-		if created := s.GetCreationTimestamp().Time; created.After(since) {
-			since = created
-		}
-		if wait := since.Add(r.opts.Grace).Sub(now); wait > 0 {
+		if wait := graceLeft(r.unnamed(s.GetUID(), now), s.GetCreationTimestamp().Time, r.opts.Grace, now); wait > 0 {
 			if next == 0 || wait < next {
 				next = wait
 			}
@@ -394,6 +422,17 @@ func (r *revisions) collect(ctx context.Context, ns string, n named, snaps []cli
 		next += time.Second
 	}
 	return next, nil
+}
+
+// graceLeft is how long a snapshot first seen named by nothing at since,
+// and created at created, is still kept at now: the grace counts from the
+// later of the two. Zero or less: delete it. Its own function so that it
+// is tested without a cluster.
+func graceLeft(since, created time.Time, grace time.Duration, now time.Time) time.Duration {
+	if created.After(since) {
+		since = created
+	}
+	return since.Add(grace).Sub(now)
 }
 
 func (r *revisions) unnamed(uid types.UID, now time.Time) time.Time {

@@ -141,14 +141,21 @@ const maxBlockedNote = 512
 // written there, so workloads' new pods start on the originals instead of
 // being refused until someone fixes the cause.
 func (s *Snapshotter) block(ctx context.Context, namespace string, err error) {
+	if s.setBlocked(ctx, namespace, blockedNote(err)) {
+		ctrl.LoggerFrom(ctx).Error(err, "config snapshots cannot be written; new revisions in the namespace start unpinned until they can", "namespace", namespace)
+	}
+	namespacesBlocked.WithLabelValues(namespace).Set(1)
+}
+
+// blockedNote is the annotation that says why writes are blocked: the
+// reason, then the refusal, bounded. Its own function so that it is
+// tested without a cluster.
+func blockedNote(err error) string {
 	note := BlockedReason(err) + ": " + err.Error()
 	if len(note) > maxBlockedNote {
 		note = note[:maxBlockedNote-3] + "..."
 	}
-	if s.setBlocked(ctx, namespace, note) {
-		ctrl.LoggerFrom(ctx).Error(err, "config snapshots cannot be written; new revisions in the namespace start unpinned until they can", "namespace", namespace)
-	}
-	namespacesBlocked.WithLabelValues(namespace).Set(1)
+	return note
 }
 
 // unblock takes namespace's mark off, once a snapshot was written there.
