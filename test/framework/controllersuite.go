@@ -24,7 +24,9 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/digest"
 	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/report"
+	"github.com/configward/configward/internal/revision"
 )
 
 // A controller package's own suite (internal/controller/<name>, in its
@@ -230,4 +232,29 @@ func SecretForms(value string) []string {
 	sum := sha256.Sum256([]byte(value))
 	return []string{value, base64.StdEncoding.EncodeToString([]byte(value)), hex.EncodeToString(sum[:]),
 		digest.SecretKeyDigests(map[string][]byte{"k": []byte(value)})["k"]}
+}
+
+// HashOf is the config hash of a template that reads every key of the
+// stored ConfigMap cm and nothing else, as configward computes it under the
+// suite's key: what the webhook would have stamped.
+func (s *ControllerSuite) HashOf(cm *corev1.ConfigMap) string {
+	key := s.read(cm)
+	return digest.PodTemplateHash(key, cm.Namespace, []digest.Entry{{Kind: string(refs.ConfigMap), Name: cm.Name,
+		Content: digest.Content(digest.KeyDigests(cm.Data, cm.BinaryData), nil)}})
+}
+
+// SnapshotOf is the name of the snapshot of the stored ConfigMap cm's
+// content, as configward names it.
+func (s *ControllerSuite) SnapshotOf(cm *corev1.ConfigMap) string {
+	key := s.read(cm)
+	return revision.SnapshotName(key, cm.Namespace, refs.ConfigMap, cm.Name, digest.Content(digest.KeyDigests(cm.Data, cm.BinaryData), nil))
+}
+
+// read refreshes cm from the API server and returns the installation's key.
+func (s *ControllerSuite) read(cm *corev1.ConfigMap) []byte {
+	ctx := context.Background()
+	gomega.ExpectWithOffset(2, s.Env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(gomega.Succeed())
+	key, err := s.Env.HashKey(ctx)
+	gomega.ExpectWithOffset(2, err).NotTo(gomega.HaveOccurred())
+	return key
 }
