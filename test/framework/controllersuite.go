@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/onsi/ginkgo/v2"
@@ -65,7 +66,19 @@ func NewControllerSuite(o manager.Controller) *ControllerSuite {
 			gomega.Expect(s.Env.Stop()).To(gomega.Succeed())
 		}
 	})
+	// The suite's failures, again at the end of `make test`'s output.
+	ginkgo.ReportAfterSuite("failure digest", WriteFailureDigest)
 	return s
+}
+
+// Run runs the package's specs as its TestAgainstAPIServer: where the
+// control plane is built (RequireControlPlane), with the builds it made
+// removed after.
+func (s *ControllerSuite) Run(t *testing.T, description string) {
+	RequireControlPlane(t)
+	defer RemoveBuilds()
+	gomega.RegisterFailHandler(ginkgo.Fail)
+	ginkgo.RunSpecs(t, description)
 }
 
 // StartController starts the controller process with s.Controller, unless

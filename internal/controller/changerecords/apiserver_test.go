@@ -27,14 +27,8 @@ import (
 var suite = framework.NewControllerSuite(manager.Controller{RolloutBatchWindow: 500 * time.Millisecond, FlappingPass: 200 * time.Millisecond})
 
 func TestAgainstAPIServer(t *testing.T) {
-	framework.RequireControlPlane(t)
-	defer framework.RemoveBuilds()
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "the change records against kube-apiserver and etcd")
+	suite.Run(t, "the change records against kube-apiserver and etcd")
 }
-
-// The suite's failures, again at the end of `make test`'s output.
-var _ = ReportAfterSuite("failure digest", framework.WriteFailureDigest)
 
 var ctx = context.Background()
 

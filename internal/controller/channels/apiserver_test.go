@@ -26,14 +26,8 @@ import (
 var suite = framework.NewControllerSuite(manager.Controller{RolloutBatchWindow: 300 * time.Millisecond})
 
 func TestAgainstAPIServer(t *testing.T) {
-	framework.RequireControlPlane(t)
-	defer framework.RemoveBuilds()
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "the channels controller against kube-apiserver and etcd")
+	suite.Run(t, "the channels controller against kube-apiserver and etcd")
 }
-
-// The suite's failures, again at the end of `make test`'s output.
-var _ = ReportAfterSuite("failure digest", framework.WriteFailureDigest)
 
 var ctx = context.Background()
 

@@ -30,14 +30,8 @@ const window = 300 * time.Millisecond
 var suite = framework.NewControllerSuite(manager.Controller{RolloutBatchWindow: window})
 
 func TestAgainstAPIServer(t *testing.T) {
-	framework.RequireControlPlane(t)
-	defer framework.RemoveBuilds()
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "the delivery controller against kube-apiserver and etcd")
+	suite.Run(t, "the delivery controller against kube-apiserver and etcd")
 }
-
-// The suite's failures, again at the end of `make test`'s output.
-var _ = ReportAfterSuite("failure digest", framework.WriteFailureDigest)
 
 var ctx = context.Background()
 

@@ -35,14 +35,8 @@ const grace = 2 * time.Second
 var suite = framework.NewControllerSuite(manager.Controller{RolloutBatchWindow: 500 * time.Millisecond, SnapshotGrace: grace})
 
 func TestAgainstAPIServer(t *testing.T) {
-	framework.RequireControlPlane(t)
-	defer framework.RemoveBuilds()
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "the revisions controller against kube-apiserver and etcd")
+	suite.Run(t, "the revisions controller against kube-apiserver and etcd")
 }
-
-// The suite's failures, again at the end of `make test`'s output.
-var _ = ReportAfterSuite("failure digest", framework.WriteFailureDigest)
 
 var ctx = context.Background()
 
