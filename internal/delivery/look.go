@@ -34,6 +34,51 @@ type Seen struct {
 	Contents map[string]string
 }
 
+// Reads is what a look at a delivery reads, decided before it reads
+// anything (ToRead), so the controller reads each once.
+type Reads struct {
+	// Targets are the workloads of the waves looked at (restart-based
+	// config).
+	Targets []v1alpha1.DeliveryTarget
+	// Names are the names pods read the config through: the original, or
+	// the channels of the waves looked at (hot config).
+	Names []string
+	// Channels: what the config's channels hold is read (hot config);
+	// Snapshots are those whose content the judged waves' channels take.
+	Channels  bool
+	Snapshots []string
+}
+
+// ToRead says what a look at rec at now reads: for the waves Looked
+// names, the workloads of restart-based config and the channels of hot
+// config, and the pods that read it through them; for the gate of hot
+// config, what the channels hold and the snapshots Want gives the judged
+// waves.
+func ToRead(rec *v1alpha1.ConfigDelivery, now time.Time) Reads {
+	src := Delivers(rec)
+	var r Reads
+	for _, i := range Looked(rec, now) {
+		w := &rec.Status.Waves[i]
+		if rec.Spec.Hot {
+			r.Names = append(r.Names, w.Channel)
+			continue
+		}
+		r.Targets = append(r.Targets, w.Workloads...)
+	}
+	if !rec.Spec.Hot {
+		r.Names = []string{src.Name}
+		return r
+	}
+	r.Channels = true
+	for _, i := range Judged(rec) {
+		want := Want(Ask{Record: rec, Config: src, Current: rec.Status.To, Holder: Holder{Wave: rec.Status.Waves[i].Name}})
+		if !slices.Contains(r.Snapshots, want.Revision) {
+			r.Snapshots = append(r.Snapshots, want.Revision)
+		}
+	}
+	return r
+}
+
 // Looked are the waves of rec whose workloads and pods a look at now
 // reads: those the gate judges, and where checks are due, the groups they
 // measure (the current wave and the rest after it; every wave in the bake).

@@ -184,3 +184,21 @@ func TestLookedAndGroups(t *testing.T) {
 		t.Errorf("the bake's groups: %+v and %+v, want every wave and no rest", all, none)
 	}
 }
+
+func TestToRead(t *testing.T) {
+	restart := ToRead(record(defaultCheck, started(1, 5*time.Minute), soaking(2*time.Minute)), t0)
+	if len(restart.Targets) != 3 || !slices.Equal(restart.Names, []string{"app"}) || restart.Channels || len(restart.Snapshots) != 0 {
+		t.Errorf("restart-based: %+v, want the workloads of early and rest, the pods reading app, no channel", restart)
+	}
+	hot := &v1alpha1.ConfigDelivery{
+		Spec: v1alpha1.ConfigDeliverySpec{Config: v1alpha1.ConfigRef{Kind: "ConfigMap", Name: "flags"}, Hot: true},
+		Status: v1alpha1.ConfigDeliveryStatus{State: v1alpha1.DeliveryProgressing, To: "flags-2b", From: "flags-1a", Waves: []v1alpha1.WaveStatus{
+			{Name: "canary", Channel: "flags-ch-canary", StartedAt: ago(time.Minute)},
+			{Name: "rest", Channel: "flags-ch-rest"},
+		}},
+	}
+	got := ToRead(hot, t0)
+	if len(got.Targets) != 0 || !slices.Equal(got.Names, []string{"flags-ch-canary"}) || !got.Channels || !slices.Equal(got.Snapshots, []string{"flags-2b"}) {
+		t.Errorf("hot: %+v, want the canary's channel, its pods and the delivered snapshot", got)
+	}
+}

@@ -52,56 +52,45 @@ func (d *deliveries) advance(ctx context.Context, rec *v1alpha1.ConfigDelivery) 
 }
 
 // look reads, once, what the gate and the checks of rec read now
-// (delivery.Seen): the workloads of the waves looked at
-// (delivery.Looked), the pods that read the delivered config, in one
-// lookup of the pods index, and for hot config what its channels hold and
-// the content their wanted snapshots carry.
+// (delivery.Seen), as delivery.ToRead says: the workloads of the waves
+// looked at, the pods that read the delivered config, in one lookup of the
+// pods index, and for hot config what its channels hold and the content
+// their wanted snapshots carry.
 func (d *deliveries) look(ctx context.Context, rec *v1alpha1.ConfigDelivery, now time.Time) (delivery.Seen, error) {
 	src, ns := delivery.Delivers(rec), rec.Namespace
-	seen := delivery.Seen{Workloads: map[v1alpha1.DeliveryTarget]workload.Object{}}
-	waves := delivery.Looked(rec, now)
-	names := []string{src.Name}
-	if rec.Spec.Hot {
-		names = names[:0]
-		for _, i := range waves {
-			names = append(names, rec.Status.Waves[i].Channel)
+	reads := delivery.ToRead(rec, now)
+	seen := delivery.Seen{Workloads: map[v1alpha1.DeliveryTarget]workload.Object{}, Channels: map[string]string{}, Contents: map[string]string{}}
+	for _, t := range reads.Targets {
+		w, found, err := d.get(ctx, ns, t)
+		if err != nil {
+			return seen, err
 		}
+		if found {
+			seen.Workloads[t] = w
+		}
+	}
+	if reads.Channels {
 		held, err := channel.List(ctx, d.cache, ns, src.Kind, src.Name)
 		if err != nil {
 			return seen, err
 		}
-		seen.Channels, seen.Contents = map[string]string{}, map[string]string{}
 		for _, h := range held {
 			seen.Channels[h.Name] = h.Content
 		}
-		key := d.opts.Keys.Current().Bytes()
-		for _, i := range delivery.Judged(rec) {
-			w := &rec.Status.Waves[i]
-			snap := delivery.Want(delivery.Ask{Record: rec, Config: src, Current: rec.Status.To, Holder: delivery.Holder{Wave: w.Name}, Held: seen.Channels[w.Channel]}).Revision
-			o, err := d.inv.Get(ctx, src.Kind, ns, snap)
-			if err != nil {
-				return seen, err
-			}
-			if o.Exists {
-				// Reports name a channel's content as its original's.
-				seen.Contents[snap] = reload.ContentID(key, ns, string(src.Kind), src.Name, o.KeyDigests)
-			}
+	}
+	key := d.opts.Keys.Current().Bytes()
+	for _, snap := range reads.Snapshots {
+		o, err := d.inv.Get(ctx, src.Kind, ns, snap)
+		if err != nil {
+			return seen, err
 		}
-	} else {
-		for _, i := range waves {
-			for _, t := range rec.Status.Waves[i].Workloads {
-				w, found, err := d.get(ctx, ns, t)
-				if err != nil {
-					return seen, err
-				}
-				if found {
-					seen.Workloads[t] = w
-				}
-			}
+		if o.Exists {
+			// Reports name a channel's content as its original's.
+			seen.Contents[snap] = reload.ContentID(key, ns, string(src.Kind), src.Name, o.KeyDigests)
 		}
 	}
 	var err error
-	seen.Pods, err = d.inv.PodsReading(ctx, ns, src.Kind, names...)
+	seen.Pods, err = d.inv.PodsReading(ctx, ns, src.Kind, reads.Names...)
 	return seen, err
 }
 
