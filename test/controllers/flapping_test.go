@@ -139,7 +139,7 @@ func channelValues(ns, cm string) func() map[string]string {
 		out := map[string]string{}
 		for _, c := range list.Items {
 			if c.Annotations[v1alpha1.ChannelOfAnnotation] == cm {
-				out[c.Annotations[v1alpha1.ChannelWaveAnnotation]] = c.Data["app.yaml"]
+				out[c.Annotations[v1alpha1.ChannelWaveAnnotation]] = c.Data[configKey]
 			}
 		}
 		return out
@@ -189,7 +189,7 @@ func configCurrentReason(obj client.Object) func() string {
 // writeAs changes the ConfigMap's one value as field manager.
 func writeAs(cm *corev1.ConfigMap, value, manager string) {
 	Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
-	cm.Data["app.yaml"] = value
+	cm.Data[configKey] = value
 	Expect(env.Client.Update(ctx, cm, client.FieldOwner(manager))).To(Succeed())
 }
 
