@@ -69,8 +69,9 @@ type clusterOptions struct {
 //   - with o.deployments, a Deployment whose template is not the one its
 //     newest ReplicaSet has (and that is not paused) gets a ReplicaSet of
 //     that template and its replicas as pods, which copy the template's
-//     labels, annotations and spec; once every one of them is ready, the
-//     pods of its other ReplicaSets are deleted.
+//     labels, annotations and spec; once every one of them is available
+//     (ready for the Deployment's minReadySeconds), the pods of its other
+//     ReplicaSets are deleted.
 //   - each Deployment's status counts its pods as the Deployment
 //     controller does, at its generation.
 //   - every pod of ns runs: Running, and ready unless o.app says otherwise
@@ -84,11 +85,15 @@ func cluster(ns string, o clusterOptions) {
 		for ctx.Err() == nil {
 			// Errors (a conflict with a controller's write, an object gone
 			// meanwhile) are met again at the next pass.
-			if o.deployments {
-				rollDeployments(ctx, ns)
+			var deployments appsv1.DeploymentList
+			listed := env.Client.List(ctx, &deployments, client.InNamespace(ns)) == nil
+			if listed && o.deployments {
+				rollDeployments(ctx, ns, deployments.Items)
 			}
 			runPods(ctx, ns, o.app)
-			countDeploymentPods(ctx, ns)
+			if listed {
+				countDeploymentPods(ctx, ns, deployments.Items)
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(200 * time.Millisecond):
@@ -105,21 +110,17 @@ func templateRS(d *appsv1.Deployment) string {
 	return d.Name + "-" + hex.EncodeToString(sum[:])[:8]
 }
 
+// controlledBy is the controller reference to o, a Deployment or a
+// ReplicaSet (kind).
 func controlledBy(o client.Object, kind string) metav1.OwnerReference {
-	gvk := "v1"
-	if kind != "Pod" {
-		gvk = "apps/v1"
-	}
-	return metav1.OwnerReference{APIVersion: gvk, Kind: kind, Name: o.GetName(), UID: o.GetUID(), Controller: ptr.To(true)}
+	return metav1.OwnerReference{APIVersion: "apps/v1", Kind: kind, Name: o.GetName(), UID: o.GetUID(), Controller: ptr.To(true)}
 }
 
-func rollDeployments(ctx context.Context, ns string) {
-	var list appsv1.DeploymentList
-	if env.Client.List(ctx, &list, client.InNamespace(ns)) != nil {
-		return
-	}
-	for i := range list.Items {
-		d := &list.Items[i]
+// rollDeployments rolls the Deployments of ns as the Deployment and
+// ReplicaSet controllers would.
+func rollDeployments(ctx context.Context, ns string, deployments []appsv1.Deployment) {
+	for i := range deployments {
+		d := &deployments[i]
 		if d.Spec.Paused || d.DeletionTimestamp != nil {
 			continue
 		}
@@ -154,7 +155,7 @@ func rollDeployments(ctx context.Context, ns string) {
 			}
 			_ = env.Client.Create(ctx, p)
 		}
-		if len(ours) < want || !allReady(ours) {
+		if len(ours) < want || !allAvailable(ours, d.Spec.MinReadySeconds) {
 			continue
 		}
 		for _, p := range pods {
@@ -167,13 +168,9 @@ func rollDeployments(ctx context.Context, ns string) {
 
 // countDeploymentPods writes each Deployment's status as the Deployment
 // controller would from its pods.
-func countDeploymentPods(ctx context.Context, ns string) {
-	var list appsv1.DeploymentList
-	if env.Client.List(ctx, &list, client.InNamespace(ns)) != nil {
-		return
-	}
-	for i := range list.Items {
-		d := &list.Items[i]
+func countDeploymentPods(ctx context.Context, ns string, deployments []appsv1.Deployment) {
+	for i := range deployments {
+		d := &deployments[i]
 		s := appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Conditions: d.Status.Conditions}
 		if d.Spec.Paused {
 			s.Replicas, s.UpdatedReplicas, s.ReadyReplicas, s.AvailableReplicas =
@@ -187,6 +184,8 @@ func countDeploymentPods(ctx context.Context, ns string) {
 				}
 				if podReady(p) {
 					s.ReadyReplicas++
+				}
+				if available(p, d.Spec.MinReadySeconds) {
 					s.AvailableReplicas++
 				}
 			}
@@ -224,9 +223,20 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-func allReady(pods []*corev1.Pod) bool {
+// available: ready for minReadySeconds, as the Deployment controller
+// counts a pod available.
+func available(p *corev1.Pod, minReadySeconds int32) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue && time.Since(c.LastTransitionTime.Time) >= time.Duration(minReadySeconds)*time.Second
+		}
+	}
+	return false
+}
+
+func allAvailable(pods []*corev1.Pod, minReadySeconds int32) bool {
 	for _, p := range pods {
-		if !podReady(p) {
+		if !available(p, minReadySeconds) {
 			return false
 		}
 	}
@@ -353,14 +363,14 @@ func (c configOf) contentOf(p *corev1.Pod) (content string, ok bool) {
 	return "", true
 }
 
-// reads lists what the live pods of Deployment name read.
+// reads lists what the running pods of Deployment name read.
 func reads(ns, name string) func() []string {
 	return func() []string {
 		config, ok := readConfig(ctx, ns)
 		Expect(ok).To(BeTrue())
 		var out []string
 		for _, p := range podsOf(ctx, ns, name) {
-			if c, ok := config.contentOf(p); ok {
+			if c, ok := config.contentOf(p); ok && p.Status.Phase == corev1.PodRunning {
 				out = append(out, c)
 			}
 		}

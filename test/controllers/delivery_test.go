@@ -44,24 +44,38 @@ func threeWaves(deadline, soak int32, onFailure v1alpha1.FailurePolicy) v1alpha1
 	}
 }
 
+// world is what deliveryNamespace puts in a namespace beside its policy.
+type world struct {
+	// n one-pod Deployments app-0 to app-<n-1>, app-<canary> labelled
+	// for the canary wave, each counting a pod available once it has been
+	// ready for minReadySeconds.
+	n, canary       int
+	minReadySeconds int32
+	// app runs in their pods.
+	app app
+	// policy, when set, sets more of the ConfigPolicy.
+	policy func(*v1alpha1.ConfigPolicySpec)
+}
+
 // deliveryNamespace creates a namespace where ConfigPolicy name turns
-// revisions and the delivery settings on (more changes the policy
-// further), with ConfigMap cfg holding "info" and n one-pod Deployments
-// app-0 to app-<n-1> mounting it (app-<canary> labelled for the canary
-// wave), run by cluster with a; it returns once each runs its revision.
-func deliveryNamespace(name string, settings v1alpha1.DeliverySettings, n, canary int, a app, more ...func(*v1alpha1.ConfigPolicySpec)) (string, *corev1.ConfigMap) {
+// revisions and the delivery settings on, with ConfigMap cfg holding
+// "info" and the Deployments of w mounting it, run by cluster; it returns
+// once each runs its revision.
+func deliveryNamespace(name string, settings v1alpha1.DeliverySettings, w world) (string, *corev1.ConfigMap) {
 	ns := policyNamespace(name, func(s *v1alpha1.ConfigPolicySpec) {
 		s.Revisions.Enabled, s.Delivery = true, &settings
-		for _, f := range more {
-			f(s)
+		if w.policy != nil {
+			w.policy(s)
 		}
 	})
 	cm := create1(configMap(ns, "cfg", "info"))
-	cluster(ns, clusterOptions{app: a, deployments: true})
-	for i := range n {
-		create(waveDeployment(ns, fmt.Sprintf("app-%d", i), i == canary, cm))
+	cluster(ns, clusterOptions{app: w.app, deployments: true})
+	for i := range w.n {
+		d := waveDeployment(ns, fmt.Sprintf("app-%d", i), i == w.canary, cm)
+		d.Spec.MinReadySeconds = w.minReadySeconds
+		create(d)
 	}
-	for i := range n {
+	for i := range w.n {
 		Eventually(reads(ns, fmt.Sprintf("app-%d", i)), 20*time.Second).Should(ConsistOf("info"))
 	}
 	return ns, cm
@@ -174,7 +188,7 @@ const operator = "delivery-operator"
 
 var _ = Describe("progressive config delivery", func() {
 	It("rolls a good change wave by wave, each wave healthy and soaked before the next, each Deployment once", func() {
-		ns, cm := deliveryNamespace("delivery-good", threeWaves(120, 1, v1alpha1.FailureHalt), 10, 7, runs)
+		ns, cm := deliveryNamespace("delivery-good", threeWaves(120, 1, v1alpha1.FailureHalt), world{n: 10, canary: 7, app: runs})
 		setValue(cm, "debug")
 		Eventually(latestDelivery(ns, "cfg"), time.Minute, 200*time.Millisecond).Should(HavePrefix("Succeeded/"))
 		d := deliveries(ns, "cfg")
@@ -219,7 +233,7 @@ var _ = Describe("progressive config delivery", func() {
 	})
 
 	It("halts a bad change at the canary's deadline and re-stamps no other Deployment; promote moves it on, resume judges the wave again", func() {
-		ns, cm := deliveryNamespace("delivery-bad", threeWaves(5, 1, v1alpha1.FailureHalt), 10, 7, failsOn("broken", false))
+		ns, cm := deliveryNamespace("delivery-bad", threeWaves(5, 0, v1alpha1.FailureHalt), world{n: 10, canary: 7, app: failsOn("broken", false)})
 		setValue(cm, "broken")
 		Eventually(latestDelivery(ns, "cfg"), 30*time.Second, 200*time.Millisecond).Should(Equal("Halted/ProgressDeadlineExceeded@canary"))
 		Consistently(patched(ns), 2*time.Second, 500*time.Millisecond).Should(ConsistOf("app-7"))
@@ -247,7 +261,7 @@ var _ = Describe("progressive config delivery", func() {
 	})
 
 	It("fails the canary on restarts of its new pods and rolls it back to its old revision with onFailure: Rollback", func() {
-		ns, cm := deliveryNamespace("delivery-rollback", threeWaves(120, 1, v1alpha1.FailureRollback), 10, 7, failsOn("broken", true))
+		ns, cm := deliveryNamespace("delivery-rollback", threeWaves(120, 0, v1alpha1.FailureRollback), world{n: 10, canary: 7, app: failsOn("broken", true)})
 		before := snapshotsNamed(ns, "app-7")()
 		setValue(cm, "broken")
 		Eventually(latestDelivery(ns, "cfg"), 30*time.Second, 200*time.Millisecond).Should(Equal("Halted/WaveFailed@canary"))
@@ -262,12 +276,12 @@ var _ = Describe("progressive config delivery", func() {
 	It("waits for approval, survives a controller restart mid-wave, and a newer change supersedes an open delivery", func() {
 		var hold atomic.Bool
 		ns, cm := deliveryNamespace("delivery-approve", v1alpha1.DeliverySettings{
-			Waves: []v1alpha1.Wave{{Name: "canary", Selector: canaryWave}, {Name: "rest", Approval: true}}, ProgressDeadlineSeconds: 120, SoakSeconds: new(int32(1)),
-		}, 10, 7, func(content string) health {
+			Waves: []v1alpha1.Wave{{Name: "canary", Selector: canaryWave}, {Name: "rest", Approval: true}}, ProgressDeadlineSeconds: 120, SoakSeconds: new(int32(0)),
+		}, world{n: 10, canary: 7, app: func(content string) health {
 			// Held, the last content's pods do not get ready: the wave that
 			// rolls them is open while the controller restarts.
 			return health{unready: hold.Load() && content == "trace"}
-		})
+		}})
 		setValue(cm, "debug")
 		Eventually(latestDelivery(ns, "cfg"), 30*time.Second, 200*time.Millisecond).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
 		Consistently(patchCount(ns), 2*time.Second, 500*time.Millisecond).Should(Equal(1))
@@ -311,8 +325,8 @@ var _ = Describe("progressive config delivery", func() {
 
 	It("lets workloads that cannot show health pass without blocking, and holds a workload created during the delivery for the last wave", func() {
 		ns, cm := deliveryNamespace("delivery-unverified", v1alpha1.DeliverySettings{
-			Waves: []v1alpha1.Wave{{Name: "canary", Selector: canaryWave}, {Name: "rest", Approval: true}}, SoakSeconds: new(int32(1)),
-		}, 10, 7, runs)
+			Waves: []v1alpha1.Wave{{Name: "canary", Selector: canaryWave}, {Name: "rest", Approval: true}}, SoakSeconds: new(int32(0)),
+		}, world{n: 10, canary: 7, app: runs})
 		var canary appsv1.Deployment
 		Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-7"}, &canary)).To(Succeed())
 		canary.Spec.Paused = true
@@ -359,7 +373,7 @@ var _ = Describe("progressive config delivery", func() {
 
 		ns := policyNamespace("delivery-two", func(s *v1alpha1.ConfigPolicySpec) {
 			s.Revisions.Enabled = true
-			s.Delivery = &v1alpha1.DeliverySettings{Waves: []v1alpha1.Wave{{Name: "canary", Selector: canaryWave}, {Name: "rest"}}, SoakSeconds: new(int32(1))}
+			s.Delivery = &v1alpha1.DeliverySettings{Waves: []v1alpha1.Wave{{Name: "canary", Selector: canaryWave}, {Name: "rest"}}, SoakSeconds: new(int32(0))}
 		})
 		a, b := create1(configMap(ns, "a", "1")), create1(configMap(ns, "b", "1"))
 		cluster(ns, clusterOptions{app: runs, deployments: true})

@@ -31,10 +31,11 @@ import (
 var halfOfA = v1alpha1.Wave{Name: "canary", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"}}, PodPercent: new(int32(50))}
 
 // hotWaves are the waves canary (halfOfA) and rest, with the last's
-// approval, a soak of a second and a propagation of a second.
+// approval, no soak and a propagation of a second (the kubelet's delay:
+// a pod on bad content turns unready within it).
 func hotWaves(approval bool, deadline int32, onFailure v1alpha1.FailurePolicy) v1alpha1.DeliverySettings {
 	return v1alpha1.DeliverySettings{Waves: []v1alpha1.Wave{halfOfA, {Name: "rest", Approval: approval}},
-		ProgressDeadlineSeconds: deadline, SoakSeconds: new(int32(1)), PropagationSeconds: new(int32(1)), OnFailure: onFailure}
+		ProgressDeadlineSeconds: deadline, SoakSeconds: new(int32(0)), PropagationSeconds: new(int32(1)), OnFailure: onFailure}
 }
 
 // hotConfigMap is ConfigMap name marked hot, holding value.
@@ -132,22 +133,6 @@ func readyPods(ns string) func() int {
 			}
 		}
 		return n
-	}
-}
-
-// secretChannelValues maps each wave to the value its channel of Secret
-// name holds.
-func secretChannelValues(ns, name string) func() map[string]string {
-	return func() map[string]string {
-		var list corev1.SecretList
-		Expect(env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.ChannelLabel: "true"})).To(Succeed())
-		out := map[string]string{}
-		for _, c := range list.Items {
-			if c.Annotations[v1alpha1.ChannelOfAnnotation] == name {
-				out[c.Annotations[v1alpha1.ChannelWaveAnnotation]] = string(c.Data[configKey])
-			}
-		}
-		return out
 	}
 }
 
@@ -309,7 +294,7 @@ var _ = Describe("hot config delivered through channels", func() {
 
 		configPolicy("hot-turnon", func(s *v1alpha1.ConfigPolicySpec) {
 			s.Revisions.Enabled, s.Delivery = true, &v1alpha1.DeliverySettings{Waves: []v1alpha1.Wave{halfOfA, {Name: "rest"}},
-				SoakSeconds: new(int32(1)), PropagationSeconds: new(int32(1))}
+				SoakSeconds: new(int32(0)), PropagationSeconds: new(int32(1))}
 		})
 		Eventually(channelValues(ns, "flags"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}))
 		hotWorkload(ns, "a", refs.ConfigMap, "flags", "canary", "rest")
@@ -334,7 +319,7 @@ var _ = Describe("hot config delivered through channels", func() {
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "token", Annotations: map[string]string{v1alpha1.ReloadAnnotation: v1alpha1.ReloadHot}},
 			Data: map[string][]byte{configKey: []byte("info")}}
 		create(secret)
-		Eventually(secretChannelValues(ns, "token"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}))
+		Eventually(channelsOf(ns, "token", &corev1.SecretList{}), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}))
 		cluster(ns, clusterOptions{app: runs})
 		hotWorkload(ns, "a", refs.Secret, "token", "canary", "rest")
 		Eventually(readyPods(ns), 10*time.Second).Should(Equal(2))
@@ -342,7 +327,7 @@ var _ = Describe("hot config delivered through channels", func() {
 		secret.Data[configKey] = []byte("debug")
 		Expect(env.Client.Update(ctx, secret)).To(Succeed())
 		Eventually(latestDelivery(ns, "token"), 20*time.Second, 100*time.Millisecond).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
-		Expect(secretChannelValues(ns, "token")()).To(Equal(map[string]string{"canary": "debug", "rest": "info"}))
+		Expect(channelsOf(ns, "token", &corev1.SecretList{})()).To(Equal(map[string]string{"canary": "debug", "rest": "info"}))
 		Expect(deliveries(ns, "token")[0].Spec.Config.Kind).To(Equal("Secret"))
 	})
 })
