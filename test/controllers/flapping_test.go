@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -131,16 +132,34 @@ func configDeliveries(ns string) []v1alpha1.ConfigDelivery {
 	return list.Items
 }
 
-// channelValues maps each wave to the value its channel of cm holds.
+// channelValues maps each wave to the value its channel of ConfigMap cm
+// holds.
 func channelValues(ns, cm string) func() map[string]string {
+	return channelsOf(ns, cm, &corev1.ConfigMapList{})
+}
+
+// channelsOf maps each wave to the value its channel of the ConfigMap or
+// Secret called original holds: channels of list's kind.
+func channelsOf(ns, original string, list client.ObjectList) func() map[string]string {
 	return func() map[string]string {
-		var list corev1.ConfigMapList
-		Expect(env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.ChannelLabel: "true"})).To(Succeed())
+		l := list.DeepCopyObject().(client.ObjectList)
+		Expect(env.Client.List(ctx, l, client.InNamespace(ns), client.MatchingLabels{v1alpha1.ChannelLabel: "true"})).To(Succeed())
+		items, err := meta.ExtractList(l)
+		Expect(err).NotTo(HaveOccurred())
 		out := map[string]string{}
-		for _, c := range list.Items {
-			if c.Annotations[v1alpha1.ChannelOfAnnotation] == cm {
-				out[c.Annotations[v1alpha1.ChannelWaveAnnotation]] = c.Data["app.yaml"]
+		for _, item := range items {
+			c := item.(client.Object)
+			if c.GetAnnotations()[v1alpha1.ChannelOfAnnotation] != original {
+				continue
 			}
+			value := ""
+			switch o := c.(type) {
+			case *corev1.ConfigMap:
+				value = o.Data[configKey]
+			case *corev1.Secret:
+				value = string(o.Data[configKey])
+			}
+			out[c.GetAnnotations()[v1alpha1.ChannelWaveAnnotation]] = value
 		}
 		return out
 	}
@@ -189,7 +208,7 @@ func configCurrentReason(obj client.Object) func() string {
 // writeAs changes the ConfigMap's one value as field manager.
 func writeAs(cm *corev1.ConfigMap, value, manager string) {
 	Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
-	cm.Data["app.yaml"] = value
+	cm.Data[configKey] = value
 	Expect(env.Client.Update(ctx, cm, client.FieldOwner(manager))).To(Succeed())
 }
 

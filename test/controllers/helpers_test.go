@@ -18,8 +18,11 @@ import (
 
 var ctx = context.Background()
 
+// configKey is the one key of the specs' ConfigMaps and Secrets.
+const configKey = "app.yaml"
+
 func configMap(ns, name, value string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"app.yaml": value}}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{configKey: value}}
 }
 
 // podTemplate reads ConfigMap cm through envFrom.
@@ -64,13 +67,16 @@ func templateHash(d *appsv1.Deployment) func() string {
 }
 
 // hashOf is the hash of a template reading every key of the stored
-// ConfigMap cm, as configward computes it.
-func hashOf(cm *corev1.ConfigMap) string {
-	Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
+// ConfigMaps cms (of one namespace), as configward computes it.
+func hashOf(cms ...*corev1.ConfigMap) string {
 	key, err := env.HashKey(ctx)
 	Expect(err).NotTo(HaveOccurred())
-	return digest.PodTemplateHash(key, cm.Namespace, []digest.Entry{{Kind: "ConfigMap", Name: cm.Name,
-		Content: digest.Content(digest.KeyDigests(cm.Data, cm.BinaryData), nil)}})
+	var entries []digest.Entry
+	for _, cm := range cms {
+		Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
+		entries = append(entries, digest.Entry{Kind: "ConfigMap", Name: cm.Name, Content: digest.Content(digest.KeyDigests(cm.Data, cm.BinaryData), nil)})
+	}
+	return digest.PodTemplateHash(key, cms[0].Namespace, entries)
 }
 
 // events lists the notes of the Events of one reason on the object named.
@@ -88,13 +94,30 @@ func clientKey(o client.Object) client.ObjectKey { return client.ObjectKeyFromOb
 // selects it alone, its spec set by set, and waits for the policy to be
 // in force.
 func policyNamespace(name string, set func(*v1alpha1.ConfigPolicySpec)) string {
-	label := "controllers.configward.dev/" + name
+	return namespace(configPolicy(name, set))
+}
+
+// configPolicy creates a ConfigPolicy named name, its spec set by set,
+// that selects the namespaces with the labels it returns, and waits for
+// it to be in force. It is deleted with the spec, unless the spec did.
+func configPolicy(name string, set func(*v1alpha1.ConfigPolicySpec)) map[string]string {
+	labels := map[string]string{"controllers.configward.dev/" + name: "on"}
 	policy := &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.ConfigPolicySpec{
-		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{label: "on"}},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: labels},
 	}}
 	set(&policy.Spec)
 	create(policy)
-	DeferCleanup(func() { Expect(env.Client.Delete(ctx, policy)).To(Succeed()) })
+	DeferCleanup(func() { Expect(client.IgnoreNotFound(env.Client.Delete(ctx, policy))).To(Succeed()) })
 	Eventually(ready(policy), 10*time.Second).Should(Equal(metav1.ConditionTrue))
-	return namespace(map[string]string{label: "on"})
+	return labels
+}
+
+// setPolicy changes the spec of ConfigPolicy name by set and waits for the
+// change to be in force.
+func setPolicy(name string, set func(*v1alpha1.ConfigPolicySpec)) {
+	policy := &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	Expect(env.Client.Get(ctx, clientKey(policy), policy)).To(Succeed())
+	set(&policy.Spec)
+	Expect(env.Client.Update(ctx, policy)).To(Succeed())
+	Eventually(ready(policy), 10*time.Second).Should(Equal(metav1.ConditionTrue))
 }
