@@ -101,8 +101,9 @@ unit: ## Run every test that needs no cluster: handlers, rules, Rego, parsers, t
 	$(GO) test -skip TestAgainstAPIServer $(UNIT_PKGS)
 
 .PHONY: controllers
-controllers: controlplane ## Run each reconciler against kube-apiserver and etcd alone (no kube-controller-manager, no kwok): seconds, not minutes.
-	CONFIGWARD_REQUIRE_CLUSTER=1 $(GO) test ./test/controllers/ ./internal/controller/... -count=1 -timeout 10m
+controllers: controlplane eso prometheus ## Run each reconciler against kube-apiserver and etcd alone (no kube-controller-manager, no kwok; ESO's controller and a Prometheus where a spec needs them): the delivery, hot-config and analysis specs, and each controller package's own suite.
+	CONFIGWARD_REQUIRE_CLUSTER=1 CONFIGWARD_ESO=$(ESO) CONFIGWARD_ESO_CRDS=$(ESO_CRDS) CONFIGWARD_PROMETHEUS=$(PROMETHEUS) \
+		$(GO) test ./test/controllers/ ./internal/controller/... -count=1 -timeout 20m
 
 # make e2e runs one whole-cluster suite (SUITE: e2e, faults, security,
 # chart, controllers), or the specs of it whose text FOCUS matches (a Ginkgo

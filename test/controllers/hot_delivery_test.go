@@ -188,11 +188,10 @@ var _ = Describe("hot config delivered through channels", func() {
 			Expect(env.Client.Get(ctx, client.ObjectKey{Name: ns}, &n)).To(Succeed())
 			return n.Labels
 		}, 10*time.Second).ShouldNot(HaveKey(v1alpha1.HotChannelsLabel))
-		// The delivery controller does not watch ConfigPolicies: it cancels
-		// the halted delivery at its next look, when a consumer changes (b's
-		// pods turn unready on the broken content, and its Deployment's
-		// status says so) or at its poll of a halted delivery, 30 s on.
-		Eventually(latestDelivery(ns, "flags"), 40*time.Second, 200*time.Millisecond).Should(HavePrefix("Cancelled/"))
+		// A policy change wakes the delivery controller for every placed
+		// delivery: the halted one is cancelled at once, not at its next poll
+		// of a halted delivery, 30 s on.
+		Eventually(latestDelivery(ns, "flags"), 10*time.Second, 200*time.Millisecond).Should(HavePrefix("Cancelled/"))
 	})
 
 	It("supersedes an open delivery without moving the canary back, halts and resumes on request, survives a controller restart, and keeps what pods hold when the original goes", func() {

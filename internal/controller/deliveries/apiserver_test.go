@@ -75,6 +75,16 @@ func deployment(ns, name, hash, snapshot string) *appsv1.Deployment {
 	}
 }
 
+// rolledOut writes the status of Deployment name as its controller would
+// once its one replica is rolled out (no pod is written: the gate counts
+// none).
+func rolledOut(ns, name string) {
+	var d appsv1.Deployment
+	Expect(suite.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d)).To(Succeed())
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+	Expect(suite.Env.Client.Status().Update(ctx, &d)).To(Succeed())
+}
+
 // setLevel changes cfg's one value.
 func setLevel(cm *corev1.ConfigMap, level string) {
 	Expect(suite.Env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
@@ -123,11 +133,13 @@ var _ = Describe("the delivery controller", func() {
 			return suite.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: old}, &corev1.ConfigMap{})
 		}, 10*time.Second).Should(Succeed())
 
-		By("start: a change starts the first delivery, whose canary takes it and whose rest waits")
+		By("start: a change starts the first delivery, whose canary takes it and whose rest waits for approval")
 		setLevel(cm, "debug")
 		v2 := suite.SnapshotOf(cm)
 		Eventually(state(ns, "configmap-cfg-1"), 10*time.Second).Should(Equal("Progressing/WaveStarted@canary"))
 		Eventually(templateSnapshot(ns, "canary"), 10*time.Second).Should(Equal("ConfigMap/cfg=" + v2))
+		rolledOut(ns, "canary")
+		Eventually(state(ns, "configmap-cfg-1"), 10*time.Second).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
 		Consistently(templateSnapshot(ns, "app"), 2*window).Should(Equal("ConfigMap/cfg=" + old))
 		first := record(ns, "configmap-cfg-1")()
 		Expect(first.Status.To).To(Equal(v2))
@@ -145,20 +157,23 @@ var _ = Describe("the delivery controller", func() {
 		unplaced.Spec.Sequence, unplaced.Spec.Request = 2, nil
 		suite.Create(unplaced)
 		suite.StartController()
-		Eventually(state(ns, "configmap-cfg-2"), 10*time.Second).Should(Equal("Progressing/WaveStarted@canary"))
-		Eventually(state(ns, "configmap-cfg-1"), 10*time.Second).Should(Equal("Superseded/NewerContent@canary"))
+		Eventually(state(ns, "configmap-cfg-1"), 10*time.Second).Should(Equal("Superseded/NewerContent@rest"))
+		Eventually(state(ns, "configmap-cfg-2"), 10*time.Second).Should(Equal("WaitingForApproval/ApprovalRequired@rest"),
+			"placed, its canary (already on the delivered revision) healthy at once")
 		placed := record(ns, "configmap-cfg-2")()
 		Expect(placed.Status.To).To(Equal(v2))
 		Expect(placed.Status.Waves[1].Workloads).To(ConsistOf(v1alpha1.DeliveryTarget{Kind: "Deployment", Name: "app", From: old}),
 			"the rest is placed with the revision it runs")
 		Consistently(templateSnapshot(ns, "app"), 2*window).Should(Equal("ConfigMap/cfg=" + old))
 
-		By("cancel: delivery turned off ends the open delivery, and plain rollouts take the rest to the content of now")
+		By("cancel: delivery turned off ends the waiting delivery at once, and plain rollouts take the rest to the content of now")
 		var policy v1alpha1.ConfigPolicy
 		Expect(suite.Env.Client.Get(ctx, client.ObjectKey{Name: "deliveries-actions"}, &policy)).To(Succeed())
 		policy.Spec.Delivery = nil
 		Expect(suite.Env.Client.Update(ctx, &policy)).To(Succeed())
-		Eventually(state(ns, "configmap-cfg-2"), 10*time.Second).Should(Equal("Cancelled/NotDelivered@canary"))
+		// A waiting delivery is polled every 30 s: the policy's change itself
+		// wakes the controller.
+		Eventually(state(ns, "configmap-cfg-2"), 5*time.Second).Should(Equal("Cancelled/NotDelivered@rest"))
 		Eventually(templateSnapshot(ns, "app"), 10*time.Second).Should(Equal("ConfigMap/cfg=" + v2))
 	})
 

@@ -21,10 +21,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/configpolicy"
@@ -136,7 +138,37 @@ func Setup(mgr ctrl.Manager, inv *inventory.Inventory, opts Options) error {
 		// it consumes.
 		b = b.Watches(t.New(), handler.EnqueueRequestsFromMapFunc(d.consumed))
 	}
+	// A ConfigPolicy that turns delivery off cancels the open deliveries of
+	// the namespaces it governed at once, not at their next poll.
+	policiesChanged := make(chan event.TypedGenericEvent[*v1alpha1.ConfigDelivery], 1)
+	opts.Policies.OnChange(func() {
+		select {
+		case policiesChanged <- event.TypedGenericEvent[*v1alpha1.ConfigDelivery]{Object: &v1alpha1.ConfigDelivery{}}:
+		default: // one pending look covers every change before it
+		}
+	})
+	b = b.WatchesRawSource(source.Channel(policiesChanged, handler.TypedEnqueueRequestsFromMapFunc(d.placed)))
 	return b.Complete(d)
+}
+
+// placed asks for a look at the config of every placed delivery, after
+// the policies in force changed.
+func (d *deliveries) placed(ctx context.Context, _ *v1alpha1.ConfigDelivery) []reconcile.Request {
+	var list v1alpha1.ConfigDeliveryList
+	if err := d.cache.List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing deliveries to look at them after a ConfigPolicy change")
+		return nil
+	}
+	seen := map[reconcile.Request]bool{}
+	var out []reconcile.Request
+	for i := range list.Items {
+		rec := &list.Items[i]
+		if r := deliveryKey(rec.Namespace, delivery.Delivers(rec)); delivery.Placed(rec) && !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 type deliveries struct {
