@@ -337,6 +337,9 @@ type turn struct {
 // metrics. keep says the logged changes go back to the log.
 func (r *rollout) act(ctx context.Context, nn types.NamespacedName, s seen, w workload.Object, st step) (reconcile.Result, bool, error) {
 	r.remember(nn, s.now, st)
+	if !s.found {
+		r.unstuck.Delete(nn)
+	}
 	res := reconcile.Result{RequeueAfter: st.requeue}
 	if st.write != nil {
 		var done bool

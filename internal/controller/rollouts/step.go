@@ -122,7 +122,8 @@ const retryStuck = time.Second
 // once for the change's log.
 func next(s seen, window time.Duration) step {
 	if !s.found {
-		return step{forgetWait: true, cancelTurn: !s.turn.IsZero()}
+		// Gone: nothing of it is kept.
+		return step{forgetWait: true, forgetEpisode: true, cancelTurn: !s.turn.IsZero()}
 	}
 	d := s.decision
 	st := step{cancelTurn: !s.turn.IsZero()}

@@ -103,8 +103,8 @@ const (
 func TestNext(t *testing.T) {
 	for _, tc := range []stepCase{
 		// Nothing to do.
-		{"gone", stale(gone), "forget wait"},
-		{"gone while its turn waits: the turn is given back", stale(turnAt(time.Second), gone), "forget wait; cancel turn"},
+		{"gone", stale(gone), "forget wait; forget episode"},
+		{"gone while its turn waits: the turn is given back", stale(turnAt(time.Second), gone), "forget wait; forget episode; cancel turn"},
 		{"current: nothing to write", stale(func(s *seen) { s.carried = now }), "forget wait"},
 		{"current, its turn reserved: the turn is given back", stale(func(s *seen) { s.carried = now }, turnAt(time.Second)), "forget wait; cancel turn"},
 		{"opted out (early), config changed: counted", stale(early(drift.OptedOut)), "skipped opted-out; forget wait"},
