@@ -215,7 +215,8 @@ FUZZ_TARGETS := internal/admission:FuzzWebhookBodies internal/valueschema:FuzzSc
                 internal/refs:FuzzPodSpecReferences internal/check:FuzzLoadManifests \
                 internal/inventory:FuzzPackedDigests internal/changecontrol:FuzzChanges \
                 internal/webhookscope:FuzzReferenceParity internal/builtinrules:FuzzParity \
-                internal/slimobject:FuzzSlimDecoding internal/admission:FuzzSlimAnswers
+                internal/slimobject:FuzzSlimDecoding internal/admission:FuzzSlimAnswers \
+                internal/analysis:FuzzQueryCost
 FUZZTIME     ?= 10m
 FUZZMINIMIZE ?= 2s
 FUZZ_REPORT  ?= $(BIN)/fuzz-report.txt

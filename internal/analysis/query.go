@@ -79,7 +79,8 @@ func quoteName(name string) string {
 }
 
 // Render renders query with v. A field Vars does not have is an error, as
-// is a template that does not parse or execute.
+// is a template that does not parse or execute, or one that makes more
+// than its budget (see renderBudget).
 func Render(query string, v Vars) (string, error) {
 	t, err := parseQuery(query)
 	if err != nil {
@@ -107,6 +108,12 @@ func Validate(query string) error {
 	return nil
 }
 
+// MaxQueryBytes is the longest query template, as the CRD says
+// (AnalysisCheck.Query); the render budget is measured for it, and
+// configward check, which reads files no API server has validated, is held
+// to it here.
+const MaxQueryBytes = 4096
+
 // maxRendered bounds a rendered query. A wave of thousands of pods makes
 // a {{ .Pods }} of hundreds of KiB; a printf with a wide padding, repeated,
 // would otherwise take the admission webhook's memory.
@@ -119,7 +126,10 @@ const maxRendered = 8 << 20
 // large number, would hold the admission webhook, and a PromQL expression
 // has no use for either.
 func parseQuery(query string) (*template.Template, error) {
-	t, err := template.New("query").Option("missingkey=error").Parse(query)
+	if len(query) > MaxQueryBytes {
+		return nil, fmt.Errorf("the query template is %d bytes; at most %d are allowed", len(query), MaxQueryBytes)
+	}
+	t, err := template.New("query").Option("missingkey=error").Funcs(budgeted(nil)).Parse(query)
 	if err != nil {
 		return nil, templateError("the query template does not parse", err)
 	}
@@ -148,9 +158,13 @@ func execute(t *template.Template, v Vars) (string, error) {
 		"Group":     v.Group,
 	}
 	b := &limitedBuilder{}
-	if err := t.Execute(b, data); err != nil {
-		if b.over {
+	spent := &budget{left: renderBudget}
+	if err := t.Funcs(budgeted(spent)).Execute(b, data); err != nil {
+		switch {
+		case b.over:
 			return "", fmt.Errorf("the query template renders to more than %d MiB", maxRendered>>20)
+		case spent.over:
+			return "", fmt.Errorf("the query template's functions make more than %d MiB while it renders", renderBudget>>20)
 		}
 		return "", templateError("the query template does not render", err)
 	}
