@@ -56,12 +56,12 @@ func TestQueryBudgetRefusesWhatItCannotAfford(t *testing.T) {
 func TestQueryBudgetKeepsTheBuiltins(t *testing.T) {
 	v := Vars{Namespace: "shop", Pods: []string{"web-1"}, Group: "wave"}
 	for query, want := range map[string]string{
-		`{{ printf "%s/%q/%5d/%x/%%" .Namespace .Group 7 "ab" }}`: `shop/"wave"/    7/6162/%`,
-		`{{ print .Namespace 1 2 }}`:                             `shop1 2`,
-		`{{ println .Namespace }}`:                               "shop\n",
-		`{{ html "<a>" }}{{ js "'" }}{{ urlquery "a b" }}`:       `&lt;a&gt;\'a+b`,
-		`{{ printf "%[1]s-%[1]s" .Pods }}`:                       `web-1-web-1`,
-		`{{ printf "%d" }}`:                                      `%!d(MISSING)`,
+		`{{ printf "%s/%q/%5d/%x/%%" .Namespace .Group 7 "ab" }}`:          `shop/"wave"/    7/6162/%`,
+		`{{ print .Namespace 1 2 }}`:                                       `shop1 2`,
+		`{{ println .Namespace }}`:                                         "shop\n",
+		`{{ html "<a>" }}{{ js "'" }}{{ urlquery "a b" }}`:                 `&lt;a&gt;\'a+b`,
+		`{{ printf "%[1]s-%[1]s" .Pods }}`:                                 `web-1-web-1`,
+		`{{ printf "%d" }}`:                                                `%!d(MISSING)`,
 		`{{ len .Pods }} {{ slice .Namespace 1 3 }} {{ index . "Group" }}`: `5 ho wave`,
 	} {
 		got, err := Render(query, v)
