@@ -14,8 +14,8 @@ import (
 // userAgent names configward to the servers it asks, for their logs.
 const userAgent = "configward-analysis"
 
-// excerptBytes is how much of an answer an error quotes: enough for a
-// proxy's one-line reason, not a page of HTML.
+// excerptBytes is how much of a field an error quotes (Prometheus' own
+// error, a webhook's message): enough for one line, not a page.
 const excerptBytes = 200
 
 // checkURL parses an http or https URL with a host. User info is refused:
@@ -79,16 +79,25 @@ func transportError(err error) error {
 	return err
 }
 
-// excerpt quotes the start of an answer on one line.
+// excerpt quotes the start of a field of an answer on one line.
 func excerpt(b []byte) string {
 	s := strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "\uFFFD")), " ")
 	if s == "" {
-		return "(empty body)"
+		return "(empty)"
 	}
 	if t := truncate(s, excerptBytes); t != s {
 		return t + "…"
 	}
 	return s
+}
+
+// unquoted names an answer that is not what was asked for by its size
+// alone: its bytes are the address's, not configward's to publish.
+func unquoted(body []byte) string {
+	if len(body) == 0 {
+		return "an empty body"
+	}
+	return fmt.Sprintf("a body of %d bytes that is not quoted", len(body))
 }
 
 // truncate cuts s to at most n bytes, at a character's start.

@@ -199,23 +199,26 @@ type apiAnswer struct {
 
 // parseAnswer reads Prometheus' answer. Its own error JSON comes with 4xx
 // and 5xx statuses, and says more than the status does, so it is read
-// first. What is quoted of the answer is scrubbed of secrets first, whole:
-// a secret cut by the truncation would otherwise leave its prefix.
+// first. Of an answer, an error quotes only Prometheus' own error field,
+// scrubbed of secrets whole (a secret cut by the truncation would
+// otherwise leave its prefix) and cut short: the address is a policy
+// author's choice, and whatever else it answers (an internal page, an
+// echo of the request) would be copied into records and Events that
+// everyone who can view the namespace reads.
 func parseAnswer(status int, body []byte, secrets []string) (Result, error) {
-	excerpt := func(b []byte) string { return excerpt([]byte(scrub(string(b), secrets))) }
 	var a apiAnswer
 	jsonErr := json.Unmarshal(body, &a)
 	if jsonErr == nil && a.Status == "error" {
-		return Result{}, fmt.Errorf("prometheus answered %s: %s", orUnknown(a.ErrorType), excerpt([]byte(a.Error)))
+		return Result{}, fmt.Errorf("prometheus answered %s: %s", orUnknown(truncate(a.ErrorType, 32)), excerpt([]byte(scrub(a.Error, secrets))))
 	}
 	if status < 200 || status > 299 {
-		return Result{}, fmt.Errorf("HTTP %d: %s", status, excerpt(body))
+		return Result{}, fmt.Errorf("HTTP %d, with %s", status, unquoted(body))
 	}
 	if jsonErr != nil {
-		return Result{}, fmt.Errorf("the answer is not JSON (%v): %s", jsonErr, excerpt(body))
+		return Result{}, fmt.Errorf("the answer is not JSON: %s", unquoted(body))
 	}
 	if a.Status != "success" {
-		return Result{}, fmt.Errorf("the answer's status is %q, not \"success\"", a.Status)
+		return Result{}, errors.New(`the answer's status is not "success"`)
 	}
 	switch a.Data.ResultType {
 	case "vector":
@@ -223,26 +226,26 @@ func parseAnswer(status int, body []byte, secrets []string) (Result, error) {
 			Value sample `json:"value"`
 		}
 		if err := json.Unmarshal(a.Data.Result, &samples); err != nil {
-			return Result{}, fmt.Errorf("the vector in the answer does not parse: %w", err)
+			return Result{}, errors.New("the vector in the answer does not parse")
 		}
 		switch len(samples) {
 		case 0:
 			return Result{NoData: true}, nil
 		case 1:
-			return resultOf(samples[0].Value, excerpt)
+			return resultOf(samples[0].Value)
 		default:
 			return Result{}, fmt.Errorf("the query returns %d series, and a check needs one number: aggregate them, e.g. with sum(...)", len(samples))
 		}
 	case "scalar":
 		var s sample
 		if err := json.Unmarshal(a.Data.Result, &s); err != nil {
-			return Result{}, fmt.Errorf("the scalar in the answer does not parse: %w", err)
+			return Result{}, errors.New("the scalar in the answer does not parse")
 		}
-		return resultOf(s, excerpt)
+		return resultOf(s)
 	case "matrix":
 		return Result{}, errors.New("the query returns a range vector, and a check needs one number: drop the range, or wrap it in a function such as rate(...)")
 	default:
-		return Result{}, fmt.Errorf("the query returns a %s, and a check needs a number", orUnknown(a.Data.ResultType))
+		return Result{}, errors.New("the answer's resultType is none of vector, scalar or matrix, and a check needs a number")
 	}
 }
 
@@ -263,10 +266,10 @@ func (s *sample) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(pair[1], &s.value)
 }
 
-func resultOf(s sample, excerpt func([]byte) string) (Result, error) {
+func resultOf(s sample) (Result, error) {
 	v, err := strconv.ParseFloat(s.value, 64)
 	if err != nil {
-		return Result{}, fmt.Errorf("the value %q is not a number", excerpt([]byte(s.value)))
+		return Result{}, errors.New("the sample's value is not a number")
 	}
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return Result{NoData: true}, nil

@@ -145,12 +145,13 @@ func callOnce(ctx context.Context, client *http.Client, url string, body []byte,
 	if err != nil {
 		return Answer{}, true, fmt.Errorf("reading the answer: %w", transportError(err))
 	}
-	quote := func(b []byte) string { return excerpt([]byte(scrub(string(b), secrets))) }
+	// Of the answer, only the message of a parsed Answer is kept, cut
+	// short: nothing else it says is quoted (see parseAnswer).
 	switch {
 	case resp.StatusCode >= 500:
-		return Answer{}, true, fmt.Errorf("HTTP %d: %s", resp.StatusCode, quote(got))
+		return Answer{}, true, fmt.Errorf("HTTP %d, with %s", resp.StatusCode, unquoted(got))
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return Answer{}, false, fmt.Errorf("HTTP %d: %s", resp.StatusCode, quote(got))
+		return Answer{}, false, fmt.Errorf("HTTP %d, with %s", resp.StatusCode, unquoted(got))
 	case len(got) > maxWebhookAnswer:
 		return Answer{}, false, fmt.Errorf("the answer is larger than %d MiB", maxWebhookAnswer>>20)
 	}
@@ -159,12 +160,13 @@ func callOnce(ctx context.Context, client *http.Client, url string, body []byte,
 		Message string `json:"message"`
 	}
 	if err := json.Unmarshal(got, &a); err != nil {
-		return Answer{}, false, fmt.Errorf("the answer is not the JSON of an Answer (%v): %s", err, quote(got))
+		return Answer{}, false, fmt.Errorf("the answer is not the JSON of an Answer: %s", unquoted(got))
 	}
 	// Without "pass", a webhook answering something else would fail every
 	// wave with no reason given.
 	if a.Pass == nil {
-		return Answer{}, false, fmt.Errorf(`the answer has no "pass": %s`, quote(got))
+		return Answer{}, false, fmt.Errorf(`the answer has no "pass": %s`, unquoted(got))
 	}
+	a.Message = scrub(a.Message, secrets)
 	return Answer{Pass: *a.Pass, Message: truncate(strings.ToValidUTF8(a.Message, "\uFFFD"), maxMessage)}, false, nil
 }

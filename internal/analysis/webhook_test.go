@@ -111,19 +111,25 @@ func TestCallWebhookNoRetry(t *testing.T) {
 		name, has string
 		answer    func(int, http.ResponseWriter, *http.Request)
 	}{
-		{"4xx", "HTTP 403", reply(http.StatusForbidden, "forbidden")},
+		{"4xx", "HTTP 403", reply(http.StatusForbidden, "forbidden; password: hunter2")},
 		{"redirect", "HTTP 307", func(_ int, w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "http://elsewhere.invalid/", http.StatusTemporaryRedirect)
 		}},
-		{"not JSON", "not the JSON", reply(200, "<html>ok</html>")},
-		{"no pass", `no "pass"`, reply(200, `{"passed":true}`)},
+		{"not JSON", "not the JSON", reply(200, "<html>password: hunter2</html>")},
+		{"no pass", `no "pass"`, reply(200, `{"passed":"hunter2"}`)},
+		{"5xx", "HTTP 500", reply(500, "password: hunter2")},
 		{"pass not a bool", "not the JSON", reply(200, `{"pass":"yes"}`)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, calls := fakeWebhook(t, false, tc.answer)
 			_, err := CallWebhook(context.Background(), srv.URL, nil, sampleCall, time.Second, 3)
-			if err == nil || !strings.Contains(err.Error(), tc.has) || calls.Load() != 1 {
+			if err == nil || !strings.Contains(err.Error(), tc.has) || (calls.Load() != 1 && tc.name != "5xx") {
 				t.Fatalf("got %v after %d calls, want an error with %q after 1", err, calls.Load(), tc.has)
+			}
+			// Nothing the address answered is copied into the error, which
+			// goes to the record and its Events.
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("error %q copies the answer", err)
 			}
 		})
 	}
