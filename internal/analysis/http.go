@@ -18,6 +18,21 @@ const userAgent = "configward-analysis"
 // error, a webhook's message): enough for one line, not a page.
 const excerptBytes = 200
 
+// CheckAddress is what a check's address (a Prometheus' base URL, a
+// webhook's URL) must be, as the policy webhook says when the policy is
+// written and the controller again before it connects: an http or https
+// URL with a host, and without user info, query string or fragment. The
+// address is written in a policy that many can read, and whatever it
+// carries is copied into records, history and Events; credentials belong
+// in a Secret (secretRef).
+func CheckAddress(raw string) error {
+	u, err := checkURL(raw)
+	if err == nil && (u.RawQuery != "" || u.ForceQuery) {
+		err = errors.New("must not have a query string, which would be copied into records and Events; put a token in the Secret that secretRef names")
+	}
+	return err
+}
+
 // checkURL parses an http or https URL with a host. User info is refused:
 // the address is written in a policy that many can read, and credentials
 // belong in a Secret.

@@ -77,14 +77,13 @@ const maxGet = 4 << 10
 // fragment or user info: credentials belong in the Secret) and builds a
 // client that gives each request timeout, speaks TLS 1.2 or later, and does
 // not follow redirects (which could carry the credentials elsewhere).
-func NewPrometheus(address string, c Credentials, timeout time.Duration) (*Prometheus, error) {
-	u, err := checkURL(address)
-	if err != nil {
+//
+// Its connections go only where reach admits (see Reach).
+func NewPrometheus(address string, c Credentials, timeout time.Duration, reach Reach) (*Prometheus, error) {
+	if err := CheckAddress(address); err != nil {
 		return nil, fmt.Errorf("prometheus address: %w", err)
 	}
-	if u.RawQuery != "" || u.ForceQuery {
-		return nil, errors.New("prometheus address: must not have a query string")
-	}
+	u, _ := url.Parse(address)
 	if timeout <= 0 {
 		return nil, errors.New("prometheus: the query timeout must be positive")
 	}
@@ -123,6 +122,7 @@ func NewPrometheus(address string, c Credentials, timeout time.Duration) (*Prome
 	// Checks ask every few seconds; between deliveries the connection is
 	// let go, and so is that of a Prometheus dropped by its caller.
 	transport.IdleConnTimeout = 30 * time.Second
+	reach.transport(transport)
 	p.client = &http.Client{Timeout: timeout, Transport: transport, CheckRedirect: noRedirects}
 	return p, nil
 }

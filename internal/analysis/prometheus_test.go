@@ -77,7 +77,7 @@ func scalar(v string) string {
 
 func newProm(t *testing.T, address string, c Credentials) *Prometheus {
 	t.Helper()
-	p, err := NewPrometheus(address, c, 5*time.Second)
+	p, err := NewPrometheus(address, c, 5*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestQueryTLS(t *testing.T) {
 	if _, err := newProm(t, srv.URL, Credentials{CA: otherCA(t)}).Query(context.Background(), "up", time.Now()); err == nil {
 		t.Error("with another CA: no error")
 	}
-	if _, err := NewPrometheus(srv.URL, Credentials{CA: []byte("not PEM")}, time.Second); err == nil || !strings.Contains(err.Error(), "ca.crt") {
+	if _, err := NewPrometheus(srv.URL, Credentials{CA: []byte("not PEM")}, time.Second, nil); err == nil || !strings.Contains(err.Error(), "ca.crt") {
 		t.Errorf("garbage ca.crt: %v", err)
 	}
 }
@@ -239,7 +239,7 @@ func TestQueryTimeout(t *testing.T) {
 		}
 		return 200, vector("1")
 	})
-	p, err := NewPrometheus(srv.URL, Credentials{}, 50*time.Millisecond)
+	p, err := NewPrometheus(srv.URL, Credentials{}, 50*time.Millisecond, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestNewPrometheusRefuses(t *testing.T) {
 		{"newline in token", "http://prometheus:9090", Credentials{Token: "tok\r\nX-Injected: tok-secret"}, time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := NewPrometheus(tc.address, tc.c, tc.timeout)
+			_, err := NewPrometheus(tc.address, tc.c, tc.timeout, nil)
 			if err == nil {
 				t.Fatal("no error")
 			}

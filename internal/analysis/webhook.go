@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -57,23 +58,50 @@ type Answer struct {
 	Message string `json:"message,omitempty"`
 }
 
-// CallWebhook POSTs call to url and returns the webhook's Answer. Each
+// Webhook is where a webhook check's call goes: its URL, the roots an
+// https URL is verified against (PEM; the system's when empty), a bearer
+// token (from the Secret webhook.secretRef names) and where its
+// connections may go.
+type Webhook struct {
+	URL      string
+	CABundle []byte
+	Token    string
+	Reach    Reach
+}
+
+// String names the webhook by its URL without a query string. Its token
+// is never printed.
+func (w Webhook) String() string {
+	if u, err := url.Parse(w.URL); err == nil {
+		return redactURL(u)
+	}
+	return "webhook"
+}
+
+// GoString keeps %#v from printing the token.
+func (w Webhook) GoString() string { return "analysis.Webhook(" + w.String() + ")" }
+
+// CallWebhook POSTs call to w and returns the webhook's Answer. Each
 // attempt has timeout (WebhookTimeout when 0); after a connection error, a
 // timeout or a 5xx answer it tries again, attempts in all (at least one),
-// waiting 1s, then 2s, and so on. A 4xx answer, a redirect, or a 2xx whose
-// body is not an Answer is an error at once: asking again would get the
-// same. caBundle (PEM), when given, is the only root an https URL is
-// verified against. The URL's query string, which may carry a token,
-// appears in no error.
-func CallWebhook(ctx context.Context, url string, caBundle []byte, call Call, timeout time.Duration, attempts int) (Answer, error) {
-	u, err := checkURL(url)
-	if err != nil {
+// waiting 1s, then 2s, and so on. A 4xx answer, a redirect, an address
+// w.Reach refuses, or a 2xx whose body is not an Answer is an error at
+// once: asking again would get the same. A URL with a query string is
+// refused (CheckAddress), and neither the token nor anything the webhook
+// answers beyond its Answer appears in an error.
+func CallWebhook(ctx context.Context, w Webhook, call Call, timeout time.Duration, attempts int) (Answer, error) {
+	if err := CheckAddress(w.URL); err != nil {
 		return Answer{}, fmt.Errorf("webhook URL: %w", err)
 	}
+	u, _ := url.Parse(w.URL)
 	name := redactURL(u)
-	tlsConf, err := tlsConfig(caBundle)
+	tlsConf, err := tlsConfig(w.CABundle)
 	if err != nil {
 		return Answer{}, fmt.Errorf("webhook %s: caBundle: %w", name, err)
+	}
+	token := strings.TrimSpace(w.Token)
+	if !validHeaderValue(token) {
+		return Answer{}, fmt.Errorf("webhook %s: the token holds characters a header cannot carry", name)
 	}
 	body, err := json.Marshal(call)
 	if err != nil {
@@ -87,19 +115,17 @@ func CallWebhook(ctx context.Context, url string, caBundle []byte, call Call, ti
 	transport.TLSClientConfig = tlsConf
 	// A client per call: no connection outlives it.
 	transport.DisableKeepAlives = true
+	w.Reach.transport(transport)
 	client := &http.Client{Timeout: timeout, Transport: transport, CheckRedirect: noRedirects}
-	// The query string, as sent and decoded, is scrubbed from the answers
-	// quoted in errors, in case the webhook echoes it.
+	// The token is scrubbed from the message an answer carries, in case
+	// the webhook echoes it.
 	var secrets []string
-	if u.RawQuery != "" {
-		secrets = append(secrets, u.RawQuery)
-		for _, values := range u.Query() {
-			secrets = append(secrets, values...)
-		}
+	if token != "" {
+		secrets = append(secrets, token)
 	}
 
 	for attempt := 1; ; attempt++ {
-		answer, retry, err := callOnce(ctx, client, u.String(), body, secrets)
+		answer, retry, err := callOnce(ctx, client, u.String(), token, body, secrets)
 		if err == nil {
 			return answer, nil
 		}
@@ -107,7 +133,7 @@ func CallWebhook(ctx context.Context, url string, caBundle []byte, call Call, ti
 		if attempts > 1 {
 			err = fmt.Errorf("%w (attempt %d of %d)", err, attempt, attempts)
 		}
-		if !retry || attempt >= attempts {
+		if !retry || attempt >= attempts || IsRefused(err) {
 			return Answer{}, err
 		}
 		wait := time.NewTimer(retryWait(retryBase, attempt))
@@ -128,7 +154,7 @@ func retryWait(base time.Duration, attempt int) time.Duration {
 
 // callOnce makes one attempt, and says whether another could answer
 // differently.
-func callOnce(ctx context.Context, client *http.Client, url string, body []byte, secrets []string) (answer Answer, retry bool, err error) {
+func callOnce(ctx context.Context, client *http.Client, url, token string, body []byte, secrets []string) (answer Answer, retry bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return Answer{}, false, transportError(err)
@@ -136,6 +162,9 @@ func callOnce(ctx context.Context, client *http.Client, url string, body []byte,
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", userAgent)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return Answer{}, true, transportError(err)

@@ -67,7 +67,7 @@ func TestCallWebhookAnswers(t *testing.T) {
 				}
 				fmt.Fprint(w, tc.body)
 			})
-			got, err := CallWebhook(context.Background(), srv.URL+"/check", nil, sampleCall, time.Second, 3)
+			got, err := CallWebhook(context.Background(), Webhook{URL: srv.URL + "/check"}, sampleCall, time.Second, 3)
 			if err != nil || got != tc.want || calls.Load() != 1 {
 				t.Fatalf("got %+v, %v after %d calls; want %+v", got, err, calls.Load(), tc.want)
 			}
@@ -94,13 +94,13 @@ func TestCallWebhookRetries5xx(t *testing.T) {
 		}
 		fmt.Fprint(w, `{"pass":true}`)
 	})
-	got, err := CallWebhook(context.Background(), srv.URL, nil, sampleCall, time.Second, 3)
+	got, err := CallWebhook(context.Background(), Webhook{URL: srv.URL}, sampleCall, time.Second, 3)
 	if err != nil || !got.Pass || calls.Load() != 3 {
 		t.Fatalf("got %+v, %v after %d calls", got, err, calls.Load())
 	}
 
 	calls.Store(-100) // 503 for good
-	_, err = CallWebhook(context.Background(), srv.URL, nil, sampleCall, time.Second, 3)
+	_, err = CallWebhook(context.Background(), Webhook{URL: srv.URL}, sampleCall, time.Second, 3)
 	if err == nil || !strings.Contains(err.Error(), "HTTP 503") || !strings.Contains(err.Error(), "attempt 3 of 3") || calls.Load() != -97 {
 		t.Fatalf("got %v after %d calls", err, calls.Load()+100)
 	}
@@ -122,7 +122,7 @@ func TestCallWebhookNoRetry(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, calls := fakeWebhook(t, false, tc.answer)
-			_, err := CallWebhook(context.Background(), srv.URL, nil, sampleCall, time.Second, 3)
+			_, err := CallWebhook(context.Background(), Webhook{URL: srv.URL}, sampleCall, time.Second, 3)
 			if err == nil || !strings.Contains(err.Error(), tc.has) || (calls.Load() != 1 && tc.name != "5xx") {
 				t.Fatalf("got %v after %d calls, want an error with %q after 1", err, calls.Load(), tc.has)
 			}
@@ -146,7 +146,7 @@ func TestCallWebhookTimeout(t *testing.T) {
 		fmt.Fprint(w, `{"pass":true}`)
 	})
 	start := time.Now()
-	_, err := CallWebhook(context.Background(), srv.URL, nil, sampleCall, 100*time.Millisecond, 3)
+	_, err := CallWebhook(context.Background(), Webhook{URL: srv.URL}, sampleCall, 100*time.Millisecond, 3)
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -167,7 +167,7 @@ func TestCallWebhookUnreachable(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	_, err := CallWebhook(context.Background(), url, nil, sampleCall, time.Second, 2)
+	_, err := CallWebhook(context.Background(), Webhook{URL: url}, sampleCall, time.Second, 2)
 	if err == nil || !strings.Contains(err.Error(), "attempt 2 of 2") {
 		t.Fatalf("got %v", err)
 	}
@@ -185,7 +185,7 @@ func TestCallWebhookContext(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
 	start := time.Now()
-	_, err := CallWebhook(ctx, srv.URL, nil, sampleCall, time.Second, 3)
+	_, err := CallWebhook(ctx, Webhook{URL: srv.URL}, sampleCall, time.Second, 3)
 	if err == nil || !errors.Is(err, context.Canceled) || calls.Load() != 1 {
 		t.Fatalf("got %v after %d calls, want an error after 1", err, calls.Load())
 	}
@@ -194,7 +194,7 @@ func TestCallWebhookContext(t *testing.T) {
 	}
 
 	// Given up before: no call.
-	_, err = CallWebhook(ctx, srv.URL, nil, sampleCall, time.Second, 3)
+	_, err = CallWebhook(ctx, Webhook{URL: srv.URL}, sampleCall, time.Second, 3)
 	if err == nil || calls.Load() != 1 {
 		t.Fatalf("got %v after %d calls, want an error after none", err, calls.Load()-1)
 	}
@@ -202,41 +202,69 @@ func TestCallWebhookContext(t *testing.T) {
 
 func TestCallWebhookTLS(t *testing.T) {
 	srv, _ := fakeWebhook(t, true, reply(200, `{"pass":true}`))
-	if got, err := CallWebhook(context.Background(), srv.URL, caPEM(srv), sampleCall, time.Second, 1); err != nil || !got.Pass {
+	if got, err := CallWebhook(context.Background(), Webhook{URL: srv.URL, CABundle: caPEM(srv)}, sampleCall, time.Second, 1); err != nil || !got.Pass {
 		t.Fatalf("with its CA: got %+v, %v", got, err)
 	}
-	if _, err := CallWebhook(context.Background(), srv.URL, nil, sampleCall, time.Second, 1); err == nil {
+	if _, err := CallWebhook(context.Background(), Webhook{URL: srv.URL}, sampleCall, time.Second, 1); err == nil {
 		t.Error("without its CA: no error")
 	}
-	if _, err := CallWebhook(context.Background(), srv.URL, otherCA(t), sampleCall, time.Second, 1); err == nil {
+	if _, err := CallWebhook(context.Background(), Webhook{URL: srv.URL, CABundle: otherCA(t)}, sampleCall, time.Second, 1); err == nil {
 		t.Error("with another CA: no error")
 	}
-	if _, err := CallWebhook(context.Background(), srv.URL, []byte("garbage"), sampleCall, time.Second, 1); err == nil || !strings.Contains(err.Error(), "caBundle") {
+	if _, err := CallWebhook(context.Background(), Webhook{URL: srv.URL, CABundle: []byte("garbage")}, sampleCall, time.Second, 1); err == nil || !strings.Contains(err.Error(), "caBundle") {
 		t.Errorf("garbage caBundle: %v", err)
 	}
 }
 
 func TestCallWebhookURL(t *testing.T) {
 	for _, url := range []string{"ftp://hooks", "hooks:80", "https://user:pw-secret@hooks/check", "https://hooks/check#x"} {
-		_, err := CallWebhook(context.Background(), url, nil, sampleCall, time.Second, 1)
+		_, err := CallWebhook(context.Background(), Webhook{URL: url}, sampleCall, time.Second, 1)
 		if err == nil || strings.Contains(err.Error(), "pw-secret") {
 			t.Errorf("%s: got %v", url, err)
 		}
 	}
-	// A token in the query string appears in no error, even echoed back.
-	srv, _ := fakeWebhook(t, false, func(_ int, w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusUnauthorized)
-		fmt.Fprint(w, "bad token in "+r.URL.RawQuery+", that is "+r.URL.Query().Get("token"))
+	// A URL with a query string (where a token was put before
+	// webhook.secretRef) is refused before any call, and the query string
+	// appears in no error.
+	srv, calls := fakeWebhook(t, false, func(_ int, w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"pass":true}`) })
+	for _, url := range []string{srv.URL + "/check?token=qs-secret%2Fx", srv.URL + "/check?"} {
+		_, err := CallWebhook(context.Background(), Webhook{URL: url}, sampleCall, time.Second, 1)
+		if err == nil || strings.Contains(err.Error(), "qs-secret") || !strings.Contains(err.Error(), "query string") {
+			t.Errorf("%s: got %v", url, err)
+		}
+	}
+	if calls.Load() != 0 {
+		t.Errorf("a URL with a query string was called %d times", calls.Load())
+	}
+}
+
+// TestCallWebhookToken: webhook.secretRef's token goes as a bearer header,
+// and neither it nor anything else the webhook answers shows in an error;
+// in the message of an Answer, it is scrubbed.
+func TestCallWebhookToken(t *testing.T) {
+	const token = "hook-token-Qx81"
+	srv, _ := fakeWebhook(t, false, func(n int, w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, "no token: "+r.Header.Get("Authorization"))
+			return
+		}
+		fmt.Fprintf(w, `{"pass":false,"message":"you sent %s"}`, r.Header.Get("Authorization"))
 	})
-	_, err := CallWebhook(context.Background(), srv.URL+"/check?token=qs-secret%2Fx", nil, sampleCall, time.Second, 1)
-	if err == nil || strings.Contains(err.Error(), "qs-secret") || !strings.Contains(err.Error(), srv.URL+"/check") {
+	got, err := CallWebhook(context.Background(), Webhook{URL: srv.URL, Token: token + "\n"}, sampleCall, time.Second, 1)
+	if err != nil || got.Pass || strings.Contains(got.Message, token) || !strings.Contains(got.Message, "[redacted]") {
+		t.Errorf("got %+v, %v", got, err)
+	}
+	_, err = CallWebhook(context.Background(), Webhook{URL: srv.URL, Token: "other-token-Zz"}, sampleCall, time.Second, 1)
+	if err == nil || strings.Contains(err.Error(), "other-token") || !strings.Contains(err.Error(), "HTTP 401") {
 		t.Errorf("got %v", err)
 	}
-	unreachable := httptest.NewServer(http.NotFoundHandler())
-	unreachable.Close()
-	_, err = CallWebhook(context.Background(), unreachable.URL+"/?token=qs-secret", nil, sampleCall, time.Second, 1)
-	if err == nil || strings.Contains(err.Error(), "qs-secret") {
-		t.Errorf("got %v", err)
+	if _, err := CallWebhook(context.Background(), Webhook{URL: srv.URL, Token: "a\x00b"}, sampleCall, time.Second, 1); err == nil {
+		t.Error("a token a header cannot carry was sent")
+	}
+	w := Webhook{URL: srv.URL + "/check", Token: token}
+	if shown := fmt.Sprintf("%v %+v %#v %s", w, w, w, w); strings.Contains(shown, token) {
+		t.Errorf("%q shows the token", shown)
 	}
 }
 

@@ -102,8 +102,8 @@ func validateAnalysis(at *field.Path, a *v1alpha1.Analysis) field.ErrorList {
 	}
 	var errs field.ErrorList
 	if p := a.Prometheus; p != nil {
-		if u, err := url.Parse(p.Address); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, field.Invalid(at.Child("prometheus", "address"), p.Address, "an http or https URL"))
+		if err := analysis.CheckAddress(p.Address); err != nil {
+			errs = append(errs, field.Invalid(at.Child("prometheus", "address"), redacted(p.Address), err.Error()))
 		}
 	}
 	if len(a.Checks) == 0 {
@@ -125,8 +125,8 @@ func validateAnalysis(at *field.Path, a *v1alpha1.Analysis) field.ErrorList {
 				errs = append(errs, field.Invalid(cp.Child("min"), *c.Min, "above max"))
 			}
 		default:
-			if u, err := url.Parse(c.Webhook.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				errs = append(errs, field.Invalid(cp.Child("webhook", "url"), c.Webhook.URL, "an http or https URL"))
+			if err := analysis.CheckAddress(c.Webhook.URL); err != nil {
+				errs = append(errs, field.Invalid(cp.Child("webhook", "url"), redacted(c.Webhook.URL), err.Error()))
 			}
 			if c.CompareTo != "" {
 				errs = append(errs, field.Invalid(cp.Child("compareTo"), c.CompareTo, "compareTo applies to query checks"))
@@ -188,4 +188,15 @@ func DeliveryDefaults(d v1alpha1.DeliverySettings) v1alpha1.DeliverySettings {
 		d.Analysis = &a
 	}
 	return d
+}
+
+// redacted is an address as a refusal may quote it: without user info or
+// query string, which is why it is refused and may carry a credential.
+func redacted(address string) string {
+	u, err := url.Parse(address)
+	if err != nil {
+		return "(not a URL)"
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	return u.String()
 }

@@ -38,7 +38,16 @@ func TestValidateDelivery(t *testing.T) {
 			s := analysisSpec(check(func(c *v1alpha1.AnalysisCheck) {}))
 			s.Delivery.Analysis.Prometheus = &v1alpha1.PrometheusSource{Address: "prometheus:9090"}
 			return s
-		}(), "an http or https URL"},
+		}(), "must be an http or https URL"},
+		// A token in an address would be copied into records and Events.
+		{"a webhook URL with a query string", analysisSpec(v1alpha1.AnalysisCheck{Name: "w", Webhook: &v1alpha1.WebhookCheck{URL: "https://checks.example/v?token=tk-Q81"}}),
+			`webhook.url: Invalid value: "https://checks.example/v": must not have a query string`},
+		{"a webhook URL with user info", analysisSpec(v1alpha1.AnalysisCheck{Name: "w", Webhook: &v1alpha1.WebhookCheck{URL: "https://u:pw-Q81@checks.example/v"}}), "must not carry user info"},
+		{"a Prometheus with a query string", func() v1alpha1.ConfigPolicySpec {
+			s := analysisSpec(check(func(c *v1alpha1.AnalysisCheck) {}))
+			s.Delivery.Analysis.Prometheus = &v1alpha1.PrometheusSource{Address: "https://prometheus:9090/?x=tk-Q81"}
+			return s
+		}(), "must not have a query string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := validateDelivery(field.NewPath("spec"), tc.spec).ToAggregate()
@@ -47,6 +56,8 @@ func TestValidateDelivery(t *testing.T) {
 				t.Fatalf("refused: %v", errs)
 			case tc.want != "" && (errs == nil || !strings.Contains(errs.Error(), tc.want)):
 				t.Fatalf("got %v, want an error containing %q", errs, tc.want)
+			case errs != nil && strings.Contains(errs.Error(), "Q81"):
+				t.Errorf("the refusal quotes the credential: %v", errs)
 			}
 		})
 	}

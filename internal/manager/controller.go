@@ -151,10 +151,14 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, writeReports bool) 
 		}
 		return inForce.Current().ChangeControl(changeControl, &ns).Governed, nil
 	}
+	allowed, err := o.allowedAddresses()
+	if err != nil {
+		return err
+	}
 	if err := deliveries.Setup(mgr, inv, deliveries.Options{
 		Policies: inForce, Snapshots: snapshots, Keys: keys, Records: deliveryRecords, BatchWindow: o.RolloutBatchWindow, Flapping: tracker,
 		Prometheus: deliveries.PrometheusDefault{Address: o.AnalysisPrometheus, Secret: o.AnalysisPrometheusSecret},
-		Namespace:  o.HashKeyNamespace, Secrets: mgr.GetAPIReader(), Governed: governed,
+		AllowedAddresses: allowed, Namespace: o.HashKeyNamespace, Secrets: mgr.GetAPIReader(), Governed: governed,
 	}); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -18,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/configward/configward/internal/analysis"
 	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/reload"
 	"github.com/configward/configward/internal/webhookscope"
@@ -383,6 +385,9 @@ type Controller struct {
 	// checks of policies that name none ask; AnalysisPrometheusSecret the
 	// Secret, in configward's namespace, with its credentials.
 	AnalysisPrometheus, AnalysisPrometheusSecret string
+	// AnalysisAllowedAddresses, when set, is the only places delivery
+	// checks may connect to: CIDRs, IPs or host[:port].
+	AnalysisAllowedAddresses []string
 	// Restartable lets a second controller process be built in the same Go
 	// process once the first has stopped (controller-runtime refuses two
 	// controllers of one name in a process otherwise). Tests that stop and
@@ -419,6 +424,8 @@ func (c *Controller) AddFlags(fs *pflag.FlagSet) {
 		"Base URL (http or https) of the Prometheus-compatible API that delivery checks query where a ConfigPolicy's spec.delivery.analysis names none.")
 	fs.StringVar(&c.AnalysisPrometheusSecret, "analysis-prometheus-secret", "",
 		"Name of a Secret in configward's namespace (--hash-key-namespace) with the credentials of --analysis-prometheus-address: key token (bearer), or username and password, and optionally ca.crt, labelled configward.dev/analysis-credentials=true. Read when a check runs, never kept or logged.")
+	fs.StringSliceVar(&c.AnalysisAllowedAddresses, "analysis-allowed-addresses", nil,
+		"Where delivery checks (Prometheus queries and webhooks) may connect: CIDRs, IPs or host[:port], comma-separated. Held on the address a name resolves to when the controller connects, so a policy's author cannot reach past it; with a list set, checks use no HTTP proxy. Empty: anywhere.")
 	fs.StringVar(&c.Reports, "reports", ReportsAuto,
 		"Write one OpenReports Report (openreports.io/v1alpha1) per stamped workload saying whether its pods run its current config: auto writes them when the Report CRD is served when the controller starts (install it later and restart), off never does.")
 }
@@ -459,5 +466,17 @@ func (c *Controller) Validate() error {
 	if c.Reports != "" && c.Reports != ReportsAuto && c.Reports != ReportsOff {
 		return fmt.Errorf("--reports must be %s or %s, not %q", ReportsAuto, ReportsOff, c.Reports)
 	}
+	if _, err := c.allowedAddresses(); err != nil {
+		return err
+	}
 	return nil
+}
+
+// allowedAddresses is --analysis-allowed-addresses read, nil when unset.
+func (c *Controller) allowedAddresses() (*analysis.Addresses, error) {
+	if len(c.AnalysisAllowedAddresses) == 0 {
+		return nil, nil
+	}
+	a, err := analysis.ParseAddresses("--analysis-allowed-addresses (the chart's analysis.allowedAddresses)", strings.Join(c.AnalysisAllowedAddresses, ","))
+	return &a, err
 }

@@ -295,15 +295,22 @@ var _ = Describe("analysis of deliveries", Ordered, ContinueOnFailure, func() {
 			BasicAuth: &framework.BasicAuth{Username: "configward", Password: password}})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(secure.Stop)
-		creds := func(ns, name, labelled string) *corev1.Secret {
-			return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"configward.dev/analysis-credentials": labelled}},
+		creds := func(ns, name, labelled string, addresses ...string) *corev1.Secret {
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"configward.dev/analysis-credentials": labelled}},
 				StringData: map[string]string{"username": "configward", "password": password, "ca.crt": string(secure.CA)}}
+			if len(addresses) > 0 {
+				s.Annotations = map[string]string{v1alpha1.AnalysisAddressesAnnotation: addresses[0]}
+			}
+			return s
 		}
-		labelled, unlabelled := creds(framework.Namespace, "controllers-prometheus-creds", "true"), creds(framework.Namespace, "controllers-unlabelled-creds", "no")
-		create(labelled, unlabelled)
+		labelled, unlabelled := creds(framework.Namespace, "controllers-prometheus-creds", "true", "127.0.0.0/8"), creds(framework.Namespace, "controllers-unlabelled-creds", "no", "127.0.0.0/8")
+		// Labelled for analysis, but naming no address, or another one.
+		nowhere, elsewhere := creds(framework.Namespace, "controllers-nowhere-creds", "true"), creds(framework.Namespace, "controllers-elsewhere-creds", "true", "10.0.0.0/8, prometheus.monitoring.svc")
+		create(labelled, unlabelled, nowhere, elsewhere)
 		DeferCleanup(func() {
-			Expect(env.Client.Delete(ctx, labelled)).To(Succeed())
-			Expect(env.Client.Delete(ctx, unlabelled)).To(Succeed())
+			for _, s := range []*corev1.Secret{labelled, unlabelled, nowhere, elsewhere} {
+				Expect(env.Client.Delete(ctx, s)).To(Succeed())
+			}
 		})
 		check := func(secret string) *v1alpha1.Analysis {
 			a := errorCheck(secure.URL, 0.05)
@@ -330,6 +337,21 @@ var _ = Describe("analysis of deliveries", Ordered, ContinueOnFailure, func() {
 		Eventually(func() int { return len(deliveries(ns, "cfg")) }, 10*time.Second).Should(Equal(3))
 		Eventually(latestDelivery(ns, "cfg"), time.Minute, 200*time.Millisecond).Should(Equal("Halted/AnalysisInconclusive@canary"))
 		Expect(deliveries(ns, "cfg")[2].Status.Message).To(ContainSubstring("is not labelled configward.dev/analysis-credentials=true"))
+
+		By("a labelled Secret that names no address its credentials may go to is sent nowhere")
+		setPolicy("analysis-tls", func(s *v1alpha1.ConfigPolicySpec) { s.Delivery.Analysis = check(nowhere.Name) })
+		setValue(cm, "error")
+		Eventually(func() int { return len(deliveries(ns, "cfg")) }, 10*time.Second).Should(Equal(4))
+		Eventually(latestDelivery(ns, "cfg"), time.Minute, 200*time.Millisecond).Should(Equal("Halted/AnalysisInconclusive@canary"))
+		Expect(deliveries(ns, "cfg")[3].Status.Message).To(ContainSubstring("names no addresses its credentials may be sent to (annotation configward.dev/analysis-addresses)"))
+
+		By("a policy's author cannot send a Secret's credentials to an address its list does not admit")
+		setPolicy("analysis-tls", func(s *v1alpha1.ConfigPolicySpec) { s.Delivery.Analysis = check(elsewhere.Name) })
+		setValue(cm, "fatal")
+		Eventually(func() int { return len(deliveries(ns, "cfg")) }, 10*time.Second).Should(Equal(5))
+		Eventually(latestDelivery(ns, "cfg"), time.Minute, 200*time.Millisecond).Should(Equal("Halted/AnalysisInconclusive@canary"))
+		Expect(deliveries(ns, "cfg")[4].Status.Message).To(ContainSubstring(
+			fmt.Sprintf("may not connect to 127.0.0.1: the Secret %s/%s's configward.dev/analysis-addresses does not admit it", framework.Namespace, elsewhere.Name)))
 		Expect(asYAML(ns, &v1alpha1.ConfigDeliveryList{}, &eventsv1.EventList{}, &corev1.EventList{})).NotTo(ContainSubstring(password))
 	})
 
@@ -341,7 +363,18 @@ var _ = Describe("analysis of deliveries", Ordered, ContinueOnFailure, func() {
 		)
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		Expect(err).NotTo(HaveOccurred())
+		const token = "hook-token-never-shown-4712"
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: framework.Namespace, Name: "controllers-webhook-creds",
+			Labels:      map[string]string{v1alpha1.AnalysisCredentialsLabel: "true"},
+			Annotations: map[string]string{v1alpha1.AnalysisAddressesAnnotation: "127.0.0.1"}}, StringData: map[string]string{"token": token}}
+		create(secret)
+		DeferCleanup(func() { Expect(env.Client.Delete(ctx, secret)).To(Succeed()) })
 		srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// webhook.secretRef's token comes as a bearer token.
+			if r.Header.Get("Authorization") != "Bearer "+token {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
 			var call map[string]any
 			_ = json.NewDecoder(r.Body).Decode(&call)
 			mu.Lock()
@@ -355,7 +388,8 @@ var _ = Describe("analysis of deliveries", Ordered, ContinueOnFailure, func() {
 		go func() { _ = srv.Serve(l) }()
 		DeferCleanup(srv.Close)
 		ns, cm := analysisNamespace("analysis-webhook", twoWaves(&v1alpha1.Analysis{Checks: []v1alpha1.AnalysisCheck{{Name: "app-says",
-			Webhook: &v1alpha1.WebhookCheck{URL: "http://" + l.Addr().String() + "/verify", TimeoutSeconds: 1}, Interval: metav1.Duration{Duration: 2 * time.Second},
+			Webhook: &v1alpha1.WebhookCheck{URL: "http://" + l.Addr().String() + "/verify", TimeoutSeconds: 1, SecretRef: &v1alpha1.SecretReference{Name: secret.Name}},
+			Interval: metav1.Duration{Duration: 2 * time.Second},
 			OnError: v1alpha1.InconclusiveFail}}}), 2)
 		setValue(cm, "a")
 		Eventually(latestDelivery(ns, "cfg"), time.Minute, 200*time.Millisecond).Should(HavePrefix("Succeeded/"))
@@ -377,6 +411,7 @@ var _ = Describe("analysis of deliveries", Ordered, ContinueOnFailure, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		Expect(calls).To(HaveLen(3), "one measurement: three attempts")
+		Expect(asYAML(ns, &v1alpha1.ConfigDeliveryList{}, &eventsv1.EventList{}, &corev1.EventList{})).NotTo(ContainSubstring(token))
 	})
 
 	It("lets a break-glass write skip approvals but not the waves and their checks, unless it asks for an immediate delivery", func() {

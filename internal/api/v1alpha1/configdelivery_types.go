@@ -85,10 +85,11 @@ type PrometheusSource struct {
 	Address string `json:"address"`
 	// SecretRef names a Secret in configward's own namespace (the only
 	// Secrets configward's controller reads for this), labelled
-	// configward.dev/analysis-credentials: "true", with the credentials:
-	// key token (a bearer token) or keys username and password (basic
-	// auth), and optionally ca.crt (PEM roots that replace the system's
-	// for https).
+	// configward.dev/analysis-credentials: "true" and annotated
+	// configward.dev/analysis-addresses with where its credentials may be
+	// sent, with the credentials: key token (a bearer token) or keys
+	// username and password (basic auth), and optionally ca.crt (PEM roots
+	// that replace the system's for https).
 	// +optional
 	SecretRef *SecretReference `json:"secretRef,omitempty"`
 }
@@ -182,10 +183,17 @@ const CompareToRest = "rest"
 type WebhookCheck struct {
 	// URL configward POSTs the check to (JSON: delivery, namespace,
 	// config, check, wave, workloads, pods); a 2xx answer
-	// {"pass": true|false, "message": "..."} decides.
-	// +kubebuilder:validation:Pattern=`^https?://`
+	// {"pass": true|false, "message": "..."} decides. No user info, query
+	// string or fragment: the URL is copied into records and Events, and
+	// a token belongs in the Secret secretRef names.
+	// +kubebuilder:validation:Pattern=`^https?://[^?#]+$`
 	// +kubebuilder:validation:MaxLength=2048
 	URL string `json:"url"`
+	// SecretRef names a Secret in configward's own namespace, labelled and
+	// annotated as the Prometheus' secretRef is, whose key token is sent
+	// as a bearer token.
+	// +optional
+	SecretRef *SecretReference `json:"secretRef,omitempty"`
 	// TimeoutSeconds per attempt; configward tries three times, after a
 	// connection error, a timeout or a 5xx answer.
 	// +optional

@@ -107,6 +107,16 @@ const WaveLabel = "configward.dev/wave"
 // account token, say).
 const AnalysisCredentialsLabel = "configward.dev/analysis-credentials"
 
+// AnalysisAddressesAnnotation on a credentials Secret a ConfigPolicy names
+// lists where its credentials may be sent: CIDRs, IPs or host[:port],
+// separated by commas. configward connects with them only to an address
+// the list admits, checked on the address a name resolves to when it
+// connects. Without it the Secret is refused: the label says the Secret
+// may be used for analysis, this says where, so that whoever may write a
+// ConfigPolicy cannot send the platform's Prometheus token to a server of
+// theirs.
+const AnalysisAddressesAnnotation = "configward.dev/analysis-addresses"
+
 // Config snapshots: immutable copies configward keeps of each content of a
 // ConfigMap or Secret that a revision reads.
 const (

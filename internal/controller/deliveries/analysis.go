@@ -151,7 +151,8 @@ func query(ctx context.Context, prom *analysis.Prometheus, q string, v analysis.
 
 func format(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 
-// callWebhook measures one webhook check.
+// callWebhook measures one webhook check. Its call names the workloads
+// and pods of the group it judges only.
 func (d *deliveries) callWebhook(ctx context.Context, rec *v1alpha1.ConfigDelivery, c v1alpha1.AnalysisCheck, wave string, g delivery.Group) delivery.Measurement {
 	m := delivery.Measurement{Check: c.Name}
 	timeout := analysis.WebhookTimeout
@@ -160,7 +161,18 @@ func (d *deliveries) callWebhook(ctx context.Context, rec *v1alpha1.ConfigDelive
 	}
 	call := analysis.Call{Delivery: rec.Name, Namespace: rec.Namespace, Config: analysis.Config{Kind: rec.Spec.Config.Kind, Name: rec.Spec.Config.Name},
 		Check: c.Name, Wave: wave, Workloads: targets(g.Targets), Pods: g.Pods}
-	answer, err := analysis.CallWebhook(ctx, c.Webhook.URL, c.Webhook.CABundle, call, timeout, analysis.WebhookAttempts)
+	hook := analysis.Webhook{URL: c.Webhook.URL, CABundle: c.Webhook.CABundle, Reach: d.reach(nil)}
+	var err error
+	if ref := c.Webhook.SecretRef; ref != nil {
+		var s *corev1.Secret
+		if s, hook.Reach, err = d.credentials(ctx, ref.Name, "webhook"); err == nil {
+			hook.Token = string(s.Data["token"])
+		}
+	}
+	var answer analysis.Answer
+	if err == nil {
+		answer, err = analysis.CallWebhook(ctx, hook, call, timeout, analysis.WebhookAttempts)
+	}
 	switch {
 	case err != nil:
 		m.Result, m.Message = delivery.ResultError, err.Error()
@@ -177,29 +189,87 @@ func (d *deliveries) callWebhook(ctx context.Context, rec *v1alpha1.ConfigDelive
 // with the credentials of the Secret named, read from configward's own
 // namespace only and never kept.
 func (d *deliveries) prometheus(ctx context.Context, rec *v1alpha1.ConfigDelivery) (*analysis.Prometheus, error) {
-	address, secret := d.opts.Prometheus.Address, d.opts.Prometheus.Secret
+	address := d.opts.Prometheus.Address
 	if p := rec.Spec.Settings.Analysis.Prometheus; p != nil {
-		address, secret = p.Address, ""
+		address = p.Address
+		var creds analysis.Credentials
+		reach := d.reach(nil)
 		if p.SecretRef != nil {
-			secret = p.SecretRef.Name
+			s, r, err := d.credentials(ctx, p.SecretRef.Name, "Prometheus")
+			if err != nil {
+				return nil, err
+			}
+			creds, reach = credentialsOf(s), r
 		}
+		return analysis.NewPrometheus(address, creds, queryTimeout, reach)
 	}
 	if address == "" {
 		return nil, errors.New("no Prometheus: the policy's spec.delivery.analysis.prometheus and the chart's analysis.prometheus.address are both unset")
 	}
+	// The chart's Secret goes to the chart's address, which the same
+	// person chose: it needs no list of its own.
 	var creds analysis.Credentials
-	if secret != "" {
-		var s corev1.Secret
-		if err := d.opts.Secrets.Get(ctx, types.NamespacedName{Namespace: d.opts.Namespace, Name: secret}, &s); err != nil {
-			return nil, fmt.Errorf("reading the Prometheus credentials, Secret %s/%s: %w", d.opts.Namespace, secret, err)
+	if name := d.opts.Prometheus.Secret; name != "" {
+		s, err := d.labelledSecret(ctx, name, "Prometheus")
+		if err != nil {
+			return nil, err
 		}
-		if s.Labels[v1alpha1.AnalysisCredentialsLabel] != "true" {
-			return nil, fmt.Errorf("the Secret %s/%s is not labelled %s=true: configward sends no Secret's values to a Prometheus unless its owner labelled it for that",
-				d.opts.Namespace, secret, v1alpha1.AnalysisCredentialsLabel)
-		}
-		creds = analysis.Credentials{Token: string(s.Data["token"]), Username: string(s.Data["username"]), Password: string(s.Data["password"]), CA: s.Data["ca.crt"]}
+		creds = credentialsOf(s)
 	}
-	return analysis.NewPrometheus(address, creds, queryTimeout)
+	return analysis.NewPrometheus(address, creds, queryTimeout, d.reach(nil))
+}
+
+func credentialsOf(s *corev1.Secret) analysis.Credentials {
+	return analysis.Credentials{Token: string(s.Data["token"]), Username: string(s.Data["username"]), Password: string(s.Data["password"]), CA: s.Data["ca.crt"]}
+}
+
+// credentials reads the Secret a policy names for a check's credentials,
+// and where they may go: the Secret's own list of addresses, which its
+// owner writes beside the label, and the chart's. A policy's author picks
+// the address; without the Secret's list, whoever may write a ConfigPolicy
+// could send the platform's Prometheus token to a server of theirs.
+func (d *deliveries) credentials(ctx context.Context, name, what string) (*corev1.Secret, analysis.Reach, error) {
+	s, err := d.labelledSecret(ctx, name, what)
+	if err != nil {
+		return nil, nil, err
+	}
+	list, ok := s.Annotations[v1alpha1.AnalysisAddressesAnnotation]
+	if !ok {
+		return nil, nil, fmt.Errorf("the Secret %s/%s names no addresses its credentials may be sent to (annotation %s): configward sends them nowhere until its owner says where",
+			d.opts.Namespace, name, v1alpha1.AnalysisAddressesAnnotation)
+	}
+	own, err := analysis.ParseAddresses(fmt.Sprintf("the Secret %s/%s's %s", d.opts.Namespace, name, v1alpha1.AnalysisAddressesAnnotation), list)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, d.reach(&own), nil
+}
+
+// labelledSecret reads a Secret of configward's namespace that its owner
+// labelled for analysis; its values are never kept or logged.
+func (d *deliveries) labelledSecret(ctx context.Context, name, what string) (*corev1.Secret, error) {
+	var s corev1.Secret
+	if err := d.opts.Secrets.Get(ctx, types.NamespacedName{Namespace: d.opts.Namespace, Name: name}, &s); err != nil {
+		return nil, fmt.Errorf("reading the %s credentials, Secret %s/%s: %w", what, d.opts.Namespace, name, err)
+	}
+	if s.Labels[v1alpha1.AnalysisCredentialsLabel] != "true" {
+		return nil, fmt.Errorf("the Secret %s/%s is not labelled %s=true: configward sends no Secret's values to a %s unless its owner labelled it for that",
+			d.opts.Namespace, name, v1alpha1.AnalysisCredentialsLabel, what)
+	}
+	return &s, nil
+}
+
+// reach is every list a check's connections must be on: the chart's,
+// and a Secret's own when its credentials go along.
+func (d *deliveries) reach(own *analysis.Addresses) analysis.Reach {
+	var r analysis.Reach
+	if d.opts.AllowedAddresses != nil {
+		r = append(r, *d.opts.AllowedAddresses)
+	}
+	if own != nil {
+		r = append(r, *own)
+	}
+	return r
 }
 
 // targets are the workloads of a group as a webhook check's call names

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/configward/configward/internal/analysis"
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/controller/revisions"
@@ -92,6 +93,10 @@ type Options struct {
 	Flapping *flapping.Tracker
 	// Prometheus is the chart's Prometheus for analysis checks.
 	Prometheus PrometheusDefault
+	// AllowedAddresses, when set, is the only places analysis checks may
+	// connect to (the chart's analysis.allowedAddresses), held on the
+	// address a name resolves to at connect time.
+	AllowedAddresses *analysis.Addresses
 	// Namespace is configward's own: the only one whose Secrets the
 	// controller reads for analysis credentials.
 	Namespace string
