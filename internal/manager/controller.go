@@ -157,7 +157,7 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, writeReports bool) 
 	}
 	if err := deliveries.Setup(mgr, inv, deliveries.Options{
 		Policies: inForce, Snapshots: snapshots, Keys: keys, Records: deliveryRecords, BatchWindow: o.RolloutBatchWindow, Flapping: tracker,
-		Prometheus: deliveries.PrometheusDefault{Address: o.AnalysisPrometheus, Secret: o.AnalysisPrometheusSecret},
+		Prometheus:       deliveries.PrometheusDefault{Address: o.AnalysisPrometheus, Secret: o.AnalysisPrometheusSecret},
 		AllowedAddresses: allowed, Namespace: o.HashKeyNamespace, Secrets: mgr.GetAPIReader(), Governed: governed,
 	}); err != nil {
 		return err

@@ -388,9 +388,9 @@ var _ = Describe("analysis of deliveries", Ordered, ContinueOnFailure, func() {
 		go func() { _ = srv.Serve(l) }()
 		DeferCleanup(srv.Close)
 		ns, cm := analysisNamespace("analysis-webhook", twoWaves(&v1alpha1.Analysis{Checks: []v1alpha1.AnalysisCheck{{Name: "app-says",
-			Webhook: &v1alpha1.WebhookCheck{URL: "http://" + l.Addr().String() + "/verify", TimeoutSeconds: 1, SecretRef: &v1alpha1.SecretReference{Name: secret.Name}},
+			Webhook:  &v1alpha1.WebhookCheck{URL: "http://" + l.Addr().String() + "/verify", TimeoutSeconds: 1, SecretRef: &v1alpha1.SecretReference{Name: secret.Name}},
 			Interval: metav1.Duration{Duration: 2 * time.Second},
-			OnError: v1alpha1.InconclusiveFail}}}), 2)
+			OnError:  v1alpha1.InconclusiveFail}}}), 2)
 		setValue(cm, "a")
 		Eventually(latestDelivery(ns, "cfg"), time.Minute, 200*time.Millisecond).Should(HavePrefix("Succeeded/"))
 		Expect(checksOf(ns, 0)).To(ConsistOf(And(HaveField("Result", "Passed"), HaveField("Message", ContainSubstring("synthetic checkout works")))))
