@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -45,8 +46,12 @@ import (
 var (
 	agentReports = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_reload_reports_total",
-		Help: "Reports of reload agents, by outcome: recorded, unchanged (what the pod said is already on it), ignored (about no config the pod reads), refused (no token, a token of another audience or not a pod's, a pod that is gone), invalid (a body that is not a report), unavailable (the token could not be reviewed or the pod not written: the agent tries again).",
-	}, []string{"outcome"})
+		Help: "Reports of reload agents, by outcome: recorded, unchanged (what the pod said is already on it), ignored (about no config the pod reads), refused (see reason), invalid (a body that is not a report, or one sent too slowly or too large: see reason), busy (its source or pod has as many reports in flight as it may: the agent tries again), unavailable (the token could not be reviewed or the pod not written: the agent tries again). reason says why a report was refused, invalid or busy: no-token, not-agent-token, not-pod-token, pod-gone, not-json, too-slow, too-large, source, pod, all-sources.",
+	}, []string{"outcome", "reason"})
+	refusedConns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configward_reload_report_connections_refused_total",
+		Help: "Connections to the reload agents' report endpoint closed as soon as they were accepted, because their source (source) or every source together (all-sources) held as many as they may.",
+	}, []string{"why"})
 	reloadResults = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_reload_results_total",
 		Help: "What pods' programs made of a swap of hot config, as their reload agents report it: applied, rejected, triggered (a signal without a check), seen (a program that watches its files, without a check).",
@@ -58,13 +63,14 @@ var (
 	})
 )
 
-func init() { metrics.Registry.MustRegister(agentReports, reloadResults, kubeletLag) }
+func init() { metrics.Registry.MustRegister(agentReports, refusedConns, reloadResults, kubeletLag) }
 
 // Handler takes reload agents' reports. Each is authenticated with a
 // TokenReview of its bearer token, which must be of reload.Audience and
-// bound to a pod: the pod is the token's, never the report's, so a pod
-// reports only for itself. Its fingerprints are checked against the
-// content of the config now (reload.Matches) and only the verdict is kept.
+// bound to a pod, before a byte of its body is read: the pod is the
+// token's, never the report's, so a pod reports only for itself. Its
+// fingerprints are checked against the content of the config now
+// (reload.Matches) and only the verdict is kept.
 type Handler struct {
 	// Reviews creates TokenReviews.
 	Reviews client.Client
@@ -81,12 +87,23 @@ type Handler struct {
 	// know the content a pod reports: the pod may have it before the
 	// cache does.
 	Live client.Reader
+
+	// pods are the reports in flight per pod: one at a time.
+	pods counts
+	// rejections are the pods, configs and contents a ConfigReloadFailed
+	// Event was recorded for.
+	rejections onceEach
+	// live are the recent live reads, per config.
+	live liveReads
 }
 
 // maxReport bounds a report's body: a few configs' fingerprints. The
 // server caps the body there (http.MaxBytesReader, which also closes a
 // connection that sends more) and the handler reads no further.
 const maxReport = 64 << 10
+
+// count counts a report by its outcome and reason.
+func count(outcome, reason string) { agentReports.WithLabelValues(outcome, reason).Inc() }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
@@ -95,62 +112,83 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
-		agentReports.WithLabelValues("refused").Inc()
+		count("refused", "no-token")
 		http.Error(w, "no bearer token", http.StatusUnauthorized)
 		return
 	}
-	var rep reload.Report
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxReport))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&rep); err != nil {
-		agentReports.WithLabelValues("invalid").Inc()
-		http.Error(w, "not a report: "+err.Error(), http.StatusBadRequest)
-		return
-	}
+	// Who sends the report is known before its body is read: a sender
+	// without a pod's agent token never gets to hold the connection
+	// while it sends one slowly.
 	ctx := r.Context()
-	pod, status, err := h.podOf(ctx, token)
+	pod, status, reason, err := h.podOf(ctx, token)
 	if err != nil {
 		if status == http.StatusServiceUnavailable {
-			agentReports.WithLabelValues("unavailable").Inc()
+			count("unavailable", reason)
 		} else {
-			agentReports.WithLabelValues("refused").Inc()
+			count("refused", reason)
 		}
 		ctrl.Log.WithName("reload-reports").Info("report refused", "why", err.Error())
 		http.Error(w, err.Error(), status)
 		return
 	}
+	if !h.pods.take(string(pod.UID), 1) {
+		count("busy", "pod")
+		http.Error(w, "busy: a report of this pod is in flight", http.StatusTooManyRequests)
+		return
+	}
+	defer h.pods.give(string(pod.UID))
+	// An agent sends its report at once; one that trickles holds a slot.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyDeadline))
+	var rep reload.Report
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxReport))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		var tooLarge *http.MaxBytesError
+		var timeout interface{ Timeout() bool }
+		reason := "not-json"
+		switch {
+		case errors.As(err, &tooLarge):
+			reason = "too-large"
+		case errors.As(err, &timeout) && timeout.Timeout():
+			reason = "too-slow"
+		}
+		count("invalid", reason)
+		http.Error(w, "not a report: "+err.Error(), http.StatusBadRequest)
+		return
+	}
 	outcome, err := h.record(ctx, pod, []byte(token), rep)
 	if err != nil {
-		agentReports.WithLabelValues("unavailable").Inc()
+		count("unavailable", "")
 		ctrl.Log.WithName("reload-reports").Error(err, "recording a report", "pod", client.ObjectKeyFromObject(pod))
 		http.Error(w, "not recorded: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	agentReports.WithLabelValues(outcome).Inc()
+	count(outcome, "")
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"outcome":%q}`, outcome)
 }
 
-// podOf authenticates token and returns the pod it is bound to.
-func (h *Handler) podOf(ctx context.Context, token string) (*corev1.Pod, int, error) {
+// podOf authenticates token and returns the pod it is bound to, or the
+// status and reason of its refusal.
+func (h *Handler) podOf(ctx context.Context, token string) (*corev1.Pod, int, string, error) {
 	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{reload.Audience}}}
 	if err := h.Reviews.Create(ctx, review); err != nil {
-		return nil, http.StatusServiceUnavailable, fmt.Errorf("reviewing the token: %w", err)
+		return nil, http.StatusServiceUnavailable, "review", fmt.Errorf("reviewing the token: %w", err)
 	}
 	st := review.Status
 	if !st.Authenticated || !slices.Contains(st.Audiences, reload.Audience) {
-		return nil, http.StatusUnauthorized, errors.New("the token is not one of a reload agent (audience " + reload.Audience + ")")
+		return nil, http.StatusUnauthorized, "not-agent-token", errors.New("the token is not one of a reload agent (audience " + reload.Audience + ")")
 	}
 	name, uid := first(st.User.Extra["authentication.kubernetes.io/pod-name"]), first(st.User.Extra["authentication.kubernetes.io/pod-uid"])
 	parts := strings.Split(st.User.Username, ":")
 	if name == "" || uid == "" || len(parts) != 4 || parts[0] != "system" || parts[1] != "serviceaccount" {
-		return nil, http.StatusUnauthorized, errors.New("the token is not bound to a pod")
+		return nil, http.StatusUnauthorized, "not-pod-token", errors.New("the token is not bound to a pod")
 	}
 	var pod corev1.Pod
 	if err := h.Pods.Get(ctx, types.NamespacedName{Namespace: parts[2], Name: name}, &pod); err != nil || string(pod.UID) != uid {
-		return nil, http.StatusForbidden, fmt.Errorf("pod %s/%s of the token is gone", parts[2], name)
+		return nil, http.StatusForbidden, "pod-gone", fmt.Errorf("pod %s/%s of the token is gone", parts[2], name)
 	}
-	return &pod, 0, nil
+	return &pod, 0, "", nil
 }
 
 func first(v authenticationv1.ExtraValue) string {
@@ -209,7 +247,9 @@ func (h *Handler) record(ctx context.Context, pod *corev1.Pod, token []byte, rep
 		}
 		if newSwap || previous[e.Config].Result != e.Result {
 			reloadResults.WithLabelValues(e.Result).Inc()
-			if e.Result == reload.Rejected {
+			// One Event per pod and content it rejected, however often
+			// its agent says so (a content unknown here is one content).
+			if e.Result == reload.Rejected && h.rejections.first(string(pod.UID)+"/"+e.Config+"/"+e.Content, time.Now()) {
 				h.rejected(ctx, pod, e)
 			}
 		}
@@ -246,14 +286,34 @@ func (h *Handler) contentOf(ctx context.Context, kind refs.Kind, namespace, name
 	if h.Live == nil {
 		return nil, time.Time{}, nil
 	}
-	obj, kd, err := inventory.ReadLive(ctx, h.Live, kind, types.NamespacedName{Namespace: namespace, Name: name})
-	if err != nil {
-		return nil, time.Time{}, client.IgnoreNotFound(err)
+	// One live read per config and cached content in liveEvery: reports
+	// of fingerprints nobody has (a pod's agent may send any) would
+	// otherwise each cost a GET.
+	kd, at, err := h.live.read(cachedContent(o), string(kind)+"/"+namespace+"/"+name, time.Now(), func() (map[string]string, time.Time, error) {
+		obj, kd, err := inventory.ReadLive(ctx, h.Live, kind, types.NamespacedName{Namespace: namespace, Name: name})
+		if err != nil {
+			return nil, time.Time{}, client.IgnoreNotFound(err)
+		}
+		return kd, writtenAt(obj), nil
+	})
+	if err != nil || kd == nil || !matches(kd) {
+		return nil, time.Time{}, err
 	}
-	if !matches(kd) {
-		return nil, time.Time{}, nil
+	return kd, at, nil
+}
+
+// cachedContent names what the cache holds of a config: its key digests, or
+// nothing.
+func cachedContent(o inventory.Object) string {
+	if !o.Exists {
+		return ""
 	}
-	return kd, writtenAt(obj), nil
+	keys := slices.Sorted(maps.Keys(o.KeyDigests))
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k + "=" + o.KeyDigests[k] + "\n")
+	}
+	return b.String()
 }
 
 // original is the name a report's config stands for: a channel's original,

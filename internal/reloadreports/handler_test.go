@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,8 +74,10 @@ func TestReloadReports(t *testing.T) {
 	}).Build()
 	writer := fake.NewClientBuilder().WithScheme(testScheme).WithObjects(web.DeepCopy(), vault.DeepCopy()).WithStatusSubresource(&corev1.Pod{}).Build()
 	key := []byte("installation key")
-	h := &Handler{Reviews: reviews, Pods: cache, Inventory: inventorytest.Inventory(cache), Writer: writer, Events: events.NewFakeRecorder(10),
-		Kinds: workload.Builtin(), Keys: hashkey.Fixed(key), Live: cache}
+	recorded := events.NewFakeRecorder(100)
+	live := &countingReader{Reader: cache}
+	h := &Handler{Reviews: reviews, Pods: cache, Inventory: inventorytest.Inventory(cache), Writer: writer, Events: recorded,
+		Kinds: workload.Builtin(), Keys: hashkey.Fixed(key), Live: live}
 
 	post := func(token string, parts ...reload.ConfigReport) int {
 		body, _ := json.Marshal(reload.Report{Configs: parts})
@@ -84,12 +89,13 @@ func TestReloadReports(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		return rec.Code
 	}
+	swapped := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 	part := func(token, config string, data map[string]string, result, message string) reload.ConfigReport {
 		values := map[string][]byte{}
 		for k, v := range data {
 			values[k] = []byte(v)
 		}
-		at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+		at := swapped
 		return reload.ConfigReport{Config: config, AllKeys: true, Keys: reload.Fingerprints(reload.FingerprintKey([]byte(token)), values),
 			SwappedAt: at, Result: result, At: at, Message: message}
 	}
@@ -149,4 +155,60 @@ func TestReloadReports(t *testing.T) {
 			t.Errorf("a report about config the pod does not read was kept")
 		}
 	})
+	t.Run("a report is authenticated before its body is read", func(t *testing.T) {
+		body := &watchedBody{}
+		req := httptest.NewRequest(http.MethodPost, reload.ReportPath, body)
+		req.Header.Set("Authorization", "Bearer token-of-nobody")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusUnauthorized || body.read {
+			t.Errorf("a report with a token nobody has: %d, body read %v", rec.Code, body.read)
+		}
+	})
+	t.Run("one ConfigReloadFailed Event per pod and content, however often it is reported", func(t *testing.T) {
+		for len(recorded.Events) > 0 {
+			<-recorded.Events
+		}
+		rejectedNow := func(value string) {
+			for i := range 5 {
+				swapped = swapped.Add(time.Minute) // a new swap each time, as a forger would say
+				post("token-web", part("token-web", "ConfigMap/flags", map[string]string{"flags.yaml": value}, reload.Rejected, fmt.Sprint("bad ", i)))
+				post("token-web", part("token-web", "ConfigMap/flags", map[string]string{"flags.yaml": value}, reload.Applied, ""))
+			}
+		}
+		rejectedNow("beta: false") // the content now
+		rejectedNow("beta: maybe") // a content nobody knows
+		if n := len(recorded.Events); n != 2 {
+			t.Errorf("%d Events for ten rejections of two contents, want 2", n)
+		}
+	})
+	t.Run("fingerprints nobody knows make one live read per config while the cache holds the same content", func(t *testing.T) {
+		h.live = liveReads{} // what the subtests before read
+		before := live.gets.Load()
+		for i := range 20 {
+			post("token-web", part("token-web", "ConfigMap/flags", map[string]string{"flags.yaml": fmt.Sprint("unknown ", i)}, reload.Applied, ""))
+		}
+		if n := live.gets.Load() - before; n != 1 {
+			t.Errorf("%d live reads for 20 reports of unknown content, want 1", n)
+		}
+	})
+}
+
+// watchedBody says whether it was read.
+type watchedBody struct{ read bool }
+
+func (b *watchedBody) Read([]byte) (int, error) {
+	b.read = true
+	return 0, io.EOF
+}
+
+// countingReader counts the reads that pass through it to the cache.
+type countingReader struct {
+	client.Reader
+	gets atomic.Int32
+}
+
+func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.gets.Add(1)
+	return c.Reader.Get(ctx, key, obj, opts...)
 }

@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -19,9 +21,12 @@ import (
 // Server serves the reload agents' reports, apart from admission: the
 // admission port may require the API server's client certificate, which
 // agents do not have; they present a token of their own audience instead,
-// which the handler reviews. It shares the serving certificate, reloaded
-// as it is renewed, and bounds what it holds: a report's size, the reports
-// in flight, the time a connection may take. It is a manager Runnable.
+// which the handler reviews before it reads a report. It shares the
+// serving certificate, reloaded as it is renewed, and bounds what any pod
+// that reaches the port can hold, valid token or not: its connections
+// (maxConnsPerSource), its reports in flight (maxReportsPerSource), the
+// time its headers and its body may take, a report's size, and the
+// reports in flight of every source together. It is a manager Runnable.
 type Server struct {
 	// BindAddress is where it listens (host:port).
 	BindAddress string
@@ -70,13 +75,22 @@ func (s *Server) Start(ctx context.Context) error {
 	addr := ln.Addr()
 	s.addr.Store(&addr)
 	slots := make(chan struct{}, maxReportsInFlight)
+	var sources counts
 	mux := http.NewServeMux()
 	mux.Handle(reload.ReportPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The agent retries a busy answer with a growing wait.
+		src := source(r.RemoteAddr)
+		if !sources.take(src, maxReportsPerSource) {
+			count("busy", "source")
+			http.Error(w, "busy: this address has as many reports in flight as it may", http.StatusTooManyRequests)
+			return
+		}
+		defer sources.give(src)
 		select {
 		case slots <- struct{}{}:
 			defer func() { <-slots }()
 		case <-time.After(time.Second):
-			// The agent retries with a growing wait.
+			count("busy", "all-sources")
 			http.Error(w, "busy", http.StatusServiceUnavailable)
 			return
 		}
@@ -87,13 +101,18 @@ func (s *Server) Start(ctx context.Context) error {
 		Handler:           mux,
 		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: watcher.GetCertificate, NextProtos: []string{"http/1.1"}},
 		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
+		ReadHeaderTimeout: headerDeadline,
+		// A backstop: the handler gives a report's body bodyDeadline once
+		// its token is reviewed.
+		ReadTimeout: 10 * time.Second,
 		WriteTimeout:      15 * time.Second,
 		// Agents close their connection after each report; one left open
 		// goes with the webhook's idle timeout, taking its buffers along.
 		IdleTimeout:    s.IdleTimeout,
 		MaxHeaderBytes: 16 << 10,
+		// Connections that time out or never speak TLS are any pod's to
+		// make; they are bounded above, not logged one by one.
+		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	go func() {
 		<-ctx.Done()
@@ -102,7 +121,7 @@ func (s *Server) Start(ctx context.Context) error {
 		_ = srv.Shutdown(sctx)
 	}()
 	s.Log.Info("serving reload agent reports", "address", addr.String())
-	if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.ServeTLS(&boundedListener{Listener: ln}, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("reload agent reports: %w", err)
 	}
 	return nil
