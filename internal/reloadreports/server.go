@@ -104,8 +104,8 @@ func (s *Server) Start(ctx context.Context) error {
 		ReadHeaderTimeout: headerDeadline,
 		// A backstop: the handler gives a report's body bodyDeadline once
 		// its token is reviewed.
-		ReadTimeout: 10 * time.Second,
-		WriteTimeout:      15 * time.Second,
+		ReadTimeout:  10 * time.Second,
+		WriteTimeout: 15 * time.Second,
 		// Agents close their connection after each report; one left open
 		// goes with the webhook's idle timeout, taking its buffers along.
 		IdleTimeout:    s.IdleTimeout,

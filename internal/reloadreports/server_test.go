@@ -177,4 +177,3 @@ func TestReportsInFlightPerSource(t *testing.T) {
 		}
 	}
 }
-
