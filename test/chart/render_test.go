@@ -508,6 +508,11 @@ var _ = Describe("the chart, rendered", func() {
 			"the second entry takes the pods the first does not, so each pod reaches the Pod path once")
 		Expect(channelsScope.MatchExpressions).To(ContainElement(metav1.LabelSelectorRequirement{Key: v1alpha1.HotChannelsLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{"true"}}),
 			"only the pods of namespaces where delivery is on")
+		validating := typed[admissionregistrationv1.ValidatingWebhookConfiguration](objs, "ValidatingWebhookConfiguration", "configward")
+		Expect(validating.Webhooks).To(ContainElement(And(HaveField("Name", "agent-tokens.validate.configward.dev"),
+			HaveField("MatchConditions", ConsistOf(admissionregistrationv1.MatchCondition{Name: "reload-agent-audience", Expression: admission.AgentTokensMatchCondition})),
+			HaveField("ClientConfig.Service.Path", HaveValue(Equal(admission.AgentTokensPath))))),
+			"only token requests of the agent's audience reach configward, the ones the handler judges")
 
 		objs = render("--set", "reloadAgent.enabled=false")
 		web = typed[appsv1.Deployment](objs, "Deployment", "configward-webhook")

@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -251,6 +252,22 @@ var _ = Describe("the reload agent", func() {
 		Expect(status).To(Equal(http.StatusUnauthorized), "a token of another audience")
 		status, _ = sendReport(token+"x", agentReport(token, bad, reload.Rejected, ""))
 		Expect(status).To(Equal(http.StatusUnauthorized), "a forged token")
+		Expect(reloadCondition(pod)()).To(Equal(before))
+
+		By("an editor of the namespace may mint service-account tokens, but not one of the agent's audience bound to the pod")
+		editor := "eve-editor"
+		Expect(env.Client.Create(context.Background(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eve-edits"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: editor}}})).To(Succeed())
+		mint := func(audience string) framework.KubectlResult {
+			return as(editor, "", "-n", ns, "create", "token", pod.Spec.ServiceAccountName, "--audience", audience,
+				"--bound-object-kind", "Pod", "--bound-object-name", pod.Name, "--bound-object-uid", string(pod.UID))
+		}
+		Eventually(func() int { return mint("vault").ExitCode }, 10*time.Second).Should(Equal(0), "RBAC lets the editor mint a token of another audience")
+		res = mint(reload.Audience)
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Stderr).To(And(ContainSubstring("[agent-token]"), ContainSubstring("only the kubelet mints it")))
+		Expect(res.Stdout).To(BeEmpty(), "no token was printed")
 		Expect(reloadCondition(pod)()).To(Equal(before))
 		Expect(env.Client.Delete(context.Background(), &pod)).To(Succeed())
 		Eventually(func() int {

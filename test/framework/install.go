@@ -69,8 +69,19 @@ func WebhookScope(objs []client.Object) webhookscope.Configurations {
 // pinOnlyRevisionPods puts on the Pod path's two webhooks what every
 // installation puts there (the chart too): only pods whose template names
 // config snapshots or asks for the reload agent reach the first; the
-// second takes the others, in the namespaces where delivery is on.
+// second takes the others, in the namespaces where delivery is on. And
+// only token requests of the reload agent's audience reach the webhook
+// that judges them.
 func pinOnlyRevisionPods(o client.Object) {
+	if v, ok := o.(*admissionregistrationv1.ValidatingWebhookConfiguration); ok {
+		// Only the agent's tokens reach configward, as the chart says.
+		for i := range v.Webhooks {
+			if w := &v.Webhooks[i]; w.Name == "agent-tokens.validate.configward.dev" {
+				w.MatchConditions = append(w.MatchConditions,
+					admissionregistrationv1.MatchCondition{Name: "reload-agent-audience", Expression: admission.AgentTokensMatchCondition})
+			}
+		}
+	}
 	c, ok := o.(*admissionregistrationv1.MutatingWebhookConfiguration)
 	if !ok {
 		return
