@@ -20,10 +20,10 @@ func TestAgentTokens(t *testing.T) {
 		raw, _ := json.Marshal(authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: audiences,
 			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "web-canary"}}})
 		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create, Namespace: "shop", Name: "default",
-			Resource:    metav1.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}, SubResource: "token",
-			Kind:        metav1.GroupVersionKind{Group: "authentication.k8s.io", Version: "v1", Kind: "TokenRequest"},
-			UserInfo:    authenticationv1.UserInfo{Username: username, Groups: groups},
-			Object:      runtime.RawExtension{Raw: raw}}}
+			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}, SubResource: "token",
+			Kind:     metav1.GroupVersionKind{Group: "authentication.k8s.io", Version: "v1", Kind: "TokenRequest"},
+			UserInfo: authenticationv1.UserInfo{Username: username, Groups: groups},
+			Object:   runtime.RawExtension{Raw: raw}}}
 	}
 	editor := []string{"system:authenticated"}
 	for _, tc := range []struct {
