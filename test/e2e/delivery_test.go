@@ -177,5 +177,28 @@ spec: {config: {kind: ConfigMap, name: cfg}, sequence: 9, policy: x, settings: {
 		Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d)).To(Succeed())
 		Expect(d.Spec.Request.RequestedBy).NotTo(Equal("someone-else"))
 		Eventually(latestDelivery(ns, "cfg"), 30*time.Second).Should(HavePrefix("Halted/HaltedByUser"))
+
+		By("a status written by anyone but configward (a role granted configdeliveries/status) is refused")
+		res = env.Kubectl("", "patch", "configdelivery", name, "-n", ns, "--subresource=status", "--type=merge", "-p", `{"status":{"state":"Progressing","message":"mine"}}`)
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Stderr).To(ContainSubstring("only configward's controller writes a record's status"))
+
+		By("the metadata that would let the garbage collector delete it is configward's")
+		res = env.Kubectl("", "patch", "configdelivery", name, "-n", ns, "--type=merge", "-p",
+			`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":"00000000-0000-0000-0000-000000000001"}]}}`)
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Stderr).To(ContainSubstring("its owner references may not be changed"))
+		res = env.Kubectl("", "patch", "configdelivery", name, "-n", ns, "--type=merge", "-p", `{"metadata":{"finalizers":["example.com/hold"]}}`)
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Stderr).To(ContainSubstring("its finalizers may not be changed"))
+
+		By("an open record cannot be deleted; it stays, with its history and requests")
+		res = env.Kubectl("", "delete", "configdelivery", name, "-n", ns, "--wait=false")
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Stderr).To(ContainSubstring("is open (Halted)"))
+		Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d)).To(Succeed())
+		Expect(d.DeletionTimestamp).To(BeNil())
+		Expect(d.Status.State).To(Equal(v1alpha1.DeliveryHalted))
+		Expect(d.Spec.Request).NotTo(BeNil())
 	})
 })

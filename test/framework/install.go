@@ -89,6 +89,9 @@ func pinOnlyRevisionPods(o client.Object) {
 	for i := range c.Webhooks {
 		w := &c.Webhooks[i]
 		switch w.Name {
+		case "configdeliveries.configward.dev":
+			w.MatchConditions = append(w.MatchConditions,
+				admissionregistrationv1.MatchCondition{Name: "exclude-configward-controller", Expression: "request.userInfo.username != '" + ControllerUser + "'"})
 		case "pod-config.configward.dev":
 			w.MatchConditions = append(w.MatchConditions,
 				admissionregistrationv1.MatchCondition{Name: "pod-config-annotations", Expression: admission.PodConfigMatchCondition})
