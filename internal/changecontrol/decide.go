@@ -264,8 +264,24 @@ func neverBlocked(s Settings, r Request) (string, bool) {
 // it sets one the object did not already carry: a reason is good for one
 // edit.
 func newBreakGlass(old, new *Content) string {
-	reason := strings.TrimSpace(new.annotation(v1alpha1.BreakGlassAnnotation))
-	if reason == "" || reason == strings.TrimSpace(old.annotation(v1alpha1.BreakGlassAnnotation)) {
+	var was, now map[string]string
+	if old != nil {
+		was = old.Annotations
+	}
+	if new != nil {
+		now = new.Annotations
+	}
+	return NewBreakGlass(was, now)
+}
+
+// NewBreakGlass is the break-glass reason a write whose object had the
+// annotations was and has now sets, "" unless it sets one the object did
+// not already carry. Change control records the write for it, and the
+// admission webhook seals it to the write's content
+// (delivery.BreakGlassSeal): both ask here.
+func NewBreakGlass(was, now map[string]string) string {
+	reason := strings.TrimSpace(now[v1alpha1.BreakGlassAnnotation])
+	if reason == "" || reason == strings.TrimSpace(was[v1alpha1.BreakGlassAnnotation]) {
 		return ""
 	}
 	return reason

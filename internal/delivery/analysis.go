@@ -3,7 +3,6 @@ package delivery
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
@@ -217,16 +216,3 @@ func bakeSeconds(rec *v1alpha1.ConfigDelivery) int32 {
 	return 0
 }
 
-// BreakGlass is what a delivery of config whose annotations are these takes
-// of a break-glass write: its reason, when it is new since latest (the
-// config's latest record, nil for none), in a namespace change control
-// governs, where change control records every new reason with who set it.
-// Elsewhere nothing records who set one, and it is ignored: approvals
-// would otherwise be anyone's to skip.
-func BreakGlass(annotations map[string]string, latest *v1alpha1.ConfigDelivery, governed bool) *v1alpha1.BreakGlassDelivery {
-	reason := strings.TrimSpace(annotations[v1alpha1.BreakGlassAnnotation])
-	if !governed || reason == "" || (latest != nil && latest.Annotations[v1alpha1.BreakGlassSeenAnnotation] == reason) {
-		return nil
-	}
-	return &v1alpha1.BreakGlassDelivery{Reason: reason, Immediate: annotations[v1alpha1.BreakGlassDeliveryAnnotation] == v1alpha1.BreakGlassImmediate}
-}

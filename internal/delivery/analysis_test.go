@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -289,11 +290,20 @@ func TestDue(t *testing.T) {
 }
 
 func TestBreakGlass(t *testing.T) {
-	glass := func(reason, delivery string) map[string]string {
+	key := []byte("installation key")
+	const content, other = "cfg-snap-aaa", "cfg-snap-bbb"
+	// sealed are a write's annotations as the admission webhook leaves them:
+	// the reason sealed to the content of the write that set it.
+	sealed := func(reason, delivery, to string) map[string]string {
 		a := map[string]string{v1alpha1.BreakGlassAnnotation: reason}
 		if delivery != "" {
 			a[v1alpha1.BreakGlassDeliveryAnnotation] = delivery
 		}
+		a[v1alpha1.BreakGlassSealAnnotation] = BreakGlassSeal(key, to, strings.TrimSpace(reason), delivery == v1alpha1.BreakGlassImmediate)
+		return a
+	}
+	with := func(a map[string]string, k, v string) map[string]string {
+		a[k] = v
 		return a
 	}
 	saw := func(reason string) *v1alpha1.ConfigDelivery {
@@ -307,16 +317,23 @@ func TestBreakGlass(t *testing.T) {
 		want        *v1alpha1.BreakGlassDelivery
 	}{
 		{"none", nil, nil, true, nil},
-		{"a new reason", glass(" INC-1 ", ""), saw("INC-0"), true, &v1alpha1.BreakGlassDelivery{Reason: "INC-1"}},
-		{"a new reason, first delivery", glass("INC-1", ""), nil, true, &v1alpha1.BreakGlassDelivery{Reason: "INC-1"}},
-		{"immediate", glass("INC-1", v1alpha1.BreakGlassImmediate), nil, true, &v1alpha1.BreakGlassDelivery{Reason: "INC-1", Immediate: true}},
-		{"immediate misspelt", glass("INC-1", "immediately"), nil, true, &v1alpha1.BreakGlassDelivery{Reason: "INC-1"}},
-		{"the reason the latest delivery saw", glass("INC-1", v1alpha1.BreakGlassImmediate), saw("INC-1"), true, nil},
-		{"not governed: nobody recorded who", glass("INC-1", v1alpha1.BreakGlassImmediate), nil, false, nil},
+		{"a new reason", sealed(" INC-1 ", "", content), saw("INC-0"), true, &v1alpha1.BreakGlassDelivery{Reason: "INC-1"}},
+		{"a new reason, first delivery", sealed("INC-1", "", content), nil, true, &v1alpha1.BreakGlassDelivery{Reason: "INC-1"}},
+		{"immediate", sealed("INC-1", v1alpha1.BreakGlassImmediate, content), nil, true, &v1alpha1.BreakGlassDelivery{Reason: "INC-1", Immediate: true}},
+		{"immediate misspelt", sealed("INC-1", "immediately", content), nil, true, &v1alpha1.BreakGlassDelivery{Reason: "INC-1"}},
+		{"the reason the latest delivery saw", sealed("INC-1", v1alpha1.BreakGlassImmediate, content), saw("INC-1"), true, nil},
+		{"not governed: nobody recorded who", sealed("INC-1", v1alpha1.BreakGlassImmediate, content), nil, false, nil},
 		{"immediate without a reason", map[string]string{v1alpha1.BreakGlassDeliveryAnnotation: v1alpha1.BreakGlassImmediate}, nil, true, nil},
+		// The attacks the seal closes.
+		{"a reason without a seal (left from before delivery was on, or written past the webhook)", map[string]string{v1alpha1.BreakGlassAnnotation: "INC-1"}, nil, true, nil},
+		{"a reason sealed to the content before: a later write left it on the object", sealed("INC-1", "", other), nil, true, nil},
+		{"a reason sealed with no content change, then the pipeline's change", sealed("INC-2", v1alpha1.BreakGlassImmediate, other), saw("INC-1"), true, nil},
+		{"immediate added after the reason was sealed", with(sealed("INC-1", "", content), v1alpha1.BreakGlassDeliveryAnnotation, v1alpha1.BreakGlassImmediate), nil, true, nil},
+		{"another reason under the seal", with(sealed("INC-1", "", content), v1alpha1.BreakGlassAnnotation, "INC-9"), nil, true, nil},
+		{"a seal made with another key", with(sealed("INC-1", "", content), v1alpha1.BreakGlassSealAnnotation, BreakGlassSeal([]byte("other key"), content, "INC-1", false)), nil, true, nil},
 	}
 	for _, r := range rows {
-		got := BreakGlass(r.annotations, r.latest, r.governed)
+		got := BreakGlass(r.annotations, r.latest, r.governed, key, content)
 		if (got == nil) != (r.want == nil) || (got != nil && *got != *r.want) {
 			t.Errorf("%s: %+v, want %+v", r.name, got, r.want)
 		}

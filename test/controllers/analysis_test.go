@@ -20,6 +20,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/digest"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/test/framework"
 )
 
@@ -428,9 +432,25 @@ var _ = Describe("analysis of deliveries", Ordered, ContinueOnFailure, func() {
 			cm.Annotations, cm.Data[configKey] = annotations, value
 			Expect(env.Client.Update(ctx, cm)).To(Succeed())
 		}
+		// breakGlass writes value with a new reason as the admission
+		// webhook leaves such a write (this tier runs no webhook): sealed to
+		// its content (admission.BreakGlassSeals).
+		breakGlass := func(value string, annotations map[string]string) {
+			key, err := env.HashKey(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			data := map[string]string{}
+			for k, v := range cm.Data {
+				data[k] = v
+			}
+			data[configKey] = value
+			content := revision.SnapshotName(key, ns, refs.ConfigMap, cm.Name, digest.Content(digest.KeyDigests(data, cm.BinaryData), nil))
+			annotations[v1alpha1.BreakGlassSealAnnotation] = delivery.BreakGlassSeal(key, content, annotations[v1alpha1.BreakGlassAnnotation],
+				annotations[v1alpha1.BreakGlassDeliveryAnnotation] == v1alpha1.BreakGlassImmediate)
+			write(value, annotations)
+		}
 
 		By("a break-glass write (change control let it through and recorded who): no approval, but the canary's check fails it")
-		write("broken", map[string]string{v1alpha1.BreakGlassAnnotation: "INC-9 hotfix"})
+		breakGlass("broken", map[string]string{v1alpha1.BreakGlassAnnotation: "INC-9 hotfix"})
 		Eventually(latestDelivery(ns, "cfg"), time.Minute, 200*time.Millisecond).Should(Equal("Halted/AnalysisFailed@canary"))
 		d := deliveries(ns, "cfg")[0]
 		Expect(d.Spec.BreakGlass).To(Equal(&v1alpha1.BreakGlassDelivery{Reason: "INC-9 hotfix"}))
@@ -438,7 +458,7 @@ var _ = Describe("analysis of deliveries", Ordered, ContinueOnFailure, func() {
 		Expect(patched(ns)()).To(ConsistOf("app-0"))
 
 		By("with a new reason and the immediate request: every wave at once, no checks, recorded")
-		write("debug", map[string]string{v1alpha1.BreakGlassAnnotation: "INC-10 revert", v1alpha1.BreakGlassDeliveryAnnotation: v1alpha1.BreakGlassImmediate})
+		breakGlass("debug", map[string]string{v1alpha1.BreakGlassAnnotation: "INC-10 revert", v1alpha1.BreakGlassDeliveryAnnotation: v1alpha1.BreakGlassImmediate})
 		Eventually(latestDelivery(ns, "cfg"), time.Minute, 200*time.Millisecond).Should(HavePrefix("Succeeded/"))
 		d = deliveries(ns, "cfg")[1]
 		Expect(d.Spec.BreakGlass).To(Equal(&v1alpha1.BreakGlassDelivery{Reason: "INC-10 revert", Immediate: true}))
@@ -450,5 +470,14 @@ var _ = Describe("analysis of deliveries", Ordered, ContinueOnFailure, func() {
 		write("trace", cm.Annotations)
 		Eventually(latestDelivery(ns, "cfg"), 30*time.Second, 200*time.Millisecond).Should(Equal("WaitingForApproval/ApprovalRequired@canary"))
 		Expect(deliveries(ns, "cfg")[2].Spec.BreakGlass).To(BeNil())
+
+		By("a reason and the immediate request sealed to the content now, with no change: the pipeline's later change is not immediate")
+		Expect(env.Client.Get(ctx, clientKey(cm), cm)).To(Succeed())
+		breakGlass(cm.Data[configKey], map[string]string{v1alpha1.BreakGlassAnnotation: "INC-11 pre-armed", v1alpha1.BreakGlassDeliveryAnnotation: v1alpha1.BreakGlassImmediate})
+		Consistently(func() int { return len(deliveries(ns, "cfg")) }, 3*time.Second).Should(Equal(3), "no content change, no delivery")
+		write("warn", cm.Annotations)
+		Eventually(func() int { return len(deliveries(ns, "cfg")) }, 30*time.Second).Should(Equal(4))
+		Eventually(latestDelivery(ns, "cfg"), 30*time.Second, 200*time.Millisecond).Should(Equal("WaitingForApproval/ApprovalRequired@canary"))
+		Expect(deliveries(ns, "cfg")[3].Spec.BreakGlass).To(BeNil())
 	})
 })

@@ -51,7 +51,21 @@ delivery:
 		By("nobody but configward changes what a record saw")
 		res = env.Kubectl("", "-n", ns, "annotate", "configdelivery", d.Name, "--overwrite", "configward.dev/break-glass-seen=other")
 		Expect(res.ExitCode).NotTo(Equal(0))
-		Expect(res.Stderr).To(ContainSubstring("only spec.request may be changed"))
+		Expect(res.Stderr).To(ContainSubstring("configward.dev/ annotations may not be changed"))
+
+		By("the reason was sealed to the content of the write that set it, and a dry run seals nothing")
+		sealOf := func() string {
+			return env.Kubectl("", "-n", ns, "get", "configmap", "cfg", "-o", `jsonpath={.metadata.annotations.configward\.dev/break-glass-seal}`).Stdout
+		}
+		sealed := sealOf()
+		Expect(sealed).To(HavePrefix("v1:"))
+		res = as(human, "", "-n", ns, "patch", "configmap", "cfg", "--dry-run=server", "-o", "jsonpath={.metadata.annotations.configward\\.dev/break-glass-seal}", "--type=merge", "-p",
+			`{"metadata":{"annotations":{"configward.dev/break-glass":"INC-9b dry"}},"data":{"level":"dry"}}`)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(res.Stdout).To(And(HavePrefix("v1:"), Not(Equal(sealed))), "the dry run's answer carries its own seal")
+		Expect(sealOf()).To(Equal(sealed), "and nothing of it is kept")
+		res = as(human, "", "-n", ns, "annotate", "configmap", "cfg", "--overwrite", "configward.dev/break-glass-seal=v1:forged")
+		Expect(res.ExitCode).NotTo(Equal(0), "a seal is configward's to write")
 
 		By("asking for an immediate delivery needs a new break-glass reason")
 		res = as(human, "", "-n", ns, "annotate", "configmap", "cfg", "configward.dev/break-glass-delivery=Immediate")
@@ -67,5 +81,16 @@ delivery:
 		Eventually(func() int { return len(deliveries(ns, "cfg")) }, 30*time.Second).Should(Equal(2))
 		Eventually(latestDelivery(ns, "cfg"), 2*rolloutTimeout, time.Second).Should(HavePrefix("Succeeded/"))
 		Expect(deliveries(ns, "cfg")[1].Spec.BreakGlass).To(Equal(&v1alpha1.BreakGlassDelivery{Reason: "INC-10 revert", Immediate: true}))
+
+		By("a new reason and the immediate request with no content change start nothing, and arm nothing for the pipeline's later change")
+		res = as(human, "", "-n", ns, "patch", "configmap", "cfg", "--type=merge", "-p",
+			`{"metadata":{"annotations":{"configward.dev/break-glass":"INC-11 pre-armed","configward.dev/break-glass-delivery":"Immediate"}}}`)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Consistently(func() int { return len(deliveries(ns, "cfg")) }, 5*time.Second).Should(Equal(2))
+		asPipeline(configMap(ns, "cfg", map[string]string{"level": "warn"}, map[string]string{
+			"configward.dev/break-glass": "INC-11 pre-armed", "configward.dev/break-glass-delivery": "Immediate"}))
+		Eventually(func() int { return len(deliveries(ns, "cfg")) }, 30*time.Second).Should(Equal(3))
+		Eventually(latestDelivery(ns, "cfg"), 30*time.Second, time.Second).Should(Equal("WaitingForApproval/ApprovalRequired@canary"))
+		Expect(deliveries(ns, "cfg")[2].Spec.BreakGlass).To(BeNil())
 	})
 })

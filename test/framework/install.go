@@ -89,6 +89,9 @@ func pinOnlyRevisionPods(o client.Object) {
 	for i := range c.Webhooks {
 		w := &c.Webhooks[i]
 		switch w.Name {
+		case "break-glass.configward.dev":
+			w.MatchConditions = append(w.MatchConditions,
+				admissionregistrationv1.MatchCondition{Name: "break-glass-reason", Expression: admission.BreakGlassSealsMatchCondition})
 		case "configdeliveries.configward.dev":
 			w.MatchConditions = append(w.MatchConditions,
 				admissionregistrationv1.MatchCondition{Name: "exclude-configward-controller", Expression: "request.userInfo.username != '" + ControllerUser + "'"})

@@ -33,6 +33,11 @@ const (
 	// next delivery tells a new reason from one left on the object by an
 	// earlier write. Only configward writes it.
 	BreakGlassSeenAnnotation = "configward.dev/break-glass-seen"
+	// BreakGlassSealAnnotation binds a break-glass reason to the content
+	// of the write that set it: configward's admission webhook writes it
+	// (delivery.BreakGlassSeal) on every write that sets a new reason, and
+	// a delivery honours the reason only for the content it was sealed to.
+	BreakGlassSealAnnotation = "configward.dev/break-glass-seal"
 )
 
 // Reload modes, the values of ReloadAnnotation.

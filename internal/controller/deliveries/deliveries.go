@@ -363,7 +363,7 @@ func (d *deliveries) start(ctx context.Context, req reconcile.Request, src revis
 		Spec: v1alpha1.ConfigDeliverySpec{
 			Config:   v1alpha1.ConfigRef{Kind: string(src.Kind), Name: src.Name},
 			Sequence: seq + 1, Policy: s.DeliveryPolicy, Settings: configpolicy.DeliveryDefaults(*s.Delivery), Hot: hot,
-			BreakGlass: delivery.BreakGlass(annotations, delivery.Latest(recs, src), governed),
+			BreakGlass: delivery.BreakGlass(annotations, delivery.Latest(recs, src), governed, d.opts.Keys.Current().Bytes(), current),
 		},
 	}
 	if err := d.client.Create(ctx, rec); err != nil {
