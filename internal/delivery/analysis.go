@@ -215,4 +215,3 @@ func bakeSeconds(rec *v1alpha1.ConfigDelivery) int32 {
 	}
 	return 0
 }
-
