@@ -154,8 +154,12 @@ func (h *ValidateConfigChanges) Review(ctx context.Context, rv *webhookserver.Re
 	}
 	r.NamespaceTerminating = ns != nil && (ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating)
 	active := h.Policies.Current()
-	if p := active.For(ns); p.Revisions && (kind == string(refs.ConfigMap) || p.RevisionSecrets) {
+	p := active.For(ns)
+	if p.Revisions && (kind == string(refs.ConfigMap) || p.RevisionSecrets) {
 		r.Snapshotted = true
+	}
+	if p.Delivery != nil && kind != "ConfigSchema" {
+		r.ChannelWaves = p.Delivery.Waves
 	}
 	cc := active.ChangeControl(h.ChangeControl, ns)
 	settings := active.Rules(ns)

@@ -11,9 +11,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
@@ -39,12 +41,50 @@ type Channels struct {
 	// moment before must count, and the cache may not show it yet).
 	Cache, Live client.Reader
 	Kinds       *workload.Registry
+	// Keys seal a placement (channel.PlacementSeal).
+	Keys *hashkey.Source
+}
+
+// named refuses a pod that names a channel of its namespace's waves as its
+// creator wrote it: only configward points a pod at a channel, when it
+// places the pod in a wave. The pod's own placement, sealed in this very
+// request (the Pod path called again after another webhook), is
+// configward's and passes.
+func (c *Channels) named(ctx context.Context, pod *corev1.Pod, requestUID string) (string, error) {
+	policy, err := c.Policies.For(ctx, c.Cache, pod.Namespace)
+	if err != nil || policy.Delivery == nil {
+		return "", err
+	}
+	if c.Keys != nil && channel.SealedFor(pod, c.Keys.Current().Bytes(), requestUID) {
+		return "", nil
+	}
+	for _, r := range refs.FromPodSpec(&pod.Spec) {
+		if wave, ok := channel.Named(r.Name, policy.Delivery.Waves); ok {
+			return fmt.Sprintf("[config-delivery] Pod %s/%s names %s %s (%s), configward's channel of hot config for wave %s: only configward points a pod at a channel, "+
+				"when it places the pod in a wave, so that a change reaches it through the delivery's gates. Name the original %s instead; configward points the pod at its wave's channel.",
+				pod.Namespace, podName(pod), r.Kind, r.Name, r.Via, wave, r.Kind), nil
+		}
+	}
+	return "", nil
+}
+
+// podName is a pod's name, or its generateName for one not named yet.
+func podName(pod *corev1.Pod) string {
+	if pod.Name != "" {
+		return pod.Name
+	}
+	return pod.GenerateName + "…"
 }
 
 // point returns the patch that points pod's hot config at the channels of
 // its wave, the channel each hot config is pointed at (for the reload
 // agent, which watches the channels), and why.
-func (c *Channels) point(ctx context.Context, inv *inventory.Inventory, pod *corev1.Pod) ([]jsonpatch.Operation, map[revision.Source]string, string, error) {
+//
+// user made the request: a controller reference counts for the pod's
+// placement only in a pod a Kubernetes controller creates (ByController),
+// so a person's bare pod that claims a canary's ReplicaSet is placed as
+// the bare pod it is. requestUID is the request's, to seal the placement.
+func (c *Channels) point(ctx context.Context, inv *inventory.Inventory, pod *corev1.Pod, user, requestUID string) ([]jsonpatch.Operation, map[revision.Source]string, string, error) {
 	policy, err := c.Policies.For(ctx, c.Cache, pod.Namespace)
 	if err != nil || policy.Delivery == nil {
 		return nil, nil, "", err
@@ -68,9 +108,12 @@ func (c *Channels) point(ctx context.Context, inv *inventory.Inventory, pod *cor
 		channelReviews.WithLabelValues("none").Inc()
 		return nil, nil, "", nil
 	}
-	owner, err := c.owner(ctx, pod)
-	if err != nil {
-		return nil, nil, "", err
+	var owner *delivery.PodOwner
+	if changecontrol.ByController(user) {
+		var err error
+		if owner, err = c.owner(ctx, pod); err != nil {
+			return nil, nil, "", err
+		}
 	}
 	waves := policy.Delivery.Waves
 	wave, err := delivery.WaveOf(waves, owner, func(i int) (bool, error) { return c.inShare(ctx, pod, owner, waves[i]) })
@@ -106,10 +149,18 @@ func (c *Channels) point(ctx context.Context, inv *inventory.Inventory, pod *cor
 		return nil, nil, "", nil
 	}
 	channelReviews.WithLabelValues("pointed").Inc()
+	marks := map[string]string{v1alpha1.ChannelWaveAnnotation: wave}
+	if c.Keys != nil {
+		marks[v1alpha1.ChannelPlacedAnnotation] = channel.PlacementSeal(c.Keys.Current().Bytes(), requestUID, pod.Namespace, wave)
+	}
 	if pod.Annotations == nil {
-		ops = append(ops, jsonpatch.Operation{Operation: "add", Path: "/metadata/annotations", Value: map[string]string{v1alpha1.ChannelWaveAnnotation: wave}})
+		ops = append(ops, jsonpatch.Operation{Operation: "add", Path: "/metadata/annotations", Value: marks})
 	} else {
-		ops = append(ops, jsonpatch.Operation{Operation: "add", Path: "/metadata/annotations/" + strings.ReplaceAll(v1alpha1.ChannelWaveAnnotation, "/", "~1"), Value: wave})
+		for _, k := range []string{v1alpha1.ChannelWaveAnnotation, v1alpha1.ChannelPlacedAnnotation} {
+			if v, ok := marks[k]; ok {
+				ops = append(ops, jsonpatch.Operation{Operation: "add", Path: "/metadata/annotations/" + strings.ReplaceAll(k, "/", "~1"), Value: v})
+			}
+		}
 	}
 	return ops, pointed, fmt.Sprintf("hot config pointed at the channels of wave %s", wave), nil
 }

@@ -113,6 +113,15 @@ func (h *PodConfig) Intake() webhookserver.Intake[string] {
 // Review implements webhookserver.Handler.
 func (h *PodConfig) Review(ctx context.Context, r *webhookserver.Review[string]) admission.Response {
 	pod := r.Object.(*corev1.Pod)
+	if h.Channels != nil {
+		refused, err := h.Channels.named(ctx, pod, string(r.Request.UID))
+		if err != nil {
+			return admission.Errored(500, fmt.Errorf("configward: looking up the waves of Pod %s/%s: %w", r.Namespace, r.Name(), err))
+		}
+		if refused != "" {
+			return admission.Denied(refused)
+		}
+	}
 	ops, denied, why := h.pin(ctx, r, pod)
 	if denied != nil {
 		return *denied
@@ -122,7 +131,7 @@ func (h *PodConfig) Review(ctx context.Context, r *webhookserver.Review[string])
 		var channelled []jsonpatch.Operation
 		var note string
 		var err error
-		channelled, pointed, note, err = h.Channels.point(ctx, h.Inventory, pod)
+		channelled, pointed, note, err = h.Channels.point(ctx, h.Inventory, pod, r.Request.UserInfo.Username, string(r.Request.UID))
 		if err != nil {
 			return admission.Errored(500, fmt.Errorf("configward: pointing the hot config of Pod %s/%s at its channels: %w", r.Namespace, r.Name(), err))
 		}

@@ -50,7 +50,7 @@ func Register(mux interface{ Register(string, http.Handler) }, f Facts) {
 	mux.Register(ConfigHashPath, webhookserver.Webhook("config-hash", webhookserver.Adapt(&ConfigHash{
 		Inventory: f.Inventory, Keys: f.Keys, Namespaces: f.Cache, Policies: f.Policies, Effects: f.Effects, Kinds: f.Kinds, Records: f.Records}, d)))
 	mux.Register(PodConfigPath, webhookserver.Webhook("pod-config", webhookserver.Adapt(&PodConfig{Inventory: f.Inventory, Namespaces: f.Cache, Agent: f.Agent,
-		Channels: &Channels{Policies: f.Policies, Cache: f.Cache, Live: f.Live, Kinds: f.Kinds}}, d)))
+		Channels: &Channels{Policies: f.Policies, Cache: f.Cache, Live: f.Live, Kinds: f.Kinds, Keys: f.Keys}}, d)))
 	mux.Register(ValidateConfigMapsPath, webhookserver.Webhook("validate-configmaps", webhookserver.Adapt(&ValidateConfigMaps{
 		Schemas: f.Schemas, Policies: f.Policies, Namespaces: f.Cache, Recorder: f.Recorder}, d)))
 	mux.Register(ValidateConfigSchemasPath, webhookserver.Webhook("validate-configschemas", webhookserver.Adapt(&ValidateConfigSchemas{}, d)))

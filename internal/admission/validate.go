@@ -16,8 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/ruleinput"
 	"github.com/configward/configward/internal/slimobject"
 	"github.com/configward/configward/internal/webhookserver"
@@ -127,6 +129,9 @@ func (h *ValidateWorkloads) Review(ctx context.Context, r *webhookserver.Review[
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: %w", err))
 	}
+	if refused := namesChannel(h.Policies.Current().For(ns), w, spec); refused != "" {
+		return admission.Denied(fmt.Sprintf("[config-delivery] %s %s/%s: %s", kind, r.Namespace, name, refused))
+	}
 	unchanged := r.Operation == admissionv1.Update && h.podSpecUnchanged(r, spec)
 	j, err := workloadrules.Judge(ctx, h.Policies.Current(), workloadrules.Subject{
 		Workload: w, Spec: spec, Namespace: ns, Unchanged: unchanged,
@@ -177,4 +182,22 @@ func (h *ValidateWorkloads) podSpecUnchanged(r *webhookserver.Review[*workload.T
 	}
 	oldPassed, passed := r.PassedOver()
 	return slimobject.SamePodSpecs(oldSpec, spec, oldPassed, passed)
+}
+
+// namesChannel refuses a workload's template that names a channel of its
+// namespace's waves: only configward points a pod at a channel, when the
+// Pod path places each new pod in its wave. Pods are judged there, before
+// configward's own rewrite, which names channels by design; here a pod has
+// been rewritten already, so only templates are.
+func namesChannel(p configpolicy.NamespacePolicy, w workload.Object, spec *corev1.PodSpec) string {
+	if p.Delivery == nil || w.Type.Kind.Kind == "Pod" {
+		return ""
+	}
+	for _, r := range refs.FromPodSpec(spec) {
+		if wave, ok := channel.Named(r.Name, p.Delivery.Waves); ok {
+			return fmt.Sprintf("its template names %s %s (%s), configward's channel of hot config for wave %s: only configward points a pod at a channel, "+
+				"when it places each new pod in its wave. Name the original %s instead.", r.Kind, r.Name, r.Via, wave, r.Kind)
+		}
+	}
+	return ""
 }

@@ -360,5 +360,28 @@ func TestChannelsAreConfigwards(t *testing.T) {
 		if v := Decide(s, Request{Operation: "UPDATE", User: own, Kind: "ConfigMap", Namespace: "shop", Name: "flags-ch-canary", Old: ch, New: ch}); v.Exempt == "" {
 			t.Errorf("configward's own write was judged: %+v", v)
 		}
+		// Where config is delivered in waves, a channel's name is
+		// configward's before the channel exists: an object written there
+		// first (the pipeline's, say) would keep the channel from being
+		// written, and the wave's pods would read it.
+		waves := []v1alpha1.Wave{{Name: "canary"}, {Name: "rest"}}
+		for _, r := range []Request{
+			{Operation: "CREATE", User: pipeline, Kind: "ConfigMap", Namespace: "shop", Name: "flags-ch-canary", New: plain, ChannelWaves: waves},
+			{Operation: "UPDATE", User: authenticationv1.UserInfo{Username: "mallory"}, Kind: "Secret", Namespace: "shop", Name: "db-ch-rest", Old: plain, New: plain, ChannelWaves: waves},
+		} {
+			if v := Decide(s, r); !strings.Contains(v.Refused, "has the name of a channel of hot config for wave") {
+				t.Errorf("%s %s by %s (governed %v): %+v", r.Operation, r.Name, r.User.Username, governed, v)
+			}
+		}
+		for _, r := range []Request{
+			{Operation: "DELETE", User: pipeline, Kind: "ConfigMap", Namespace: "shop", Name: "flags-ch-canary", Old: plain, ChannelWaves: waves},
+			{Operation: "CREATE", User: pipeline, Kind: "ConfigMap", Namespace: "shop", Name: "flags-ch-canary", New: plain},
+			{Operation: "CREATE", User: pipeline, Kind: "ConfigMap", Namespace: "shop", Name: "flags-ch-blue", New: plain, ChannelWaves: waves},
+			{Operation: "UPDATE", User: own, Kind: "ConfigMap", Namespace: "shop", Name: "flags-ch-canary", Old: plain, New: plain, ChannelWaves: waves},
+		} {
+			if v := Decide(s, r); v.Refused != "" {
+				t.Errorf("%s %s by %s, waves %v (governed %v): refused %s", r.Operation, r.Name, r.User.Username, r.ChannelWaves, governed, v.Refused)
+			}
+		}
 	}
 }

@@ -73,6 +73,9 @@ type Request struct {
 	// Snapshotted: the namespace keeps config revisions of objects of this
 	// kind, so revisions of its consumers name snapshots of it.
 	Snapshotted bool
+	// ChannelWaves are the waves of the namespace's delivery, whose
+	// channels only configward writes (nil where delivery is off).
+	ChannelWaves []v1alpha1.Wave
 }
 
 // Verdict is what change control says about a request.
@@ -213,6 +216,14 @@ func channelWrite(r Request) string {
 		marked = marked || c.Labels[v1alpha1.ChannelLabel] != ""
 	}
 	verb := map[string]string{"CREATE": "create", "UPDATE": "change", "DELETE": "delete"}[r.Operation]
+	if wave, named := channel.Named(r.Name, r.ChannelWaves); named && of == "" && r.Operation != "DELETE" {
+		// Written first, an object of a channel's name would keep
+		// configward from writing the channel, and the wave's pods would
+		// read it instead.
+		return fmt.Sprintf("[config-delivery] %s %s/%s has the name of a channel of hot config for wave %s: in a namespace where config is delivered in waves, "+
+			"only configward's controller writes objects named <config>-ch-<wave>, the channels the pods of each wave read. %s may not %s it; choose another name.",
+			r.Kind, r.Namespace, r.Name, wave, r.User.Username, verb)
+	}
 	switch {
 	case of != "":
 		return fmt.Sprintf("[config-delivery] %s %s/%s is configward's channel of %s %s for wave %s: the pods of that wave read it, and only configward's controller writes it, "+

@@ -9,8 +9,10 @@ package channel
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -127,4 +129,58 @@ func List(ctx context.Context, r client.Reader, namespace string, kind refs.Kind
 		add(&list.Items[i])
 	}
 	return out, nil
+}
+
+// Named says name is, or would be, a channel of one of waves in its
+// namespace: "<original>-ch-<wave>" (Name), and which wave.
+func Named(name string, waves []v1alpha1.Wave) (string, bool) {
+	for _, w := range waves {
+		if strings.HasSuffix(name, "-ch-"+w.Name) && len(name) > len("-ch-"+w.Name) {
+			return w.Name, true
+		}
+	}
+	return "", false
+}
+
+// PlacementSeal seals a pod's wave to the admission request (its UID) in
+// which configward's Pod path placed the pod on the wave's channels,
+// keyed with the installation's hash key: "<request UID>.<digest>". The
+// Pod path writes it with the placement and, when it is called again in
+// the same request (reinvocation), knows its own rewrite by it; nobody
+// can write one for a request of their own without the key.
+func PlacementSeal(key []byte, requestUID, namespace, wave string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("configward channel placement\x00" + requestUID + "\x00" + namespace + "\x00" + wave))
+	return requestUID + "." + hex.EncodeToString(m.Sum(nil))
+}
+
+// SealedFor says pod carries the placement seal of its wave made in the
+// request requestUID ("" for any request).
+func SealedFor(pod *corev1.Pod, key []byte, requestUID string) bool {
+	got := pod.Annotations[v1alpha1.ChannelPlacedAnnotation]
+	uid, _, ok := strings.Cut(got, ".")
+	if !ok || (requestUID != "" && uid != requestUID) {
+		return false
+	}
+	return hmac.Equal([]byte(got), []byte(PlacementSeal(key, uid, pod.Namespace, pod.Annotations[v1alpha1.ChannelWaveAnnotation])))
+}
+
+// Placed says configward placed pod on the channel name of wave: the Pod
+// path's rewrite named the channel in one of the pod's volumes, marked the
+// pod with its wave and sealed the placement (PlacementSeal). A pod that
+// names a channel otherwise (in env, or in a volume its creator wrote,
+// which admission refuses; or from before channels were refused) is not
+// the wave's, and no gate counts it. The seal is checked at admission,
+// where it is made; here its presence is enough, so that a rotated hash
+// key never leaves a wave with no pod to judge.
+func Placed(pod *corev1.Pod, name, wave string) bool {
+	if pod.Annotations[v1alpha1.ChannelWaveAnnotation] != wave || !strings.Contains(pod.Annotations[v1alpha1.ChannelPlacedAnnotation], ".") {
+		return false
+	}
+	for _, r := range refs.FromPodSpec(&pod.Spec) {
+		if r.Name == name && (r.Via == refs.Volume || r.Via == refs.Projected) {
+			return true
+		}
+	}
+	return false
 }

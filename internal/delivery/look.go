@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/workload"
 )
@@ -32,6 +34,11 @@ type Seen struct {
 	// judged waves' channels take, by snapshot: what their pods' reload
 	// agents report; a snapshot not in the cache yet is absent.
 	Contents map[string]string
+	// Squatted are the channels of the judged waves whose name an object
+	// configward did not write holds (the pipeline's, say): configward
+	// cannot write the channel, and the wave's pods would read the
+	// squatter's content.
+	Squatted []string
 }
 
 // Reads is what a look at a delivery reads, decided before it reads
@@ -129,6 +136,11 @@ func Judge(rec *v1alpha1.ConfigDelivery, seen Seen, now time.Time) Gate {
 // can have the delivered content only once their channel holds it.
 func judgeHot(rec *v1alpha1.ConfigDelivery, wave *v1alpha1.WaveStatus, seen Seen, now time.Time, g *Gate) {
 	src := Delivers(rec)
+	if slices.Contains(seen.Squatted, wave.Channel) {
+		g.Failed = fmt.Sprintf("%s %s/%s has the name of this wave's channel but is not configward's channel: configward cannot write the channel, so the delivery cannot reach the wave. "+
+			"Delete or rename it (only configward writes channels); then resume the delivery.", src.Kind, rec.Namespace, wave.Channel)
+		return
+	}
 	held := seen.Channels[wave.Channel]
 	want := Want(Ask{Record: rec, Config: src, Current: rec.Status.To, Holder: Holder{Wave: wave.Name}, Held: held}).Revision
 	content, cached := seen.Contents[want]
@@ -143,7 +155,7 @@ func judgeHot(rec *v1alpha1.ConfigDelivery, wave *v1alpha1.WaveStatus, seen Seen
 	s := configpolicy.DeliveryDefaults(rec.Spec.Settings)
 	propagation := time.Duration(*s.PropagationSeconds) * time.Second
 	for _, p := range seen.Pods[wave.Channel] {
-		if p.DeletionTimestamp != nil {
+		if p.DeletionTimestamp != nil || !channel.Placed(p, wave.Channel, wave.Name) {
 			continue
 		}
 		// Reports name a channel's content as its original's.

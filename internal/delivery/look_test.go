@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/reload"
 	"github.com/configward/configward/internal/workload"
 )
@@ -109,14 +110,32 @@ func TestJudgeHot(t *testing.T) {
 			{Name: "rest", Channel: "flags-ch-rest", From: "flags-1a"},
 		}},
 	}
+	// agentPod is a pod the Pod path placed on the canary's channel: its
+	// wave marked, the channel in a volume.
 	agentPod := func(name, content, result string) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}, Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: reload.AgentContainer}}},
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name,
+			Annotations: map[string]string{v1alpha1.ChannelWaveAnnotation: "canary", v1alpha1.ChannelPlacedAnnotation: channel.PlacementSeal([]byte("k"), "req-"+name, "shop", "canary")}},
+			Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: reload.AgentContainer}}, Containers: []corev1.Container{{Name: "app"}},
+				Volumes: []corev1.Volume{{Name: "flags", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "flags-ch-canary"}}}}}},
 			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue},
 				reload.Condition([]reload.PodEntry{{Config: "ConfigMap/flags", Content: content, Result: result}})}}}
 		return p
 	}
 	deleting := agentPod("p-gone", "other", reload.Applied)
 	deleting.DeletionTimestamp = ago(0)
+	// Pods that name the canary's channel but that the Pod path did not
+	// place there: their creator named it (in env, or in a volume of a pod
+	// without the wave's mark). They are nobody's wave, whatever they say.
+	inEnv := agentPod("p-env", "c1", reload.Rejected)
+	inEnv.Spec.Volumes = nil
+	inEnv.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "flags-ch-canary"}}}}
+	unmarked := agentPod("p-own", "c1", reload.Rejected)
+	unmarked.Annotations = nil
+	unsealed := agentPod("p-unsealed", "c1", reload.Rejected)
+	delete(unsealed.Annotations, v1alpha1.ChannelPlacedAnnotation)
+	otherWave := agentPod("p-rest", "c1", reload.Rejected)
+	otherWave.Annotations[v1alpha1.ChannelWaveAnnotation] = "rest"
 	for _, tc := range []struct {
 		name string
 		seen Seen
@@ -135,6 +154,12 @@ func TestJudgeHot(t *testing.T) {
 		{"a pod rejected it", Seen{Channels: map[string]string{"flags-ch-canary": "flags-2b"}, Contents: map[string]string{"flags-2b": "c2"},
 			Pods: map[string][]*corev1.Pod{"flags-ch-canary": {agentPod("p-1", "c2", reload.Rejected)}}},
 			"failed: Pod p-1: its program rejected the content: "},
+		{"an object configward did not write holds the channel's name", Seen{Channels: map[string]string{}, Contents: map[string]string{"flags-2b": "c2"}, Squatted: []string{"flags-ch-canary"},
+			Pods: map[string][]*corev1.Pod{"flags-ch-canary": {agentPod("p-1", "c2", reload.Applied)}}},
+			"failed: ConfigMap /flags-ch-canary has the name of this wave's channel but is not configward's channel: configward cannot write the channel, so the delivery cannot reach the wave. Delete or rename it (only configward writes channels); then resume the delivery."},
+		{"pods that name the channel but were not placed on it are not judged", Seen{Channels: map[string]string{"flags-ch-canary": "flags-2b"}, Contents: map[string]string{"flags-2b": "c2"},
+			Pods: map[string][]*corev1.Pod{"flags-ch-canary": {agentPod("p-1", "c2", reload.Applied), inEnv, unmarked, unsealed, otherWave}}},
+			"healthy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := Judge(rec, tc.seen, t0)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/test/framework"
 )
 
 // These specs put hot config's pods on its channels on the whole cluster:
@@ -189,5 +190,45 @@ stringData: {level: info}
 		Expect(res.ExitCode).NotTo(Equal(0), res.Stdout)
 		Expect(res.Stderr).To(ContainSubstring("[config-delivery]"))
 		Expect(channelsOf(ns, "flags")()).To(Equal(map[string]string{"canary": "info", "rest": "info"}))
+
+		By("only configward points a pod at a channel: a person's pod or a template that names one is refused, and so is an object of a channel's name")
+		bare := func(name, volume, extraMeta string) string {
+			return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: %s%s}
+spec:
+  containers: [{name: app, image: registry.example/app:1, volumeMounts: [{name: flags, mountPath: /etc/flags}]}]
+  volumes: [{name: flags, configMap: {name: %s}}]
+`, name, ns, extraMeta, volume)
+		}
+		res = as(human, bare("sneaky", "flags-ch-canary", ""), "create", "-f", "-")
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Stderr).To(ContainSubstring("[config-delivery] Pod %s/sneaky names ConfigMap flags-ch-canary", ns))
+		named := strings.Replace(hotDeployment(ns, "d", 1), "configMap: {name: flags}", "configMap: {name: flags-ch-canary}", 1)
+		res = as(human, named, "apply", "-f", "-")
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Stderr).To(ContainSubstring("its template names ConfigMap flags-ch-canary"))
+		res = asPipelineResult(configMap(ns, "other-ch-canary", map[string]string{"level": "x"}, nil))
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Stderr).To(ContainSubstring("has the name of a channel of hot config for wave canary"))
+
+		By("a claimed controller reference plays no part in a person's pod's placement: it is placed as the bare pod it is")
+		var rsList appsv1.ReplicaSetList
+		Expect(env.Client.List(context.Background(), &rsList, client.InNamespace(ns), client.MatchingLabels{"app": "a"})).To(Succeed())
+		Expect(rsList.Items).NotTo(BeEmpty())
+		rs := rsList.Items[0]
+		claim := fmt.Sprintf(", labels: {app: a}, ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: %s, uid: %s, controller: true}]", rs.Name, rs.UID)
+		res = as(human, bare("claims-a", "flags", claim), "create", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		var claimed corev1.Pod
+		Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "claims-a"}, &claimed)).To(Succeed())
+		Expect(claimed.Annotations).To(HaveKeyWithValue(v1alpha1.ChannelWaveAnnotation, "rest"), "a bare pod's wave is the last")
+		Expect(claimed.Spec.Volumes[0].ConfigMap.Name).To(Equal("flags-ch-rest"))
 	})
 })
+
+// asPipelineResult applies manifests as the pipeline and returns what
+// kubectl said.
+func asPipelineResult(manifests ...string) framework.KubectlResult {
+	return as(pipelineSA, strings.Join(manifests, "\n---\n"), "apply", "-f", "-")
+}

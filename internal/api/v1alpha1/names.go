@@ -153,6 +153,11 @@ const (
 	// ChannelWaveAnnotation names the wave of a channel, and of a pod that
 	// mounts channels (set when the pod is created, kept for its life).
 	ChannelWaveAnnotation = "configward.dev/channel-wave"
+	// ChannelPlacedAnnotation seals a pod's wave to the admission request
+	// in which configward's Pod path placed it on its wave's channels
+	// (channel.PlacementSeal): a pod that names a channel without it was
+	// not placed by configward, and no gate counts it.
+	ChannelPlacedAnnotation = "configward.dev/channel-placed"
 	// ChannelContentAnnotation on a channel names the snapshot whose
 	// content it holds.
 	ChannelContentAnnotation = "configward.dev/channel-content"

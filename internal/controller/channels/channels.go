@@ -51,7 +51,7 @@ import (
 var (
 	channelWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_channel_writes_total",
-		Help: "Writes of channels (the copies of hot config each delivery wave's pods mount), by result: written, deleted, refused (a quota, RBAC or an admission webhook refused the write: the wave's pods keep the content they have).",
+		Help: "Writes of channels (the copies of hot config each delivery wave's pods mount), by result: written, deleted, refused (a quota, RBAC or an admission webhook refused the write: the wave's pods keep the content they have), squatted (an object configward did not write holds the channel's name).",
 	}, []string{"result"})
 )
 
@@ -287,7 +287,22 @@ func (c *channels) write(ctx context.Context, ns string, src revision.Source, wa
 		channelWrites.WithLabelValues("written").Inc()
 		ctrl.LoggerFrom(ctx).Info("channel written", "channel", obj.GetName(), "content", snap)
 		return nil
-	case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err):
+	case apierrors.IsAlreadyExists(err):
+		// The cache is behind our own create, or an object configward did
+		// not write holds the channel's name: that one is named, not
+		// retried in silence (the delivery halts on it too).
+		existing := inventory.NewObject(src.Kind)
+		if gerr := c.live.Get(ctx, client.ObjectKeyFromObject(obj), existing); gerr == nil {
+			if _, _, isChannel := channel.Of(existing.GetLabels(), existing.GetAnnotations()); !isChannel {
+				channelWrites.WithLabelValues("squatted").Inc()
+				c.blocked(ctx, ns, src, obj.GetName(), fmt.Errorf("%s %s/%s exists and is not configward's channel; delete or rename it", src.Kind, ns, obj.GetName()))
+				// Tried again with the controller's backoff: deleting the
+				// squatter lets the channel be written.
+				return fmt.Errorf("channel %s/%s: an object configward did not write holds its name", ns, obj.GetName())
+			}
+		}
+		return err
+	case apierrors.IsConflict(err):
 		return err // the cache is behind; the next look writes it
 	case apierrors.IsForbidden(err):
 		channelWrites.WithLabelValues("refused").Inc()

@@ -82,7 +82,7 @@ func (d *deliveries) hotWaves(ctx context.Context, ns string, src revision.Sourc
 		ws := v1alpha1.WaveStatus{Name: w.Name, Approval: w.Approval, Channel: ch, From: held[w.Name].Content}
 		seen := map[v1alpha1.DeliveryTarget]bool{}
 		for _, p := range mounting[ch] {
-			if p.DeletionTimestamp != nil {
+			if p.DeletionTimestamp != nil || !channel.Placed(p, ch, w.Name) {
 				continue
 			}
 			pods++

@@ -77,6 +77,19 @@ func (d *deliveries) look(ctx context.Context, rec *v1alpha1.ConfigDelivery, now
 		for _, h := range held {
 			seen.Channels[h.Name] = h.Content
 		}
+		for _, i := range delivery.Judged(rec) {
+			name := rec.Status.Waves[i].Channel
+			if _, isChannel := seen.Channels[name]; isChannel {
+				continue
+			}
+			o, err := d.inv.Get(ctx, src.Kind, ns, name)
+			if err != nil {
+				return seen, err
+			}
+			if o.Exists {
+				seen.Squatted = append(seen.Squatted, name)
+			}
+		}
 	}
 	key := d.opts.Keys.Current().Bytes()
 	for _, snap := range reads.Snapshots {
