@@ -63,7 +63,7 @@ func Register(mux interface{ Register(string, http.Handler) }, f Facts) {
 		Policies: f.Policies, Schemas: f.Schemas}, d)))
 	mux.Register(ConfigDeliveriesPath, webhookserver.Webhook("configdeliveries", webhookserver.Adapt(&ConfigDeliveries{
 		ChangeControl: f.ChangeControl}, d)))
-	mux.Register(AgentTokensPath, webhookserver.Webhook("agent-tokens", &AgentTokens{}))
+	mux.Register(AgentTokensPath, webhookserver.Webhook("agent-tokens", &AgentTokens{Pods: f.Cache, Live: f.Live}))
 	mux.Register(BreakGlassSealsPath, webhookserver.Webhook("break-glass", webhookserver.Adapt(&BreakGlassSeals{Keys: f.Keys}, d)))
 	mux.Register(RecordNamespaceChangesPath, webhookserver.Webhook("record-namespaces", webhookserver.Adapt(&RecordNamespaceChanges{
 		Recorder: f.Recorder, ChangeControl: f.ChangeControl, Policies: f.Policies}, d)))

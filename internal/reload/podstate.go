@@ -202,3 +202,41 @@ func (t Tally) Done() bool {
 // Stale counts the pods that run other than the current content: on an
 // older one, or having rejected it.
 func (t Tally) Stale() int { return t.Pods[StateOlder] + t.Pods[StateRejected] }
+
+// AgentTokenMountedElsewhere names a container of spec, other than the
+// agent's, that mounts a volume projecting a service-account token of the
+// agent's Audience ("" for none): only the agent may hold that token,
+// which speaks for the pod's program to configward's delivery gate.
+func AgentTokenMountedElsewhere(spec *corev1.PodSpec) string {
+	agentTokens := map[string]bool{}
+	for _, v := range spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if t := src.ServiceAccountToken; t != nil && t.Audience == Audience {
+				agentTokens[v.Name] = true
+			}
+		}
+	}
+	if len(agentTokens) == 0 {
+		return ""
+	}
+	var containers []corev1.Container
+	containers = append(containers, spec.InitContainers...)
+	containers = append(containers, spec.Containers...)
+	for _, c := range spec.EphemeralContainers {
+		containers = append(containers, corev1.Container(c.EphemeralContainerCommon))
+	}
+	for _, c := range containers {
+		if c.Name == AgentContainer && slices.ContainsFunc(spec.InitContainers, func(i corev1.Container) bool { return i.Name == AgentContainer }) {
+			continue
+		}
+		for _, m := range c.VolumeMounts {
+			if agentTokens[m.Name] {
+				return c.Name
+			}
+		}
+	}
+	return ""
+}

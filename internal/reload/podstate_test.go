@@ -85,3 +85,30 @@ func TestPodStates(t *testing.T) {
 		t.Errorf("a condition configward did not write reads as %v", got)
 	}
 }
+
+func TestAgentTokenMountedElsewhere(t *testing.T) {
+	token := func(audience string) corev1.Volume {
+		return corev1.Volume{Name: "t", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}},
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: audience, Path: "token"}}}}}}
+	}
+	mount := []corev1.VolumeMount{{Name: "t", MountPath: "/t"}}
+	agent := corev1.Container{Name: AgentContainer, VolumeMounts: mount}
+	for _, tc := range []struct {
+		name string
+		spec corev1.PodSpec
+		want string
+	}{
+		{"the agent alone", corev1.PodSpec{Volumes: []corev1.Volume{token(Audience)}, InitContainers: []corev1.Container{agent}, Containers: []corev1.Container{{Name: "app"}}}, ""},
+		{"the program too", corev1.PodSpec{Volumes: []corev1.Volume{token(Audience)}, InitContainers: []corev1.Container{agent}, Containers: []corev1.Container{{Name: "app", VolumeMounts: mount}}}, "app"},
+		{"a container named as the agent, not the agent's init container", corev1.PodSpec{Volumes: []corev1.Volume{token(Audience)}, Containers: []corev1.Container{agent}}, AgentContainer},
+		{"an init container", corev1.PodSpec{Volumes: []corev1.Volume{token(Audience)}, InitContainers: []corev1.Container{agent, {Name: "setup", VolumeMounts: mount}}}, "setup"},
+		{"an ephemeral container", corev1.PodSpec{Volumes: []corev1.Volume{token(Audience)}, InitContainers: []corev1.Container{agent},
+			EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", VolumeMounts: mount}}}}, "debug"},
+		{"a token of another audience", corev1.PodSpec{Volumes: []corev1.Volume{token("vault")}, Containers: []corev1.Container{{Name: "app", VolumeMounts: mount}}}, ""},
+	} {
+		if got := AgentTokenMountedElsewhere(&tc.spec); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

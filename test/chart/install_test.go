@@ -351,14 +351,15 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 				{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "system:serviceaccount:kube-system:replicaset-controller"},
 				{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "system:node:worker-1"},
 				{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"},
+				{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "system:serviceaccount:kube-system:some-addon"},
 			},
 		})).To(Succeed())
 		for _, tc := range []struct {
 			condition string
 			args      []string
 		}{
-			{"exclude-control-plane-components", []string{"--as=system:kube-controller-manager"}},
-			{"exclude-kube-system-service-accounts", []string{"--as=system:serviceaccount:kube-system:replicaset-controller"}},
+			{"exclude-kubernetes-components", []string{"--as=system:kube-controller-manager"}},
+			{"exclude-kubernetes-components", []string{"--as=system:serviceaccount:kube-system:replicaset-controller"}},
 			{"exclude-nodes", []string{"--as=system:node:worker-1", "--as-group=system:nodes"}},
 		} {
 			res := env.Kubectl(refusedDeployment("shop"), append(tc.args, "apply", "--dry-run=server", "-f", "-")...)
@@ -366,6 +367,8 @@ var _ = Describe("helm install next to cert-manager", Ordered, func() {
 		}
 		res := env.Kubectl(refusedDeployment("shop"), "--as=alice", "apply", "--dry-run=server", "-f", "-")
 		Expect(res.Stderr).To(ContainSubstring(refusal), "an ordinary user must still be judged")
+		res = env.Kubectl(refusedDeployment("shop"), "--as=system:serviceaccount:kube-system:some-addon", "apply", "--dry-run=server", "-f", "-")
+		Expect(res.Stderr).To(ContainSubstring(refusal), "an add-on in kube-system is judged: only Kubernetes' own components, each named, are skipped")
 	})
 
 	It("lets configward's controller change only the matchConditions of its webhook configurations", func() {

@@ -35,6 +35,7 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/manager"
+	"github.com/configward/configward/internal/webhookscope"
 	"github.com/configward/configward/internal/workload"
 	"github.com/configward/configward/test/framework"
 )
@@ -377,15 +378,47 @@ var _ = Describe("the chart, rendered", func() {
 		want := "!(request.userInfo.username in [" + strings.Join(quoted, ", ") + "])"
 		for _, w := range vwc.Webhooks {
 			switch w.Name {
+			case "agent-tokens.validate.configward.dev":
+				// Tokens of the agent's audience only, whoever asks: the
+				// handler decides who may mint them.
+				Expect(w.MatchConditions).To(ConsistOf(HaveField("Name", "reload-agent-audience")))
 			case "changes.validate.configward.dev", "changes-ungoverned.validate.configward.dev", "schema-changes.validate.configward.dev", "namespaces.record.configward.dev":
 				Expect(w.MatchConditions).To(HaveLen(1), w.Name)
 				Expect(w.MatchConditions[0].Expression).To(Equal(want), "%s: the chart's list and internal/changecontrol's differ", w.Name)
 			default:
-				// Workload and schema webhooks skip every kube-system service
-				// account: the ReplicaSet controller creating pods must never
-				// wait on configward.
-				Expect(w.MatchConditions).To(HaveLen(3), w.Name)
+				// Workload and schema webhooks skip the Kubernetes components
+				// named one by one in internal/webhookscope, and no one else:
+				// the ReplicaSet controller creating pods must never wait on
+				// configward, and an add-on in kube-system is judged.
+				Expect(w.MatchConditions).To(Equal(webhookscope.UnjudgedConditions()), "%s: the chart's list and internal/webhookscope's differ", w.Name)
 			}
+		}
+	})
+
+	It("puts on every webhook the matchConditions make demo and every test install put there", func() {
+		objs := render()
+		want := framework.MatchConditionsOf("system:serviceaccount:configward:configward-controller")
+		// The chart's second copies of a webhook (where it fails open) carry
+		// the same conditions as the first.
+		copyOf := map[string]string{
+			"configmaps-without-schemas.validate.configward.dev": "configmaps.validate.configward.dev",
+			"changes-ungoverned.validate.configward.dev":         "changes.validate.configward.dev",
+		}
+		got := map[string][]admissionregistrationv1.MatchCondition{}
+		for _, w := range typed[admissionregistrationv1.ValidatingWebhookConfiguration](objs, "ValidatingWebhookConfiguration", "configward").Webhooks {
+			got[w.Name] = w.MatchConditions
+		}
+		for _, w := range typed[admissionregistrationv1.MutatingWebhookConfiguration](objs, "MutatingWebhookConfiguration", "configward").Webhooks {
+			got[w.Name] = w.MatchConditions
+		}
+		for name, conditions := range got {
+			if original, ok := copyOf[name]; ok {
+				name = original
+			}
+			Expect(conditions).To(Equal(want[name]), "%s: the chart and the installs of make demo and the tests differ", name)
+		}
+		for name := range want {
+			Expect(got).To(HaveKey(name), "a webhook the installs know and the chart does not")
 		}
 	})
 

@@ -269,6 +269,29 @@ var _ = Describe("the reload agent", func() {
 		Expect(res.Stderr).To(And(ContainSubstring("[agent-token]"), ContainSubstring("only the kubelet mints it")))
 		Expect(res.Stdout).To(BeEmpty(), "no token was printed")
 		Expect(reloadCondition(pod)()).To(Equal(before))
+
+		By("a kubelet gets the agent's token for a pod that mounts it in the agent's container, and for no pod that mounts it elsewhere")
+		const node = "system:node:e2e-node"
+		Expect(env.Client.Create(context.Background(), &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-node-" + ns},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: node}}})).To(Succeed())
+		DeferCleanup(func() {
+			Expect(env.Client.Delete(context.Background(), &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-node-" + ns}})).To(Succeed())
+		})
+		asNode := func(p corev1.Pod) framework.KubectlResult {
+			return env.Kubectl("", "--as="+node, "--as-group=system:nodes", "-n", ns, "create", "token", p.Spec.ServiceAccountName, "--audience", reload.Audience,
+				"--bound-object-kind", "Pod", "--bound-object-name", p.Name, "--bound-object-uid", string(p.UID))
+		}
+		res = asNode(pod)
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		thief := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "thief"}, Spec: corev1.PodSpec{ServiceAccountName: "default",
+			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1", VolumeMounts: []corev1.VolumeMount{{Name: "t", MountPath: "/t"}}}},
+			Volumes: []corev1.Volume{{Name: "t", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: reload.Audience, Path: "token"}}}}}}}}}
+		Expect(env.Client.Create(context.Background(), &thief)).To(Succeed())
+		res = asNode(thief)
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Stderr).To(ContainSubstring("[agent-token] Pod %s/thief mounts a token of audience %s in container app", ns, reload.Audience))
 		Expect(env.Client.Delete(context.Background(), &pod)).To(Succeed())
 		Eventually(func() int {
 			status, _ := sendReport(token, agentReport(token, bad, reload.Applied, ""))

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 
 	"github.com/configward/configward/internal/admission"
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/changecontrol"
 	"github.com/configward/configward/internal/hashkey"
 	"github.com/configward/configward/internal/manager"
 	"github.com/configward/configward/internal/webhookscope"
@@ -66,42 +68,60 @@ func WebhookScope(objs []client.Object) webhookscope.Configurations {
 	return names
 }
 
-// pinOnlyRevisionPods puts on the Pod path's two webhooks what every
-// installation puts there (the chart too): only pods whose template names
-// config snapshots or asks for the reload agent reach the first; the
-// second takes the others, in the namespaces where delivery is on. And
-// only token requests of the reload agent's audience reach the webhook
-// that judges them.
+// MatchConditionsOf are the matchConditions every installation (the chart
+// too, which a chart test holds equal) puts on each of configward's
+// webhooks, by webhook name: the Kubernetes components no workload, schema
+// or policy webhook judges (webhookscope.Unjudged) and the writers change
+// control never blocks; only pods whose template names config snapshots
+// or asks for the reload agent on the Pod path's first webhook and the
+// others on its second; only token requests of the reload agent's
+// audience; only writes carrying a break-glass reason; every writer of
+// records but configward's controller (controller, its username).
+func MatchConditionsOf(controller string) map[string][]admissionregistrationv1.MatchCondition {
+	cond := func(name, expression string) []admissionregistrationv1.MatchCondition {
+		return []admissionregistrationv1.MatchCondition{{Name: name, Expression: expression}}
+	}
+	var quoted []string
+	for _, u := range changecontrol.KubernetesWriters() {
+		quoted = append(quoted, "'"+u+"'")
+	}
+	changeControl := cond("exclude-kubernetes-config-writers", "!(request.userInfo.username in ["+strings.Join(quoted, ", ")+"])")
+	unjudged := webhookscope.UnjudgedConditions()
+	return map[string][]admissionregistrationv1.MatchCondition{
+		"config-hash.configward.dev":             unjudged,
+		"validate.configward.dev":                unjudged,
+		"configmaps.validate.configward.dev":     unjudged,
+		"configschemas.validate.configward.dev":  unjudged,
+		"configpolicies.validate.configward.dev": unjudged,
+		"changes.validate.configward.dev":        changeControl,
+		"schema-changes.validate.configward.dev": changeControl,
+		"namespaces.record.configward.dev":       changeControl,
+		"pod-config.configward.dev":              cond("pod-config-annotations", admission.PodConfigMatchCondition),
+		"pod-channels.configward.dev":            cond("pod-channels-not-annotated", admission.PodChannelsMatchCondition),
+		"agent-tokens.validate.configward.dev":   cond("reload-agent-audience", admission.AgentTokensMatchCondition),
+		"break-glass.configward.dev":             cond("break-glass-reason", admission.BreakGlassSealsMatchCondition),
+		"configdeliveries.configward.dev":        cond("exclude-configward-controller", "request.userInfo.username != '"+controller+"'"),
+	}
+}
+
+// pinOnlyRevisionPods puts on each webhook the matchConditions every
+// installation puts there (MatchConditionsOf), and limits the Pod path's
+// second webhook to the namespaces where delivery is on, as the chart
+// does.
 func pinOnlyRevisionPods(o client.Object) {
-	if v, ok := o.(*admissionregistrationv1.ValidatingWebhookConfiguration); ok {
-		// Only the agent's tokens reach configward, as the chart says.
-		for i := range v.Webhooks {
-			if w := &v.Webhooks[i]; w.Name == "agent-tokens.validate.configward.dev" {
-				w.MatchConditions = append(w.MatchConditions,
-					admissionregistrationv1.MatchCondition{Name: "reload-agent-audience", Expression: admission.AgentTokensMatchCondition})
-			}
+	conditions := MatchConditionsOf(ControllerUser)
+	switch c := o.(type) {
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		for i := range c.Webhooks {
+			c.Webhooks[i].MatchConditions = append(c.Webhooks[i].MatchConditions, conditions[c.Webhooks[i].Name]...)
 		}
-	}
-	c, ok := o.(*admissionregistrationv1.MutatingWebhookConfiguration)
-	if !ok {
-		return
-	}
-	for i := range c.Webhooks {
-		w := &c.Webhooks[i]
-		switch w.Name {
-		case "break-glass.configward.dev":
-			w.MatchConditions = append(w.MatchConditions,
-				admissionregistrationv1.MatchCondition{Name: "break-glass-reason", Expression: admission.BreakGlassSealsMatchCondition})
-		case "configdeliveries.configward.dev":
-			w.MatchConditions = append(w.MatchConditions,
-				admissionregistrationv1.MatchCondition{Name: "exclude-configward-controller", Expression: "request.userInfo.username != '" + ControllerUser + "'"})
-		case "pod-config.configward.dev":
-			w.MatchConditions = append(w.MatchConditions,
-				admissionregistrationv1.MatchCondition{Name: "pod-config-annotations", Expression: admission.PodConfigMatchCondition})
-		case "pod-channels.configward.dev":
-			w.MatchConditions = append(w.MatchConditions,
-				admissionregistrationv1.MatchCondition{Name: "pod-channels-not-annotated", Expression: admission.PodChannelsMatchCondition})
-			w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.HotChannelsLabel: "true"}}
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		for i := range c.Webhooks {
+			w := &c.Webhooks[i]
+			w.MatchConditions = append(w.MatchConditions, conditions[w.Name]...)
+			if w.Name == "pod-channels.configward.dev" {
+				w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.HotChannelsLabel: "true"}}
+			}
 		}
 	}
 }

@@ -113,18 +113,20 @@ cert-manager's identities included) and where the config-hash key lives.
 {{- end -}}
 
 {{/*
-Requests from Kubernetes' own components are skipped before any network hop,
-so the control plane never waits on configward: kube-apiserver,
-kube-controller-manager and kube-scheduler, the controllers that run as
-service accounts in kube-system (namespace deletion, garbage collection, the
-ReplicaSet/Job/DaemonSet controllers creating pods, the root CA publisher),
-and kubelets (mirror pods). Only cluster administrators can act as these.
+Requests from Kubernetes' own components that write what these webhooks judge
+are skipped before any network hop, so they never wait on configward: each is
+named with its reason in internal/webhookscope (Unjudged), and a chart test
+keeps this list equal to that one. kube-apiserver, kube-controller-manager
+and kube-scheduler; the controllers that create pods, ReplicaSets and Jobs of
+the workload kinds (what they write was judged at its template); the garbage
+collector (owner references, finalizers); namespace deletion; the root CA
+publisher (kube-root-ca.crt); and kubelets (mirror pods). Every other
+identity, kube-system add-ons included, is judged. Only cluster
+administrators can act as these.
 */}}
 {{- define "configward.matchConditions" -}}
-- name: exclude-control-plane-components
-  expression: "!(request.userInfo.username in ['system:apiserver', 'system:kube-controller-manager', 'system:kube-scheduler'])"
-- name: exclude-kube-system-service-accounts
-  expression: "!request.userInfo.username.startsWith('system:serviceaccount:kube-system:')"
+- name: exclude-kubernetes-components
+  expression: "!(request.userInfo.username in ['system:apiserver', 'system:kube-controller-manager', 'system:kube-scheduler', 'system:serviceaccount:kube-system:cronjob-controller', 'system:serviceaccount:kube-system:daemon-set-controller', 'system:serviceaccount:kube-system:deployment-controller', 'system:serviceaccount:kube-system:generic-garbage-collector', 'system:serviceaccount:kube-system:job-controller', 'system:serviceaccount:kube-system:namespace-controller', 'system:serviceaccount:kube-system:replicaset-controller', 'system:serviceaccount:kube-system:root-ca-cert-publisher', 'system:serviceaccount:kube-system:statefulset-controller'])"
 - name: exclude-nodes
   expression: "!('system:nodes' in request.userInfo.groups)"
 {{- end -}}
