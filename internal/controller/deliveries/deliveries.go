@@ -192,6 +192,9 @@ type deliveries struct {
 	firstSeen map[types.NamespacedName]time.Time
 	// lastWrite is when a record's gate progress was last written.
 	lastWrite map[types.UID]time.Time
+	// unplacedSeen are the pods said to name a channel configward did not
+	// place them on, so each is said once (bounded: cleared when full).
+	unplacedSeen map[types.UID]bool
 }
 
 // deliveryKey is the request of one config's deliveries.

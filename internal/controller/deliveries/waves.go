@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -103,8 +104,43 @@ func (d *deliveries) look(ctx context.Context, rec *v1alpha1.ConfigDelivery, now
 		}
 	}
 	var err error
-	seen.Pods, err = d.inv.PodsReading(ctx, ns, src.Kind, reads.Names...)
-	return seen, err
+	if seen.Pods, err = d.inv.PodsReading(ctx, ns, src.Kind, reads.Names...); err != nil {
+		return seen, err
+	}
+	if rec.Spec.Hot {
+		d.reportUnplaced(rec, seen)
+	}
+	return seen, nil
+}
+
+// maxUnplacedSeen bounds the pods remembered as reported.
+const maxUnplacedSeen = 10000
+
+// reportUnplaced says, once per pod, of the pods that name a judged wave's
+// channel without configward having placed them there (stored before
+// channels were refused to their creators, or created while the Pod path
+// was down) that no gate counts them: a Warning Event on the pod.
+func (d *deliveries) reportUnplaced(rec *v1alpha1.ConfigDelivery, seen delivery.Seen) {
+	for _, i := range delivery.Judged(rec) {
+		w := rec.Status.Waves[i]
+		for _, p := range seen.Pods[w.Channel] {
+			if p.DeletionTimestamp != nil || channel.Placed(p, w.Channel, w.Name) {
+				continue
+			}
+			d.mu.Lock()
+			if len(d.unplacedSeen) >= maxUnplacedSeen || d.unplacedSeen == nil {
+				d.unplacedSeen = map[types.UID]bool{}
+			}
+			first := !d.unplacedSeen[p.UID]
+			d.unplacedSeen[p.UID] = true
+			d.mu.Unlock()
+			if first {
+				d.events.Eventf(p, rec, corev1.EventTypeWarning, "ChannelNotPlaced", "Deliver",
+					"pod %s names %s, the channel of wave %s, but configward did not place it there: no gate of delivery %s counts it. Recreate it from its workload, or name the original %s.",
+					p.Name, w.Channel, w.Name, rec.Name, delivery.Delivers(rec).Name)
+			}
+		}
+	}
 }
 
 // take applies a step and asks for the next look when it says.
