@@ -94,7 +94,10 @@ func hotWorkload(ns, name string, kind refs.Kind, config string, waves ...string
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: rs.Name + "-", Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{controlledBy(rs, "ReplicaSet")}}, Spec: *tpl.Spec.DeepCopy()}
 		if wave != "" {
-			p.Annotations = map[string]string{v1alpha1.ChannelWaveAnnotation: wave}
+			// Marked and sealed as the Pod path places a pod: the gate
+			// counts only pods it placed.
+			p.Annotations = map[string]string{v1alpha1.ChannelWaveAnnotation: wave,
+				v1alpha1.ChannelPlacedAnnotation: channel.PlacementSeal([]byte("controller tier"), "request-"+name, ns, wave)}
 			p.Spec.Volumes = []corev1.Volume{volume(channel.Name(config, wave))}
 		}
 		create(p)

@@ -48,7 +48,8 @@ func channels(ns string) func() map[string]string {
 // the Pod path points one.
 func mounting(ns, name, wave string) *corev1.Pod {
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{v1alpha1.ChannelWaveAnnotation: wave}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{v1alpha1.ChannelWaveAnnotation: wave,
+			v1alpha1.ChannelPlacedAnnotation: channel.PlacementSeal([]byte("test"), "request-"+name, ns, wave)}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1", VolumeMounts: []corev1.VolumeMount{{Name: "flags", MountPath: "/etc/flags"}}}},
 			Volumes: []corev1.Volume{{Name: "flags", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 				LocalObjectReference: corev1.LocalObjectReference{Name: channel.Name("flags", wave)}}}}}},
