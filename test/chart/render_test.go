@@ -347,6 +347,10 @@ var _ = Describe("the chart, rendered", func() {
 			case "configpolicies.validate.configward.dev":
 				Expect(w.NamespaceSelector).To(BeNil(), "ConfigPolicies are cluster-scoped")
 				continue
+			case "agent-tokens.validate.configward.dev":
+				Expect(w.NamespaceSelector).To(BeNil(), "only the kubelet mints the agent's token, in every namespace")
+				Expect(string(*w.FailurePolicy)).To(Equal("Fail"))
+				continue
 			case "namespaces.record.configward.dev":
 				Expect(w.NamespaceSelector.MatchExpressions).To(HaveLen(1), "a namespace getting the ignore label must still be seen")
 				Expect(w.NamespaceSelector.MatchExpressions[0].Values).To(ConsistOf("kube-system", "kube-node-lease", "kube-public", "configward", "cert-manager"))
