@@ -198,6 +198,12 @@ func governingKey(annotation string, secret bool) bool {
 	switch {
 	case annotation == v1alpha1.BreakGlassAnnotation || annotation == v1alpha1.BreakGlassDeleteAnnotation:
 		return false
+	case annotation == v1alpha1.BreakGlassSealAnnotation:
+		// configward writes it on the break-glass write itself, which
+		// would otherwise list it as the person's change; a seal nobody
+		// can compute without the installation's key needs no guard, and
+		// one removed only keeps a reason from skipping approvals.
+		return false
 	case strings.HasPrefix(annotation, configwardPrefix):
 		return true
 	case secret && strings.HasPrefix(annotation, "cert-manager.io/"):

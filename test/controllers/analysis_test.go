@@ -64,6 +64,13 @@ func analysisNamespace(name string, settings v1alpha1.DeliverySettings, n int, m
 	}})
 }
 
+// manyChanges lets a spec change its config more often than a ConfigMap
+// may before it counts as flapping (3 changes in 10 minutes by default):
+// each step of it is a delivery of its own.
+func manyChanges(s *v1alpha1.ConfigPolicySpec) {
+	s.Rollouts.Flapping = &v1alpha1.FlappingSettings{Changes: 20, Window: metav1.Duration{Duration: 10 * time.Minute}}
+}
+
 // errorCheck is a check of errorRatioQuery at most max, every 3 s, asking
 // the Prometheus at address; with adds to it. A new pod's first
 // measurement is then 6 s after it is ready (3 s to be available, 3 s to
@@ -321,7 +328,7 @@ var _ = Describe("analysis of deliveries", Ordered, ContinueOnFailure, func() {
 			a.Prometheus.SecretRef = &v1alpha1.SecretReference{Name: secret}
 			return a
 		}
-		ns, cm := analysisNamespace("analysis-tls", twoWaves(check(labelled.Name)), 2)
+		ns, cm := analysisNamespace("analysis-tls", twoWaves(check(labelled.Name)), 2, manyChanges)
 		served(metrics, ns, brokenFails)
 		setValue(cm, "debug")
 		Eventually(latestDelivery(ns, "cfg"), time.Minute, 200*time.Millisecond).Should(HavePrefix("Succeeded/"))
@@ -423,7 +430,7 @@ var _ = Describe("analysis of deliveries", Ordered, ContinueOnFailure, func() {
 			SoakSeconds: new(int32(1)), Analysis: errorCheck(prom.URL, 0.05)}
 		// A policy that names the pipeline puts the namespace under change
 		// control: only there is a break-glass write recorded, and honoured.
-		ns, cm := analysisNamespace("analysis-breakglass", settings, 2, func(s *v1alpha1.ConfigPolicySpec) {
+		ns, cm := analysisNamespace("analysis-breakglass", settings, 2, manyChanges, func(s *v1alpha1.ConfigPolicySpec) {
 			s.Pipeline.ServiceAccounts = []string{"ci/deployer"}
 		})
 		served(metrics, ns, brokenFails)
