@@ -46,7 +46,7 @@ import (
 var (
 	agentReports = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_reload_reports_total",
-		Help: "Reports of reload agents, by outcome: recorded, unchanged (what the pod said is already on it), ignored (about no config the pod reads), refused (see reason), invalid (a body that is not a report, or one sent too slowly or too large: see reason), busy (its source or pod has as many reports in flight as it may: the agent tries again), unavailable (the token could not be reviewed or the pod not written: the agent tries again). reason says why a report was refused, invalid or busy: no-token, not-agent-token, not-pod-token, pod-gone, not-json, too-slow, too-large, source, pod, all-sources.",
+		Help: "Reports of reload agents, by outcome: recorded, unchanged (what the pod said is already on it), ignored (about no config the pod reads), refused (see reason), invalid (a body that is not a report, or one sent too slowly or too large: see reason), busy (its pod has a report in flight, or every source together as many as they may: the agent tries again), unavailable (the token could not be reviewed or the pod not written: the agent tries again). reason says why a report was refused, invalid or busy: no-token, not-agent-token, not-pod-token, pod-gone, not-json, too-slow, too-large, pod, all-sources.",
 	}, []string{"outcome", "reason"})
 	refusedConns = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_reload_report_connections_refused_total",

@@ -9,16 +9,17 @@ import (
 // What one source, or one pod, may hold of the report endpoint. Any pod
 // can reach the port (an agent runs in any pod that asks for one), and
 // before its token is reviewed a connection is nobody's: these bound what
-// a pod without a valid token can take from the pods that report.
+// a pod without a valid token can take from the pods that report. A report
+// holds one of the server's slots only from its token's review on, and one
+// pod has one report in flight (Handler), so the bounds per address are on
+// connections: the many pods behind one address (a node's, where pods
+// reach the endpoint through SNAT or a mesh's proxy) share them.
 const (
 	// maxConnsPerSource bounds the connections one address holds open,
-	// whether or not it has sent a request yet. An agent makes one at a
-	// time; a pod's few agents, a few.
-	maxConnsPerSource = 8
+	// whether or not it has sent a request yet.
+	maxConnsPerSource = 64
 	// maxConns bounds the connections of every source together.
 	maxConns = 1024
-	// maxReportsPerSource bounds the reports of one address in flight.
-	maxReportsPerSource = 4
 	// bodyDeadline is how long an authenticated report may take to send
 	// its body (at most maxReport bytes, sent at once by an agent).
 	bodyDeadline = 2 * time.Second

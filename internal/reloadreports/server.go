@@ -23,10 +23,11 @@ import (
 // agents do not have; they present a token of their own audience instead,
 // which the handler reviews before it reads a report. It shares the
 // serving certificate, reloaded as it is renewed, and bounds what any pod
-// that reaches the port can hold, valid token or not: its connections
-// (maxConnsPerSource), its reports in flight (maxReportsPerSource), the
-// time its headers and its body may take, a report's size, and the
-// reports in flight of every source together. It is a manager Runnable.
+// that reaches the port can hold, valid token or not: its address's
+// connections (maxConnsPerSource), the time its headers and its body may
+// take, a report's size, its pod's reports in flight (one, in Handler),
+// and the reports in flight of every source together. It is a manager
+// Runnable.
 type Server struct {
 	// BindAddress is where it listens (host:port).
 	BindAddress string
@@ -75,17 +76,9 @@ func (s *Server) Start(ctx context.Context) error {
 	addr := ln.Addr()
 	s.addr.Store(&addr)
 	slots := make(chan struct{}, maxReportsInFlight)
-	var sources counts
 	mux := http.NewServeMux()
 	mux.Handle(reload.ReportPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The agent retries a busy answer with a growing wait.
-		src := source(r.RemoteAddr)
-		if !sources.take(src, maxReportsPerSource) {
-			count("busy", "source")
-			http.Error(w, "busy: this address has as many reports in flight as it may", http.StatusTooManyRequests)
-			return
-		}
-		defer sources.give(src)
 		select {
 		case slots <- struct{}{}:
 			defer func() { <-slots }()
