@@ -86,7 +86,8 @@ func (h *AgentTokens) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Allowed("a cluster administrator (" + user.Groups[minter] + ")")
 	}
 	return admission.Denied(fmt.Sprintf("[agent-token] %s may not mint a token of audience %s for %s/%s: such a token speaks for a pod's program to configward's delivery gate "+
-		"(a report that its program applied or rejected a change), so only the kubelet mints it, for the reload agent's own projected volume, and cluster administrators (%s).",
+		"(a report that its program applied or rejected a change), so only the kubelet mints it, for the reload agent's own projected volume, and cluster administrators (%s). "+
+		"To give a pod an agent, annotate its template configward.dev/reload-agent; configward injects the agent and its token.",
 		user.Username, reload.Audience, req.Namespace, req.Name, strings.Join(h.minters(), ", ")))
 }
 

@@ -88,7 +88,7 @@ func (h *ConfigDeliveries) Review(_ context.Context, r *webhookserver.Review[str
 			return admission.Allowed("")
 		}
 		return admission.Denied(fmt.Sprintf("[config-delivery] %s is open (%s): deleting it would lose the delivery's history and requests, and configward would start it again. "+
-			"Cancel it by halting it, or end it with `configward delivery promote`; finished records may be deleted.", name, orPlaced(stored.Status.State)))
+			"Let it finish (`configward delivery promote`), or turn delivery off for the namespace in its ConfigPolicy, which cancels it; finished records may be deleted.", name, orPlaced(stored.Status.State)))
 	}
 	rec := r.Object.(*v1alpha1.ConfigDelivery)
 	if what := changedMetadata(&rec.ObjectMeta, &stored.ObjectMeta); what != "" {
