@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,9 +18,10 @@ import (
 
 func newDeliveryCommand() *cobra.Command {
 	var namespace, kubeconfig, kubeContext string
+	var timeout, settle time.Duration
 	cmd := &cobra.Command{
-		Use:   "delivery promote|halt|resume (configmap|secret)/NAME",
-		Short: "Move a config delivery on by hand: promote, halt or resume it",
+		Use:   "delivery promote|halt|resume|wait (configmap|secret)/NAME",
+		Short: "Move a config delivery on by hand (promote, halt, resume), or wait until it is delivered",
 		Long: `delivery asks the newest delivery of a ConfigMap or Secret to move on:
 
   promote  start the next wave of a delivery that waits for approval, is
@@ -30,19 +32,31 @@ func newDeliveryCommand() *cobra.Command {
   resume   judge a halted delivery's current wave again, with a new deadline
            and its checks measured anew; after the bake failed, every wave
            takes the delivered content again and the bake starts over
+  wait     wait until the config's newest delivery ends, for a pipeline's
+           next step: exit 0 when it succeeded, 1 when it still moves (or
+           waits for approval) at --timeout, 2 on bad usage or when the
+           config or its deliveries cannot be read (no delivery by the
+           timeout included), 3 when it halted (rolled back or not) or was
+           cancelled. A superseded delivery is not an answer: wait follows
+           the config's newest delivery, which supersedes it. A delivery
+           starts a batch window after the write it delivers and keeps the
+           config's resourceVersion: one of an earlier write is taken only
+           once --settle has passed since the config's last write without
+           a newer one (that write changed no content).
 
 The request is written into the ConfigDelivery's spec.request; configward's
 webhook records who made it, and its controller acts on it once. RBAC
 decides who may (the chart's <release>-delivery-operator ClusterRole).`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
-				return usageError(cmd, fmt.Errorf("want an action (promote, halt, resume) and a config (configmap/NAME or secret/NAME)"))
+				return usageError(cmd, fmt.Errorf("want an action (promote, halt, resume, wait) and a config (configmap/NAME or secret/NAME)"))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			waiting := strings.EqualFold(args[0], "wait")
 			action, err := deliveryAction(args[0])
-			if err != nil {
+			if err != nil && !waiting {
 				return usageError(cmd, err)
 			}
 			src, err := deliveredConfig(args[1])
@@ -52,6 +66,9 @@ decides who may (the chart's <release>-delivery-operator ClusterRole).`,
 			c, ns, err := clusterClient(kubeconfig, kubeContext, namespace)
 			if err != nil {
 				return err
+			}
+			if waiting {
+				return waitDelivered(cmd, c, ns, src, timeout, settle)
 			}
 			var list v1alpha1.ConfigDeliveryList
 			if err := c.List(cmd.Context(), &list, client.InNamespace(ns)); err != nil {
@@ -64,6 +81,9 @@ decides who may (the chart's <release>-delivery-operator ClusterRole).`,
 			rec := delivery.Latest(recs, src)
 			if rec == nil {
 				return exitError{1, fmt.Errorf("%s %s/%s has no delivery", src.Kind, ns, src.Name)}
+			}
+			if !delivery.Open(rec.Status.State) {
+				return exitError{1, fmt.Errorf("the newest delivery of %s %s/%s, %s, is finished (%s): there is nothing to %s", src.Kind, ns, src.Name, rec.Name, rec.Status.State, strings.ToLower(string(action)))}
 			}
 			id := make([]byte, 8)
 			_, _ = rand.Read(id)
@@ -84,6 +104,8 @@ decides who may (the chart's <release>-delivery-operator ClusterRole).`,
 	f.StringVarP(&namespace, "namespace", "n", "", "Namespace of the config (default: the kubeconfig context's).")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "Path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
 	f.StringVar(&kubeContext, "context", "", "The kubeconfig context to use.")
+	f.DurationVar(&timeout, "timeout", 10*time.Minute, "wait: how long to wait before giving up (exit 1).")
+	f.DurationVar(&settle, "settle", 30*time.Second, "wait: how long after the config's last write a delivery of an earlier write waits for a newer one before it counts.")
 	return cmd
 }
 
@@ -93,7 +115,7 @@ func deliveryAction(s string) (v1alpha1.DeliveryAction, error) {
 			return a, nil
 		}
 	}
-	return "", fmt.Errorf("unknown action %q: want promote, halt or resume", s)
+	return "", fmt.Errorf("unknown action %q: want promote, halt, resume or wait", s)
 }
 
 func deliveredConfig(s string) (revision.Source, error) {

@@ -113,6 +113,14 @@ func (h *ConfigDeliveries) Review(_ context.Context, r *webhookserver.Review[str
 		}
 		return admission.Allowed("")
 	}
+	if !delivery.Open(stored.Status.State) {
+		// The controller never looks at a finished record again: a request
+		// there would do nothing, and its generation would stay ahead of
+		// the status' observedGeneration, so tools that wait would wait on
+		// it for ever.
+		return admission.Denied(fmt.Sprintf("[config-delivery] %s is finished (%s) and takes no requests. "+
+			"`configward delivery` asks the newest delivery of a config; a finished one is changed by changing the config again.", name, stored.Status.State))
+	}
 	if req.RequestedBy == user.Username {
 		return admission.Allowed("")
 	}

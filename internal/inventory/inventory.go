@@ -64,6 +64,8 @@ type Object struct {
 	Type        corev1.SecretType
 	Labels      map[string]string
 	Annotations map[string]string
+	// ResourceVersion is the object's as the cache holds it.
+	ResourceVersion string
 }
 
 // Inventory answers questions about ConfigMaps and Secrets from the cache.
@@ -154,7 +156,7 @@ func (inv *Inventory) get(ctx context.Context, kind refs.Kind, namespace, name s
 			return o, err
 		}
 		o.Exists, o.Immutable = true, isTrue(cm.Immutable)
-		o.Labels, o.Annotations = cm.Labels, cm.Annotations
+		o.Labels, o.Annotations, o.ResourceVersion = cm.Labels, cm.Annotations, cm.ResourceVersion
 	case refs.Secret:
 		var s corev1.Secret
 		if err := inv.reader.Get(ctx, key, &s, client.UnsafeDisableDeepCopy); err != nil {
@@ -164,7 +166,7 @@ func (inv *Inventory) get(ctx context.Context, kind refs.Kind, namespace, name s
 			return o, err
 		}
 		o.Exists, o.Immutable, o.Type = true, isTrue(s.Immutable), s.Type
-		o.Labels, o.Annotations = s.Labels, s.Annotations
+		o.Labels, o.Annotations, o.ResourceVersion = s.Labels, s.Annotations, s.ResourceVersion
 	case refs.SecretProviderClass:
 		if !inv.classes {
 			return o, nil

@@ -190,7 +190,16 @@ var _ = Describe("progressive config delivery", func() {
 	It("rolls a good change wave by wave, each wave healthy and soaked before the next, each Deployment once", func() {
 		ns, cm := deliveryNamespace("delivery-good", threeWaves(120, 1, v1alpha1.FailureHalt), world{n: 10, canary: 7, app: runs})
 		setValue(cm, "debug")
+		// A pipeline's next step, started right after its write: the
+		// delivery is created a batch window later, and the wait waits for
+		// it, then for its last wave.
+		waited := make(chan framework.KubectlResult, 1)
+		go func() {
+			waited <- env.Configward("delivery", "wait", "configmap/cfg", "-n", ns, "--timeout", "2m")
+		}()
 		Eventually(latestDelivery(ns, "cfg"), time.Minute, 200*time.Millisecond).Should(HavePrefix("Succeeded/"))
+		Eventually(waited, 30*time.Second).Should(Receive(And(HaveField("ExitCode", 0), HaveField("Stdout", ContainSubstring("configmap-cfg-1 succeeded")))))
+		Expect(env.Kubectl("", "wait", "--for=condition=Ready", "configdelivery/configmap-cfg-1", "-n", ns, "--timeout=10s")).To(HaveField("ExitCode", 0))
 		d := deliveries(ns, "cfg")
 		Expect(d).To(HaveLen(1))
 		waves := d[0].Status.Waves
@@ -236,6 +245,9 @@ var _ = Describe("progressive config delivery", func() {
 		ns, cm := deliveryNamespace("delivery-bad", threeWaves(5, 0, v1alpha1.FailureHalt), world{n: 10, canary: 7, app: failsOn("broken", false)})
 		setValue(cm, "broken")
 		Eventually(latestDelivery(ns, "cfg"), 30*time.Second, 200*time.Millisecond).Should(Equal("Halted/ProgressDeadlineExceeded@canary"))
+		Expect(env.Configward("delivery", "wait", "configmap/cfg", "-n", ns, "--timeout", "10s")).To(And(HaveField("ExitCode", 3),
+			HaveField("Stderr", ContainSubstring("halted at wave canary (ProgressDeadlineExceeded)"))), "a halted delivery answers a pipeline at once")
+		Expect(env.Kubectl("", "wait", "--for=condition=Stalled", "configdelivery/configmap-cfg-1", "-n", ns, "--timeout=10s")).To(HaveField("ExitCode", 0))
 		Consistently(patched(ns), 2*time.Second, 500*time.Millisecond).Should(ConsistOf("app-7"))
 		Expect(patchCount(ns)()).To(Equal(1))
 		Eventually(events(ns, "cfg", "DeliveryHalted"), 10*time.Second).Should(HaveLen(1))
@@ -284,6 +296,9 @@ var _ = Describe("progressive config delivery", func() {
 		}})
 		setValue(cm, "debug")
 		Eventually(latestDelivery(ns, "cfg"), 30*time.Second, 200*time.Millisecond).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
+		Expect(env.Configward("delivery", "wait", "configmap/cfg", "-n", ns, "--timeout", "2s")).To(And(HaveField("ExitCode", 1),
+			HaveField("Stderr", ContainSubstring("waits for approval of wave rest"))), "waiting for a person is still moving, not stalled")
+		Expect(env.Kubectl("", "wait", "--for=condition=Reconciling", "configdelivery/configmap-cfg-1", "-n", ns, "--timeout=10s")).To(HaveField("ExitCode", 0))
 		Consistently(patchCount(ns), 2*time.Second, 500*time.Millisecond).Should(Equal(1))
 
 		By("a newer change supersedes it: the new delivery starts again at the canary")

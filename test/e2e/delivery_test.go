@@ -153,6 +153,17 @@ soakSeconds: 1
 		Eventually(func() []string { return valuesOf(readsOf(ns, "app-2", "level")()) }, rolloutTimeout).Should(ConsistOf("debug", "debug"))
 		Eventually(func() []string { return valuesOf(readsOf(ns, "app-3", "level")()) }, rolloutTimeout).Should(ConsistOf("debug"))
 		Eventually(func() []string { return valuesOf(readsOf(ns, "late", "level")()) }, rolloutTimeout).Should(ConsistOf("debug"))
+
+		By("a finished record takes no requests: its observedGeneration stays its generation, for the tools that wait on it")
+		name := deliveries(ns, "cfg")[0].Name
+		Expect(env.Kubectl("", "wait", "--for=condition=Ready", "configdelivery/"+name, "-n", ns, "--timeout=10s")).To(HaveField("ExitCode", 0))
+		res = env.KubectlPlugin("delivery", "promote", "-n", ns, "configmap/cfg")
+		Expect(res).To(And(HaveField("ExitCode", 1), HaveField("Stderr", ContainSubstring("is finished (Succeeded): there is nothing to promote"))))
+		res = env.Kubectl("", "patch", "configdelivery", name, "-n", ns, "--type=merge", "-p", `{"spec":{"request":{"action":"Resume","id":"late-1"}}}`)
+		Expect(res).To(And(Not(HaveField("ExitCode", 0)), HaveField("Stderr", ContainSubstring("is finished (Succeeded) and takes no requests"))))
+		var d v1alpha1.ConfigDelivery
+		Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d)).To(Succeed())
+		Expect(d.Status.ObservedGeneration).To(Equal(d.Generation))
 	})
 
 	It("lets only configward's controller write records, and records who asked from the API server", func() {

@@ -9,11 +9,17 @@ import (
 // Status runs `configward status` with args against the test API server,
 // as the kubeconfig's user (an administrator).
 func (e *Env) Status(args ...string) KubectlResult {
+	return e.Configward(append([]string{"status"}, args...)...)
+}
+
+// Configward runs the configward CLI with args against the test API
+// server, as the kubeconfig's user (an administrator).
+func (e *Env) Configward(args ...string) KubectlResult {
 	bin, err := Binary()
 	if err != nil {
 		return KubectlResult{ExitCode: -1, Stderr: err.Error()}
 	}
-	return runTool(bin, []string{"KUBECONFIG=" + e.Kubeconfig}, "", append([]string{"status"}, args...)...)
+	return runTool(bin, []string{"KUBECONFIG=" + e.Kubeconfig}, "", args...)
 }
 
 var (

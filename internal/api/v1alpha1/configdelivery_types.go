@@ -114,6 +114,7 @@ type Wave struct {
 // +kubebuilder:printcolumn:name="Wave",type=string,JSONPath=`.status.currentWave`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ConfigDelivery struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -129,6 +130,12 @@ type ConfigDelivery struct {
 type ConfigDeliverySpec struct {
 	// Config is the ConfigMap or Secret delivered.
 	Config ConfigRef `json:"config"`
+	// ConfigResourceVersion is the config's resourceVersion when the
+	// delivery started: the write whose content it delivers (or a later
+	// one that changed no content). `configward delivery wait` tells from
+	// it whether the config's newest write has a delivery yet.
+	// +optional
+	ConfigResourceVersion string `json:"configResourceVersion,omitempty"`
 	// Sequence numbers the deliveries of one config: 1 for its first, one
 	// more for each next (the record's name ends with it).
 	Sequence int64 `json:"sequence"`
@@ -269,7 +276,28 @@ type ConfigDeliveryStatus struct {
 	// running over every consumer (bakeSeconds).
 	// +optional
 	Bake *BakeStatus `json:"bake,omitempty"`
+	// ObservedGeneration is the generation (a person's request bumps it)
+	// the status and its conditions describe.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions say the state in the kstatus convention, for tools that
+	// wait (kubectl wait, Flux, Helm, Argo CD): Ready is True once the
+	// delivery succeeded; Stalled is True when it halted or ended without
+	// succeeding (superseded or cancelled); Reconciling is True exactly
+	// when neither is (it rolls, soaks, or waits for approval).
+	// delivery.Observe decides them from the state.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// Condition types of ConfigDeliveries besides Ready (names.go), in the
+// kstatus convention.
+const (
+	ConditionReconciling = "Reconciling"
+	ConditionStalled     = "Stalled"
+)
 
 // BakeStatus is the bake after the last wave.
 type BakeStatus struct {

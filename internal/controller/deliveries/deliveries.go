@@ -252,9 +252,9 @@ func (d *deliveries) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return d.place(ctx, latest, recs, src, current, settings)
 	case start:
 		if hot {
-			return d.maybeStartHot(ctx, req, src, current, settings, recs, o.Annotations)
+			return d.maybeStartHot(ctx, req, src, current, settings, recs, o)
 		}
-		return d.maybeStart(ctx, req, src, current, settings, recs, o.Annotations)
+		return d.maybeStart(ctx, req, src, current, settings, recs, o)
 	case prune:
 		d.forgetChange(req.NamespacedName)
 		return reconcile.Result{}, d.prune(ctx, recs)

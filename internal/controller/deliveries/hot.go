@@ -11,6 +11,7 @@ import (
 	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/revision"
 )
 
@@ -22,13 +23,13 @@ import (
 
 // maybeStartHot starts a delivery of current once a channel of src holds
 // other content (see start).
-func (d *deliveries) maybeStartHot(ctx context.Context, req reconcile.Request, src revision.Source, current string, s configpolicy.NamespacePolicy, recs []*v1alpha1.ConfigDelivery, annotations map[string]string) (reconcile.Result, error) {
+func (d *deliveries) maybeStartHot(ctx context.Context, req reconcile.Request, src revision.Source, current string, s configpolicy.NamespacePolicy, recs []*v1alpha1.ConfigDelivery, config inventory.Object) (reconcile.Result, error) {
 	waves, from, pods, outside, behind, err := d.hotWaves(ctx, req.Namespace, src, current, s.Delivery.Waves)
 	if err != nil || !behind {
 		d.forgetChange(req.NamespacedName)
 		return reconcile.Result{}, err
 	}
-	return d.start(ctx, req, src, current, s, recs, annotations, true, func(rec *v1alpha1.ConfigDelivery) delivery.Step {
+	return d.start(ctx, req, src, current, s, recs, config, true, func(rec *v1alpha1.ConfigDelivery) delivery.Step {
 		return delivery.BeginHot(rec, current, from, waves, pods, outside, time.Now())
 	})
 }

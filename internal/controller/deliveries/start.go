@@ -19,6 +19,7 @@ import (
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/controller/revisions"
 	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/secretversions"
 	"github.com/configward/configward/internal/stamp"
@@ -27,13 +28,13 @@ import (
 
 // maybeStart starts a delivery of current once a consumer is behind it and
 // the batch window since the change was first seen has passed.
-func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src revision.Source, current string, s configpolicy.NamespacePolicy, recs []*v1alpha1.ConfigDelivery, annotations map[string]string) (reconcile.Result, error) {
+func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src revision.Source, current string, s configpolicy.NamespacePolicy, recs []*v1alpha1.ConfigDelivery, config inventory.Object) (reconcile.Result, error) {
 	consumers, behind, err := d.consumers(ctx, req.Namespace, src, current, s)
 	if err != nil || !behind {
 		d.forgetChange(req.NamespacedName)
 		return reconcile.Result{}, err
 	}
-	return d.start(ctx, req, src, current, s, recs, annotations, false, func(rec *v1alpha1.ConfigDelivery) delivery.Step {
+	return d.start(ctx, req, src, current, s, recs, config, false, func(rec *v1alpha1.ConfigDelivery) delivery.Step {
 		return delivery.Begin(rec, current, consumers, time.Now())
 	})
 }
@@ -43,11 +44,12 @@ func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src 
 // flapping: it writes the snapshot of current, creates the record (hot: of
 // hot config), supersedes the open ones, and takes the record's first step
 // (begin). A snapshot that cannot be written halts the delivery before its
-// first wave, saying why, instead of retrying unseen. annotations are the
-// config's: a break-glass write's reason there skips approvals, or asks for
-// an immediate delivery (delivery.BreakGlass).
+// first wave, saying why, instead of retrying unseen. config is the
+// config as the look saw it: a break-glass write's reason in its
+// annotations skips approvals, or asks for an immediate delivery
+// (delivery.BreakGlass), and the record keeps its resourceVersion.
 func (d *deliveries) start(ctx context.Context, req reconcile.Request, src revision.Source, current string, s configpolicy.NamespacePolicy, recs []*v1alpha1.ConfigDelivery,
-	annotations map[string]string, hot bool, begin func(*v1alpha1.ConfigDelivery) delivery.Step) (reconcile.Result, error) {
+	config inventory.Object, hot bool, begin func(*v1alpha1.ConfigDelivery) delivery.Step) (reconcile.Result, error) {
 	if wait := d.batchWait(req.NamespacedName); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
@@ -75,6 +77,7 @@ func (d *deliveries) start(ctx context.Context, req reconcile.Request, src revis
 			return reconcile.Result{}, err
 		}
 	}
+	annotations := config.Annotations
 	var seen map[string]string
 	if reason := strings.TrimSpace(annotations[v1alpha1.BreakGlassAnnotation]); reason != "" {
 		seen = map[string]string{v1alpha1.BreakGlassSeenAnnotation: reason}
@@ -82,8 +85,9 @@ func (d *deliveries) start(ctx context.Context, req reconcile.Request, src revis
 	rec := &v1alpha1.ConfigDelivery{
 		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: delivery.RecordName(src, seq+1), Annotations: seen},
 		Spec: v1alpha1.ConfigDeliverySpec{
-			Config:   v1alpha1.ConfigRef{Kind: string(src.Kind), Name: src.Name},
-			Sequence: seq + 1, Policy: s.DeliveryPolicy, Settings: configpolicy.DeliveryDefaults(*s.Delivery), Hot: hot,
+			Config:                v1alpha1.ConfigRef{Kind: string(src.Kind), Name: src.Name},
+			ConfigResourceVersion: config.ResourceVersion,
+			Sequence:              seq + 1, Policy: s.DeliveryPolicy, Settings: configpolicy.DeliveryDefaults(*s.Delivery), Hot: hot,
 			BreakGlass: delivery.BreakGlass(annotations, delivery.Latest(recs, src), governed, d.opts.Keys.Current().Bytes(), current),
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -159,7 +160,7 @@ func (d *deliveries) apply(ctx context.Context, rec *v1alpha1.ConfigDelivery, st
 		d.progressWritten(rec.UID)
 	}
 	if step.Write {
-		rec.Status = step.Status
+		rec.Status = delivery.Observe(step.Status, rec.Generation, metav1.Now())
 		if err := d.client.Status().Update(ctx, rec); err != nil {
 			return err
 		}
