@@ -109,7 +109,7 @@ unusable input (a bad flag, an unreadable file, YAML that does not parse).`,
 				}
 			}
 			if denied > 0 {
-				return exitError{1, fmt.Errorf("%d denied", denied)}
+				return exitError{1, alreadyShown{fmt.Errorf("%d denied", denied)}}
 			}
 			return nil
 		},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -19,5 +20,16 @@ func TestDeliveryRefusesBadArguments(t *testing.T) {
 		if code != 2 || !strings.Contains(out, tc.want) {
 			t.Errorf("configward %s: exit %d, output %q; want exit 2 and %q", strings.Join(tc.args, " "), code, out, tc.want)
 		}
+	}
+}
+
+func TestExitCodeSaysWhyUnlessShown(t *testing.T) {
+	var buf strings.Builder
+	if code := exitCode(exitError{1, errors.New("the newest delivery is finished")}, &buf); code != 1 || !strings.Contains(buf.String(), "configward: the newest delivery is finished") {
+		t.Errorf("exit %d, stderr %q: want 1 and the reason", code, buf.String())
+	}
+	buf.Reset()
+	if code := exitCode(exitError{1, alreadyShown{errors.New("2 denied")}}, &buf); code != 1 || buf.Len() != 0 {
+		t.Errorf("exit %d, stderr %q: want 1 and nothing repeated", code, buf.String())
 	}
 }

@@ -54,7 +54,7 @@ func waitDelivered(cmd *cobra.Command, c client.Client, ns string, src revision.
 		if written != nil {
 			seen = written
 		}
-		a := waitAnswer(rec, seen, time.Now(), settle)
+		a := waitAnswer(rec, src, seen, time.Now(), settle)
 		if a.done {
 			if a.code == 0 {
 				fmt.Fprintln(cmd.OutOrStdout(), a.message)
@@ -88,19 +88,19 @@ type answer struct {
 	message string
 }
 
-// waitAnswer judges rec, the newest delivery of config (nil: it could not
-// be read), at now. A delivery is created a batch window after the write
+// waitAnswer judges rec, the newest delivery of src, whose config is
+// config (nil: it could not be read), at now. A delivery is created a batch window after the write
 // it delivers, and records the config's resourceVersion then: one of
 // another resourceVersion may be of an older content, and counts only once
 // settle has passed since the config's last write without a newer one (the
 // write changed no content: a label, say). A superseded delivery is not an
 // answer: its successor is the config's newest, and the next look finds it.
-func waitAnswer(rec *v1alpha1.ConfigDelivery, config metav1.Object, now time.Time, settle time.Duration) answer {
+func waitAnswer(rec *v1alpha1.ConfigDelivery, src revision.Source, config metav1.Object, now time.Time, settle time.Duration) answer {
 	if rec == nil {
 		return answer{message: "no delivery of the config yet"}
 	}
 	name := "ConfigDelivery " + rec.Name
-	if config != nil && rec.Spec.ConfigResourceVersion != config.GetResourceVersion() {
+	if config != nil && delivery.DeliveredAt(rec, src) != config.GetResourceVersion() {
 		if written := lastWrite(config); now.Sub(written) < settle {
 			return answer{message: fmt.Sprintf("%s is of an earlier write of the config than its last (%s): waiting up to %s for the delivery of that write", name, written.UTC().Format(time.RFC3339), settle)}
 		}

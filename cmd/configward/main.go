@@ -26,14 +26,16 @@ func main() {
 // exitCode is the process exit code for what a command returned, saying
 // why on stderr: an exitError's own code (check: 1 denied, 2 usage error
 // or unusable input), and 1 for any other failure (of the webhook or the
-// controller). A denial is not repeated here: check printed its findings.
+// controller). What a command already showed (check's findings, status'
+// table) is not repeated here.
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
 	var exit exitError
 	if errors.As(err, &exit) {
-		if exit.code != 1 {
+		var shown alreadyShown
+		if !errors.As(exit.err, &shown) {
 			fmt.Fprintln(stderr, "configward:", exit.err)
 		}
 		return exit.code
@@ -41,3 +43,7 @@ func exitCode(err error, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "configward:", err)
 	return 1
 }
+
+// alreadyShown is the error of a command that already showed why it
+// failed.
+type alreadyShown struct{ error }

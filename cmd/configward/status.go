@@ -121,7 +121,7 @@ Also a kubectl plugin: put the binary on PATH as kubectl-configward and run
 			case res.Stale() || (wait && !res.Settled()):
 				// The table said which; stderr gets no repeat (exitCode
 				// prints nothing for code 1).
-				return exitError{1, fmt.Errorf("workloads run stale config")}
+				return exitError{1, alreadyShown{fmt.Errorf("workloads run stale config")}}
 			}
 			return nil
 		},

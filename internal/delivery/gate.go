@@ -28,18 +28,21 @@ const (
 )
 
 // HealthOf says where one workload of a started wave stands: its template
-// must name snapshot to for src (the delivered revision), its own status
-// must show the rollout complete, and its pods of that revision (pods, of
-// which it keeps those carrying its template's config hash) must be ready
-// without restarts.
-func HealthOf(w workload.Object, src revision.Source, to string, pods []*corev1.Pod) (state, message string) {
+// must name, of each delivered config, the snapshot want gives it (the
+// delivered revision: of every member of a change set at once), its own
+// status must show the rollout complete, and its pods of that revision
+// (pods, of which it keeps those carrying its template's config hash) must
+// be ready without restarts.
+func HealthOf(w workload.Object, want revision.Snapshots, pods []*corev1.Pod) (state, message string) {
 	if w.RolloutsDisabled() {
 		return Unverified, "opted out of rollouts (" + v1alpha1.RolloutAnnotation + "): configward does not roll it"
 	}
 	named, _ := w.TemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation)
 	snaps, _ := revision.Decode(named)
-	if snaps[src] != to {
-		return Progressing, "waiting for its template to be stamped with the delivered revision"
+	for src, to := range want {
+		if snaps[src] != to {
+			return Progressing, "waiting for its template to be stamped with the delivered revision"
+		}
 	}
 	if hold := w.Hold(); hold.Reason != "" {
 		return Unverified, hold.Why + ": running pods keep the old config until " + hold.Until

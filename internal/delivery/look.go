@@ -12,6 +12,7 @@ import (
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -24,8 +25,10 @@ type Seen struct {
 	Workloads map[v1alpha1.DeliveryTarget]workload.Object
 	// Pods are the pods that read the delivered config, by the name they
 	// read it through: the original (every revision of restart-based
-	// config, pinned to a snapshot or not), or one of its channels (hot
-	// config). Pods that ended are left out; pods being deleted are not.
+	// config, pinned to a snapshot or not; for a change set, the pods that
+	// read any member, under the first member's name), or one of its
+	// channels (hot config). Pods that ended are left out; pods being
+	// deleted are not.
 	Pods map[string][]*corev1.Pod
 	// Channels is what each channel of the record's waves holds (its
 	// content's snapshot), by channel name; one not written is absent.
@@ -50,6 +53,10 @@ type Reads struct {
 	// Names are the names pods read the config through: the original, or
 	// the channels of the waves looked at (hot config).
 	Names []string
+	// Members are the configs whose readers are the pods of restart-based
+	// config: every member of a change set (Seen.Pods keeps them under the
+	// first member's name).
+	Members []revision.Source
 	// Channels: what the config's channels hold is read (hot config);
 	// Snapshots are those whose content the judged waves' channels take.
 	Channels  bool
@@ -73,7 +80,7 @@ func ToRead(rec *v1alpha1.ConfigDelivery, now time.Time) Reads {
 		r.Targets = append(r.Targets, w.Workloads...)
 	}
 	if !rec.Spec.Hot {
-		r.Names = []string{src.Name}
+		r.Names, r.Members = []string{src.Name}, Members(rec)
 		return r
 	}
 	r.Channels = true
@@ -124,12 +131,28 @@ func Judge(rec *v1alpha1.ConfigDelivery, seen Seen, now time.Time) Gate {
 			if !found {
 				continue // deleted: nothing to wait for
 			}
-			want := Want(Ask{Record: rec, Config: src, Current: rec.Status.To, Holder: Holder{Kind: t.Kind, Name: t.Name}})
-			state, msg := HealthOf(w, src, want.Revision, PodsOf(w, seen.Pods[src.Name]))
+			state, msg := HealthOf(w, wanted(rec, w, t), PodsOf(w, seen.Pods[src.Name]))
 			g.Add(t, state, msg)
 		}
 	}
 	return g
+}
+
+// wanted is what the template of w, target t of rec, must name of each
+// config rec delivers (Want's answers): of a change set, the members its
+// template or its record names a snapshot of (a workload may read some
+// members only; the stamp names every member it reads at once).
+func wanted(rec *v1alpha1.ConfigDelivery, w workload.Object, t v1alpha1.DeliveryTarget) revision.Snapshots {
+	out := revision.Snapshots{}
+	named, _ := w.TemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation)
+	snaps, _ := revision.Decode(named)
+	for _, m := range Members(rec) {
+		if _, reads := snaps[m]; IsSet(rec) && !reads && targetFrom(rec, &t, m) == "" {
+			continue
+		}
+		out[m] = Want(Ask{Record: rec, Config: m, Current: DeliveredTo(rec, m), Holder: Holder{Kind: t.Kind, Name: t.Name}}).Revision
+	}
+	return out
 }
 
 // judgeHot judges the pods of one started wave of hot config into g: they

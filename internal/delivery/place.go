@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/revision"
 )
 
 // Consumer is one workload that consumes the delivered config.
@@ -26,6 +27,9 @@ type Consumer struct {
 	// From is the snapshot of the delivered config its template names now
 	// ("" when none).
 	From string
+	// Froms, for a change set, are the snapshots of the members its
+	// template names now (a member it names none of is absent).
+	Froms revision.Snapshots
 }
 
 // Place puts consumers into waves. Consumers are taken in the order of
@@ -83,6 +87,15 @@ func targets(cs []Consumer) []v1alpha1.DeliveryTarget {
 	out := make([]v1alpha1.DeliveryTarget, len(cs))
 	for i, c := range cs {
 		out[i] = v1alpha1.DeliveryTarget{Kind: c.Kind, Name: c.Name, From: c.From}
+		if len(c.Froms) > 0 {
+			named := revision.Snapshots{}
+			for src, snap := range c.Froms {
+				if snap != "" {
+					named[src] = snap
+				}
+			}
+			out[i].Froms = named.Encode()
+		}
 	}
 	return out
 }
@@ -106,11 +119,14 @@ func MostCommon(snapshots []string) string {
 	return best
 }
 
-// froms lists the snapshots consumers' templates name.
-func froms(cs []Consumer) []string {
+// froms lists the snapshots of src consumers' templates name.
+func froms(cs []Consumer, src revision.Source, set bool) []string {
 	out := make([]string, len(cs))
 	for i, c := range cs {
 		out[i] = c.From
+		if set {
+			out[i] = c.Froms[src]
+		}
 	}
 	return out
 }

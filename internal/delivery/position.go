@@ -1,12 +1,15 @@
 package delivery
 
 import (
+	"strings"
+
 	"github.com/configward/configward/internal/api/v1alpha1"
 )
 
 // Position is where one workload stands in one open delivery.
 type Position struct {
-	// Record is the ConfigDelivery; Config its config ("ConfigMap/app").
+	// Record is the ConfigDelivery; Config its config ("ConfigMap/app";
+	// every member of a change set: "ConfigMap/a+Secret/b").
 	Record, Config string
 	// Wave is the workload's wave, Index its place (from 0) of Waves.
 	Wave         string
@@ -41,7 +44,7 @@ func Positions(recs []v1alpha1.ConfigDelivery) map[string][]Position {
 			if wi < cur {
 				continue
 			}
-			p := Position{Record: d.Name, Config: d.Spec.Config.Kind + "/" + d.Spec.Config.Name, Wave: w.Name, Index: wi, Waves: len(d.Status.Waves),
+			p := Position{Record: d.Name, Config: configsOf(d), Wave: w.Name, Index: wi, Waves: len(d.Status.Waves),
 				Started: w.StartedAt != nil, RolledBack: RolledBack(d, wi), Hot: d.Spec.Hot,
 				State: d.Status.State, CurrentWave: d.Status.CurrentWave, Message: d.Status.Message}
 			if wi == cur {
@@ -56,4 +59,14 @@ func Positions(recs []v1alpha1.ConfigDelivery) map[string][]Position {
 		}
 	}
 	return out
+}
+
+// configsOf names the configs d delivers, joined with "+".
+func configsOf(d *v1alpha1.ConfigDelivery) string {
+	members := Members(d)
+	names := make([]string, len(members))
+	for i, m := range members {
+		names[i] = m.String()
+	}
+	return strings.Join(names, "+")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/revision"
 )
 
 // Reasons a delivery's status gives for its state.
@@ -238,16 +239,31 @@ func Next(rec *v1alpha1.ConfigDelivery, obs Observation) Step {
 // the snapshot to; the revision most of them read (MostCommon) is the one
 // kept for consumers not reached yet. The status is built anew: the
 // placement is a record's first write.
-func Begin(rec *v1alpha1.ConfigDelivery, to string, consumers []Consumer, now time.Time) Step {
+//
+// A change set's record (IsSet) takes to for each member, and each
+// consumer's Froms: every member has its own To and From, and every
+// target the snapshot of each member it read.
+func Begin(rec *v1alpha1.ConfigDelivery, to revision.Snapshots, consumers []Consumer, now time.Time) Step {
 	c := change{rec: rec, now: metav1.NewTime(now)}
 	s := &c.step.Status
+	set := IsSet(rec)
+	first := Delivers(rec)
 	*s = v1alpha1.ConfigDeliveryStatus{
 		State: v1alpha1.DeliveryProgressing, Reason: ReasonStarted,
-		To: to, From: MostCommon(froms(consumers)),
+		To: to[first], From: MostCommon(froms(consumers, first, set)),
 		Waves:     Place(rec.Spec.Settings.Waves, consumers),
 		StartedAt: c.stamp(),
 	}
-	msg := fmt.Sprintf("delivering %s %s to %d workloads in %d waves", rec.Spec.Config.Kind, to, len(consumers), len(s.Waves))
+	what := fmt.Sprintf("%s %s", rec.Spec.Config.Kind, s.To)
+	if set {
+		var named []string
+		for _, m := range Members(rec) {
+			s.Members = append(s.Members, v1alpha1.MemberStatus{Kind: string(m.Kind), Name: m.Name, To: to[m], From: MostCommon(froms(consumers, m, true))})
+			named = append(named, m.String()+" "+to[m])
+		}
+		what = "the change set " + strings.Join(named, ", ")
+	}
+	msg := fmt.Sprintf("delivering %s to %d workloads in %d waves", what, len(consumers), len(s.Waves))
 	if s.From == "" {
 		msg += "; no consumer's revision names a snapshot of the old content (revisions were turned on after they were last stamped), so pods created for consumers not reached yet read the new content"
 	}
@@ -549,6 +565,9 @@ func (c *change) awaitApproval(i int) {
 	s.CurrentWave = s.Waves[i].Name
 	s.Message = fmt.Sprintf("wave %s waits for approval: configward delivery promote -n %s %s/%s",
 		s.CurrentWave, c.rec.Namespace, strings.ToLower(c.rec.Spec.Config.Kind), c.rec.Spec.Config.Name)
+	if IsSet(c.rec) {
+		s.Message += " (or any other member: " + MembersNamed(c.rec) + " moves as one)"
+	}
 	c.step.Write = true
 	c.event(corev1.EventTypeNormal, EventWaitingForApproval, fmt.Sprintf("ConfigDelivery %s: %s", c.rec.Name, s.Message))
 }
@@ -593,7 +612,7 @@ func (c *change) fail(reason, message string) {
 		c.step.Events = append(c.step.Events, Event{
 			Workloads: halted,
 			Type:      corev1.EventTypeWarning, Reason: EventWorkloadHalted,
-			Message: fmt.Sprintf("ConfigDelivery %s of %s %s halted in this workload's wave: %s", c.rec.Name, c.rec.Spec.Config.Kind, c.rec.Spec.Config.Name, message),
+			Message: fmt.Sprintf("ConfigDelivery %s of %s halted in this workload's wave: %s", c.rec.Name, MembersNamed(c.rec), message),
 		})
 	}
 }

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/revision"
 )
 
 // t0 is the time of every look in these tests.
@@ -641,7 +643,7 @@ func TestBegin(t *testing.T) {
 			// with a request and a status left from an earlier leader's try.
 			rec := record(request(v1alpha1.ActionHalt), finished(""), handled)
 			rec.Spec.Settings.Waves = []v1alpha1.Wave{{Name: "all"}}
-			step := Begin(rec, "app-2b", tc.consumers, t0)
+			step := Begin(rec, appTo("app-2b"), tc.consumers, t0)
 			s := step.Status
 			if s.State != v1alpha1.DeliveryProgressing || s.Reason != ReasonStarted || s.Message != tc.message || s.To != "app-2b" || s.From != tc.from {
 				t.Errorf("status %s/%s %q to %s from %s; want Progressing/Started %q to app-2b from %s", s.State, s.Reason, s.Message, s.To, s.From, tc.message, tc.from)
@@ -753,7 +755,7 @@ func TestHistoryIsDocumented(t *testing.T) {
 		rec := record()
 		note(rec.Status.History, Finish(rec, state, "Why", "why", "", t0))
 	}
-	note(nil, Begin(record(), "app-2b", nil, t0))
+	note(nil, Begin(record(), appTo("app-2b"), nil, t0))
 
 	for _, what := range documented {
 		if !written[what] {
@@ -774,4 +776,9 @@ func TestHistoryIsDocumented(t *testing.T) {
 	for r := range reasons {
 		t.Errorf("a step records Events of reason %s, which EventReasons lacks", r)
 	}
+}
+
+// appTo is what Begin delivers of record()'s config, ConfigMap app.
+func appTo(snap string) revision.Snapshots {
+	return revision.Snapshots{{Kind: refs.ConfigMap, Name: "app"}: snap}
 }

@@ -92,13 +92,16 @@ func (w Wanted) Reached() bool { return w.Why == WhyReached || w.Why == WhyRolle
 // holds.
 func Want(a Ask) Wanted {
 	rec := a.Record
-	if rec == nil || !delivers(rec, a.Config) || rec.Status.To == "" || rec.Status.To != a.Current {
+	if rec == nil || !delivers(rec, a.Config) {
+		return Wanted{Revision: a.Held, Why: WhyKept}
+	}
+	if to := DeliveredTo(rec, a.Config); to == "" || to != a.Current {
 		return Wanted{Revision: a.Held, Why: WhyKept}
 	}
 	if !Open(rec.Status.State) {
 		return Wanted{Revision: a.Current, Why: WhyCurrent}
 	}
-	i, from := position(rec, a.Holder)
+	i, from := position(rec, a.Holder, a.Config)
 	why := WhyWaiting
 	if reached(rec, i) {
 		if !RolledBack(rec, i) {
@@ -110,19 +113,19 @@ func Want(a Ask) Wanted {
 }
 
 // position is the index of the wave holder belongs to, and the revision
-// the delivery assigned it when it started. A workload is found among the
-// waves' targets: one no wave names (created during the delivery) belongs
-// to the last wave with the record's From. A wave is found by name: one
-// the record does not know goes with the last wave, and a wave without a
-// From takes the record's.
-func position(rec *v1alpha1.ConfigDelivery, h Holder) (int, string) {
+// of src the delivery assigned it when it started. A workload is found
+// among the waves' targets: one no wave names (created during the
+// delivery) belongs to the last wave with the record's From. A wave is
+// found by name: one the record does not know goes with the last wave, and
+// a wave without a From takes the record's.
+func position(rec *v1alpha1.ConfigDelivery, h Holder, src revision.Source) (int, string) {
 	waves := rec.Status.Waves
 	if h.Wave == "" {
 		i, t := Find(rec, h.Kind, h.Name)
 		if t == nil {
-			return len(waves) - 1, rec.Status.From
+			return len(waves) - 1, member(rec, src).From
 		}
-		return i, t.From
+		return i, targetFrom(rec, t, src)
 	}
 	if len(waves) == 0 {
 		return -1, ""
@@ -134,12 +137,8 @@ func position(rec *v1alpha1.ConfigDelivery, h Holder) (int, string) {
 	return i, cmp.Or(waves[i].From, rec.Status.From)
 }
 
-// delivers says whether rec delivers src.
-func delivers(rec *v1alpha1.ConfigDelivery, src revision.Source) bool {
-	return rec.Spec.Config.Kind == string(src.Kind) && rec.Spec.Config.Name == src.Name
-}
-
-// Delivers is the config rec delivers.
+// Delivers is the config rec delivers: for a change set, its first
+// member (Members lists them all).
 func Delivers(rec *v1alpha1.ConfigDelivery) revision.Source {
 	return revision.Source{Kind: refs.Kind(rec.Spec.Config.Kind), Name: rec.Spec.Config.Name}
 }

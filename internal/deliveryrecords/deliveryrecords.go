@@ -16,14 +16,20 @@ import (
 	"github.com/configward/configward/internal/revision"
 )
 
-// ConfigIndex is the cache index of ConfigDeliveries by the config they
-// deliver ("ConfigMap/<name>", as inventory.IndexValue).
+// ConfigIndex is the cache index of ConfigDeliveries by the configs they
+// deliver ("ConfigMap/<name>", as inventory.IndexValue): a change set's
+// record under each member.
 const ConfigIndex = "configward.dev/delivers"
 
 // Index registers ConfigIndex; both processes read deliveries through it.
 func Index(ctx context.Context, indexer client.FieldIndexer) error {
 	return indexer.IndexField(ctx, &v1alpha1.ConfigDelivery{}, ConfigIndex, func(o client.Object) []string {
-		return []string{indexValue(delivery.Delivers(o.(*v1alpha1.ConfigDelivery)))}
+		members := delivery.Members(o.(*v1alpha1.ConfigDelivery))
+		out := make([]string, len(members))
+		for i, m := range members {
+			out[i] = indexValue(m)
+		}
+		return out
 	})
 }
 

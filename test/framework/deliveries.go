@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -8,10 +9,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/revision"
 )
 
 // Deliveries lists the ConfigDeliveries of the ConfigMap or Secret called
-// config in namespace ns, oldest first: what both the whole-cluster suite
+// config in namespace ns (alone or in a change set), oldest first: what both the whole-cluster suite
 // and the controller tier read of a delivery.
 func (e *Env) Deliveries(ctx context.Context, ns, config string) ([]v1alpha1.ConfigDelivery, error) {
 	var list v1alpha1.ConfigDeliveryList
@@ -20,11 +23,15 @@ func (e *Env) Deliveries(ctx context.Context, ns, config string) ([]v1alpha1.Con
 	}
 	var out []v1alpha1.ConfigDelivery
 	for _, d := range list.Items {
-		if d.Spec.Config.Name == config {
+		if slices.ContainsFunc(delivery.Members(&d), func(m revision.Source) bool { return m.Name == config }) {
 			out = append(out, d)
 		}
 	}
-	slices.SortFunc(out, func(a, b v1alpha1.ConfigDelivery) int { return int(a.Spec.Sequence - b.Spec.Sequence) })
+	// A change set's records count the sequence of their first member:
+	// creation orders them first.
+	slices.SortFunc(out, func(a, b v1alpha1.ConfigDelivery) int {
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), int(a.Spec.Sequence-b.Spec.Sequence))
+	})
 	return out, nil
 }
 

@@ -128,14 +128,19 @@ type ConfigDelivery struct {
 // from the ConfigPolicy when the delivery starts, so a policy edit changes
 // the next delivery, not this one), and what a person asked for.
 type ConfigDeliverySpec struct {
-	// Config is the ConfigMap or Secret delivered.
+	// Config is the ConfigMap or Secret delivered; for a change set, its
+	// first member (by kind, then name), which names the record.
 	Config ConfigRef `json:"config"`
-	// ConfigResourceVersion is the config's resourceVersion when the
-	// delivery started: the write whose content it delivers (or a later
-	// one that changed no content). `configward delivery wait` tells from
-	// it whether the config's newest write has a delivery yet.
+	// Members, for a change set (configs that workloads consume together,
+	// changed within one batch window), lists every config the delivery
+	// delivers as one, Config first: one placement, one gate, one approval
+	// and one halt or rollback for all of them, so no workload's template
+	// holds one member's new content with another's old. Empty for a
+	// delivery of Config alone.
 	// +optional
-	ConfigResourceVersion string `json:"configResourceVersion,omitempty"`
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	Members []ConfigRef `json:"members,omitempty"`
 	// Sequence numbers the deliveries of one config: 1 for its first, one
 	// more for each next (the record's name ends with it).
 	Sequence int64 `json:"sequence"`
@@ -177,6 +182,12 @@ type ConfigRef struct {
 	// +kubebuilder:validation:Enum=ConfigMap;Secret
 	Kind string `json:"kind"`
 	Name string `json:"name"`
+	// ResourceVersion is the config's when the delivery started: the
+	// write whose content it delivers (or a later one that changed no
+	// content). `configward delivery wait` tells from it whether the
+	// config's newest write has a delivery yet.
+	// +optional
+	ResourceVersion string `json:"resourceVersion,omitempty"`
 }
 
 // DeliveryAction is what a person asks a delivery to do.
@@ -250,6 +261,10 @@ type ConfigDeliveryStatus struct {
 	// pods created for consumers not yet reached read the new content.
 	// +optional
 	From string `json:"from,omitempty"`
+	// Members, for a change set, is each member's To and From (the first
+	// member's are also To and From).
+	// +optional
+	Members []MemberStatus `json:"members,omitempty"`
 	// CurrentWave is the name of the wave rolling, soaking or waiting.
 	// +optional
 	CurrentWave string `json:"currentWave,omitempty"`
@@ -369,6 +384,17 @@ type WaveStatus struct {
 	Checks []CheckStatus `json:"checks,omitempty"`
 }
 
+// MemberStatus is one member of a change set: the snapshot delivered and
+// the one most of its consumers read before ("" when none named one).
+type MemberStatus struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// +optional
+	To string `json:"to,omitempty"`
+	// +optional
+	From string `json:"from,omitempty"`
+}
+
 // DeliveryTarget is one consumer: its kind (Kind, or Kind.group for other
 // groups than apps and batch), name, and the snapshot of the delivered
 // config its revision read when the delivery started ("" when none).
@@ -377,6 +403,13 @@ type DeliveryTarget struct {
 	Name string `json:"name"`
 	// +optional
 	From string `json:"from,omitempty"`
+	// Froms, for a change set, are the snapshots of the members its
+	// revision read when the delivery started, as the
+	// configward.dev/config-snapshots annotation writes them
+	// ("ConfigMap/a=a-1f2e3d4c5b,Secret/b=..."); a member it read no
+	// snapshot of is left out.
+	// +optional
+	Froms string `json:"froms,omitempty"`
 }
 
 // WorkloadHealth is what the gate sees of one workload.

@@ -117,7 +117,7 @@ func Setup(mgr ctrl.Manager, inv *inventory.Inventory, opts Options) error {
 		opts.Keep = DefaultKept
 	}
 	d := &deliveries{client: mgr.GetClient(), cache: mgr.GetCache(), inv: inv, opts: opts, lastWrite: map[types.UID]time.Time{},
-		events: mgr.GetEventRecorder("configward-delivery"), firstSeen: map[types.NamespacedName]time.Time{}}
+		events: mgr.GetEventRecorder("configward-delivery"), firstSeen: map[types.NamespacedName]time.Time{}, justStarted: map[types.NamespacedName]justStarted{}}
 	for _, k := range inv.WatchedKinds() {
 		if t, _ := inv.Registry().Type(k.GroupKind()); t.Rolled() {
 			d.types = append(d.types, t)
@@ -187,6 +187,9 @@ type deliveries struct {
 	// firstSeen is when a change not delivered yet was first seen, for
 	// the batch window.
 	firstSeen map[types.NamespacedName]time.Time
+	// justStarted are the change sets' records created and not yet seen
+	// in the cache, by member (started).
+	justStarted map[types.NamespacedName]justStarted
 	// lastWrite is when a record's gate progress was last written.
 	lastWrite map[types.UID]time.Time
 	// unplacedSeen are the pods said to name a channel configward did not
@@ -238,7 +241,19 @@ func (d *deliveries) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if o.Exists {
 		current = d.inv.SnapshotName(d.opts.Keys.Current().Bytes(), o)
 	}
-	switch what(latest, hot || delivery.Delivered(o, settings), hot, current) {
+	act := what(latest, src, hot || delivery.Delivered(o, settings), hot, current)
+	if latest != nil && (act == place || act == advance) && delivery.Delivers(latest) != src {
+		// A change set's record is placed and moved on by the look at its
+		// first member, which its Events wake; the others' looks would only
+		// race it.
+		return reconcile.Result{}, nil
+	}
+	if act == start {
+		if rec := d.startedUnseen(req.NamespacedName, recs); rec != "" {
+			return reconcile.Result{RequeueAfter: time.Second}, nil // delivered by a change set the cache does not show yet
+		}
+	}
+	switch act {
 	case cancel:
 		why := "delivery is off for the namespace: plain rollouts take every consumer to the current content"
 		if settings.Delivery != nil {
@@ -284,11 +299,11 @@ const (
 	advance
 )
 
-// what decides what a look at one config's deliveries does: latest is its
-// newest record (nil: none), delivered whether its changes are delivered in
-// waves now (hot: through channels), current the snapshot of its content
-// now.
-func what(latest *v1alpha1.ConfigDelivery, delivered, hot bool, current string) action {
+// what decides what a look at one config, src, does: latest is its newest
+// record (nil: none; one that delivers it alone or in a change set),
+// delivered whether its changes are delivered in waves now (hot: through
+// channels), current the snapshot of its content now.
+func what(latest *v1alpha1.ConfigDelivery, src revision.Source, delivered, hot bool, current string) action {
 	switch {
 	case !delivered && latest != nil && delivery.Placed(latest):
 		return cancel
@@ -296,7 +311,7 @@ func what(latest *v1alpha1.ConfigDelivery, delivered, hot bool, current string) 
 		return none
 	case latest != nil && latest.Status.State == "":
 		return place
-	case latest == nil || latest.Status.To != current || latest.Status.State == v1alpha1.DeliveryCancelled || latest.Spec.Hot != hot:
+	case latest == nil || delivery.DeliveredTo(latest, src) != current || latest.Status.State == v1alpha1.DeliveryCancelled || latest.Spec.Hot != hot:
 		return start
 	case !delivery.Open(latest.Status.State):
 		return prune

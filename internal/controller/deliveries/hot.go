@@ -29,7 +29,7 @@ func (d *deliveries) maybeStartHot(ctx context.Context, req reconcile.Request, s
 		d.forgetChange(req.NamespacedName)
 		return reconcile.Result{}, err
 	}
-	return d.start(ctx, req, src, current, s, recs, config, true, func(rec *v1alpha1.ConfigDelivery) delivery.Step {
+	return d.start(ctx, req, single(src, current, config, recs), s, true, func(rec *v1alpha1.ConfigDelivery) delivery.Step {
 		return delivery.BeginHot(rec, current, from, waves, pods, outside, time.Now())
 	})
 }

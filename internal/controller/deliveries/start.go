@@ -7,6 +7,7 @@ package deliveries
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,48 +28,71 @@ import (
 )
 
 // maybeStart starts a delivery of current once a consumer is behind it and
-// the batch window since the change was first seen has passed.
+// the batch window since the change was first seen has passed: of src
+// alone, or of the change set it belongs to (gatherSet).
 func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src revision.Source, current string, s configpolicy.NamespacePolicy, recs []*v1alpha1.ConfigDelivery, config inventory.Object) (reconcile.Result, error) {
 	consumers, behind, err := d.consumers(ctx, req.Namespace, src, current, s)
 	if err != nil || !behind {
 		d.forgetChange(req.NamespacedName)
 		return reconcile.Result{}, err
 	}
-	return d.start(ctx, req, src, current, s, recs, config, false, func(rec *v1alpha1.ConfigDelivery) delivery.Step {
-		return delivery.Begin(rec, current, consumers, time.Now())
-	})
-}
-
-// start starts the next delivery of src's content current, once the batch
-// window since the change was first seen has passed and the config is not
-// flapping: it writes the snapshot of current, creates the record (hot: of
-// hot config), supersedes the open ones, and takes the record's first step
-// (begin). A snapshot that cannot be written halts the delivery before its
-// first wave, saying why, instead of retrying unseen. config is the
-// config as the look saw it: a break-glass write's reason in its
-// annotations skips approvals, or asks for an immediate delivery
-// (delivery.BreakGlass), and the record keeps its resourceVersion.
-func (d *deliveries) start(ctx context.Context, req reconcile.Request, src revision.Source, current string, s configpolicy.NamespacePolicy, recs []*v1alpha1.ConfigDelivery,
-	config inventory.Object, hot bool, begin func(*v1alpha1.ConfigDelivery) delivery.Step) (reconcile.Result, error) {
+	// The set is gathered once the window has passed, so every change
+	// made within it is seen.
 	if wait := d.batchWait(req.NamespacedName); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	if rec, held := d.opts.Flapping.Object(s.Flapping, req.Namespace, src.Kind, src.Name); held {
-		// No snapshot and no delivery of content that is replaced every
-		// refresh; the look once it has settled starts one, of the content
-		// it settled on.
-		return reconcile.Result{RequeueAfter: time.Until(rec.Until(s.Flapping)) + time.Second}, nil
+	cs, err := d.gatherSet(ctx, req.Namespace, single(src, current, config, recs), s)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
-	// The delivered content's snapshot exists before any template or
-	// channel takes it: a wave's pods would be refused otherwise, and a
-	// channel is written from it.
-	blocked := d.opts.Snapshots.Ensure(ctx, req.Namespace, revision.Snapshots{src: current})
+	if cs.set() {
+		if consumers, err = d.setConsumers(ctx, req.Namespace, cs); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return d.start(ctx, req, cs, s, false, func(rec *v1alpha1.ConfigDelivery) delivery.Step {
+		return delivery.Begin(rec, cs.currents, consumers, time.Now())
+	})
+}
+
+// start starts the next delivery of cs's content, once the batch window
+// since the change was first seen has passed and no member is flapping:
+// it writes the snapshots of every member's content, creates the record
+// (hot: of hot config; a change set's names every member), supersedes the
+// open ones of every member, and takes the record's first step (begin). A
+// snapshot that cannot be written halts the delivery before its first
+// wave, saying why, instead of retrying unseen. A break-glass write's
+// reason in a config's annotations skips approvals, or asks for an
+// immediate delivery (delivery.BreakGlass; of a set, only when every
+// member's change was one), and the record keeps each member's
+// resourceVersion.
+func (d *deliveries) start(ctx context.Context, req reconcile.Request, cs *changeSet, s configpolicy.NamespacePolicy, hot bool, begin func(*v1alpha1.ConfigDelivery) delivery.Step) (reconcile.Result, error) {
+	if wait := d.batchWait(req.NamespacedName); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	for _, m := range cs.members {
+		if rec, held := d.opts.Flapping.Object(s.Flapping, req.Namespace, m.Kind, m.Name); held {
+			// No snapshot and no delivery of content that is replaced every
+			// refresh; the look once it has settled starts one, of the
+			// content it settled on.
+			return reconcile.Result{RequeueAfter: time.Until(rec.Until(s.Flapping)) + time.Second}, nil
+		}
+	}
+	first := cs.members[0]
+	// The delivered content's snapshots exist before any template or
+	// channel takes them: a wave's pods would be refused otherwise, and a
+	// channel is written from them.
+	blocked := d.opts.Snapshots.Ensure(ctx, req.Namespace, cs.currents)
 	if blocked != nil && !revisions.Blocked(blocked) {
-		return reconcile.Result{}, fmt.Errorf("writing the snapshot of %s %s/%s to deliver: %w", src.Kind, req.Namespace, src.Name, blocked)
+		return reconcile.Result{}, fmt.Errorf("writing the snapshots of %s in %s to deliver: %w", strings.Join(sourceNames(cs.members), ", "), req.Namespace, blocked)
 	}
+	// The sequence counts the deliveries of the first member, which names
+	// the record; every record that delivers it is among cs.recs.
 	var seq int64
-	for _, r := range recs {
-		seq = max(seq, r.Spec.Sequence)
+	for _, r := range cs.recs {
+		if slices.Contains(delivery.Members(r), first) {
+			seq = max(seq, r.Spec.Sequence)
+		}
 	}
 	governed := false
 	if d.opts.Governed != nil {
@@ -77,19 +101,24 @@ func (d *deliveries) start(ctx context.Context, req reconcile.Request, src revis
 			return reconcile.Result{}, err
 		}
 	}
-	annotations := config.Annotations
+	breakGlass := func(m revision.Source) *v1alpha1.BreakGlassDelivery {
+		return delivery.BreakGlass(cs.configs[m].Annotations, delivery.Latest(cs.recs, m), governed, d.opts.Keys.Current().Bytes(), cs.currents[m])
+	}
 	var seen map[string]string
-	if reason := strings.TrimSpace(annotations[v1alpha1.BreakGlassAnnotation]); reason != "" {
+	if reason := strings.TrimSpace(cs.configs[first].Annotations[v1alpha1.BreakGlassAnnotation]); reason != "" {
 		seen = map[string]string{v1alpha1.BreakGlassSeenAnnotation: reason}
 	}
 	rec := &v1alpha1.ConfigDelivery{
-		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: delivery.RecordName(src, seq+1), Annotations: seen},
+		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: delivery.RecordName(first, seq+1), Annotations: seen},
 		Spec: v1alpha1.ConfigDeliverySpec{
-			Config:                v1alpha1.ConfigRef{Kind: string(src.Kind), Name: src.Name},
-			ConfigResourceVersion: config.ResourceVersion,
-			Sequence:              seq + 1, Policy: s.DeliveryPolicy, Settings: configpolicy.DeliveryDefaults(*s.Delivery), Hot: hot,
-			BreakGlass: delivery.BreakGlass(annotations, delivery.Latest(recs, src), governed, d.opts.Keys.Current().Bytes(), current),
+			Config:   memberRefs(cs.members[:1], cs.configs)[0],
+			Sequence: seq + 1, Policy: s.DeliveryPolicy, Settings: configpolicy.DeliveryDefaults(*s.Delivery), Hot: hot,
+			BreakGlass: breakGlass(first),
 		},
+	}
+	if cs.set() {
+		rec.Spec.Members = memberRefs(cs.members, cs.configs)
+		rec.Spec.BreakGlass = setBreakGlass(cs.members, breakGlass)
 	}
 	if err := d.client.Create(ctx, rec); err != nil {
 		if apierrors.IsAlreadyExists(err) {
@@ -97,10 +126,13 @@ func (d *deliveries) start(ctx context.Context, req reconcile.Request, src revis
 		}
 		return reconcile.Result{}, err
 	}
-	if err := d.supersede(ctx, rec, recs); err != nil {
+	d.started(req.Namespace, rec.Name, cs.members)
+	if err := d.supersede(ctx, rec, cs.recs); err != nil {
 		return reconcile.Result{}, err
 	}
-	d.forgetChange(req.NamespacedName)
+	for _, m := range cs.members {
+		d.forgetChange(deliveryKey(req.Namespace, m).NamespacedName)
+	}
 	deliveriesStarted.Inc()
 	res, err := d.take(ctx, rec, begin(rec))
 	if err != nil || blocked == nil {
@@ -109,6 +141,14 @@ func (d *deliveries) start(ctx context.Context, req reconcile.Request, src revis
 	why := fmt.Sprintf("the snapshot of the delivered content cannot be written (%v): no wave can take it, and every consumer keeps the revision it runs. "+
 		"Once configward's controller can write it (see the RevisionsReady condition of ConfigPolicy %s), resume the delivery or change the config again", blocked, s.DeliveryPolicy)
 	return reconcile.Result{}, d.apply(ctx, rec, delivery.Finish(rec, v1alpha1.DeliveryHalted, delivery.ReasonSnapshotsBlocked, why, "", time.Now()))
+}
+
+func sourceNames(srcs []revision.Source) []string {
+	out := make([]string, len(srcs))
+	for i, s := range srcs {
+		out[i] = s.String()
+	}
+	return out
 }
 
 // supersede ends the open deliveries among older that rec replaces.
@@ -125,16 +165,43 @@ func (d *deliveries) supersede(ctx context.Context, rec *v1alpha1.ConfigDelivery
 }
 
 // place writes the placement of a record whose status is empty (its
-// creator stopped before it could), ending older open deliveries first.
+// creator stopped before it could), ending older open deliveries first. A
+// change set's members deliver their content now.
 func (d *deliveries) place(ctx context.Context, rec *v1alpha1.ConfigDelivery, recs []*v1alpha1.ConfigDelivery, src revision.Source, current string, s configpolicy.NamespacePolicy) (reconcile.Result, error) {
 	consumers, _, err := d.consumers(ctx, rec.Namespace, src, current, s)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	currents := revision.Snapshots{src: current}
+	if delivery.IsSet(rec) {
+		cs := &changeSet{members: delivery.Members(rec), currents: revision.Snapshots{}}
+		for _, m := range cs.members {
+			o, err := d.inv.Get(ctx, m.Kind, rec.Namespace, m.Name)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			if o.Exists {
+				cs.currents[m] = d.inv.SnapshotName(d.opts.Keys.Current().Bytes(), o)
+			}
+			more, err := d.opts.Records.Of(ctx, rec.Namespace, m)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			for _, r := range more {
+				if !slices.ContainsFunc(recs, func(o *v1alpha1.ConfigDelivery) bool { return o.Name == r.Name }) {
+					recs = append(recs, r)
+				}
+			}
+		}
+		if consumers, err = d.setConsumers(ctx, rec.Namespace, cs); err != nil {
+			return reconcile.Result{}, err
+		}
+		currents = cs.currents
+	}
 	if err := d.supersede(ctx, rec, recs); err != nil {
 		return reconcile.Result{}, err
 	}
-	return d.take(ctx, rec, delivery.Begin(rec, current, consumers, time.Now()))
+	return d.take(ctx, rec, delivery.Begin(rec, currents, consumers, time.Now()))
 }
 
 // consumers lists the top-level workloads that consume src, with the
@@ -202,3 +269,49 @@ func (d *deliveries) forgetChange(nn types.NamespacedName) {
 	defer d.mu.Unlock()
 	delete(d.firstSeen, nn)
 }
+
+// started remembers, for a while, that a record was created that delivers
+// members: until the cache shows it, a look at another member would take
+// that member's change for one no delivery has started and start a second.
+func (d *deliveries) started(ns, record string, members []revision.Source) {
+	if len(members) < 2 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.justStarted) > maxJustStarted {
+		clear(d.justStarted)
+	}
+	for _, m := range members {
+		d.justStarted[deliveryKey(ns, m).NamespacedName] = justStarted{record: record, at: time.Now()}
+	}
+}
+
+// startedUnseen is the record started for nn's config that recs (the
+// cache's) do not show yet ("" when none, or when it is seen or old).
+func (d *deliveries) startedUnseen(nn types.NamespacedName, recs []*v1alpha1.ConfigDelivery) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	j, ok := d.justStarted[nn]
+	if !ok {
+		return ""
+	}
+	if time.Since(j.at) > justStartedFor || slices.ContainsFunc(recs, func(r *v1alpha1.ConfigDelivery) bool { return r.Name == j.record }) {
+		delete(d.justStarted, nn)
+		return ""
+	}
+	return j.record
+}
+
+// justStarted is a record created for a change set, and when.
+type justStarted struct {
+	record string
+	at     time.Time
+}
+
+// justStartedFor bounds how long a created record is waited for in the
+// cache; maxJustStarted how many are remembered.
+const (
+	justStartedFor = 30 * time.Second
+	maxJustStarted = 10000
+)

@@ -2,6 +2,7 @@ package deliveries
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,8 +16,8 @@ import (
 	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/reload"
+	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -108,6 +109,22 @@ func (d *deliveries) look(ctx context.Context, rec *v1alpha1.ConfigDelivery, now
 	if seen.Pods, err = d.inv.PodsReading(ctx, ns, src.Kind, reads.Names...); err != nil {
 		return seen, err
 	}
+	// A change set's pods: those that read any member, each once, under
+	// the first member's name (delivery.Seen).
+	for _, m := range reads.Members {
+		if m == src {
+			continue
+		}
+		more, err := d.inv.PodsReading(ctx, ns, m.Kind, m.Name)
+		if err != nil {
+			return seen, err
+		}
+		for _, p := range more[m.Name] {
+			if !slices.ContainsFunc(seen.Pods[src.Name], func(q *corev1.Pod) bool { return q.UID == p.UID }) {
+				seen.Pods[src.Name] = append(seen.Pods[src.Name], p)
+			}
+		}
+	}
 	if rec.Spec.Hot {
 		d.reportUnplaced(rec, seen)
 	}
@@ -175,18 +192,23 @@ func (d *deliveries) apply(ctx context.Context, rec *v1alpha1.ConfigDelivery, st
 	return nil
 }
 
-// record records a step's Events: on the delivered config (read once, and
-// only when an Event goes there), or on each workload named that is still
-// there.
+// record records a step's Events: on the delivered config, each member of
+// a change set (read once, and only when an Event goes there), or on each
+// workload named that is still there.
 func (d *deliveries) record(ctx context.Context, rec *v1alpha1.ConfigDelivery, events []delivery.Event) {
-	var config client.Object
-	configRead := false
+	var configs []client.Object
+	configsRead := false
 	for _, e := range events {
 		if len(e.Workloads) == 0 {
-			if !configRead {
-				config, configRead = d.configObject(ctx, rec), true
+			if !configsRead {
+				for _, m := range delivery.Members(rec) {
+					if o := d.configObject(ctx, rec.Namespace, m); o != nil {
+						configs = append(configs, o)
+					}
+				}
+				configsRead = true
 			}
-			if config != nil {
+			for _, config := range configs {
 				d.events.Eventf(config, rec, e.Type, e.Reason, eventAction, "%s", e.Message)
 			}
 			continue
@@ -231,9 +253,9 @@ func (d *deliveries) progressWritten(uid types.UID) {
 // configObject is the delivered ConfigMap or Secret from the cache (the
 // values it holds there are digests), for the Events recorded on it; nil
 // when it is gone.
-func (d *deliveries) configObject(ctx context.Context, rec *v1alpha1.ConfigDelivery) client.Object {
-	obj := inventory.NewObject(refs.Kind(rec.Spec.Config.Kind))
-	key := client.ObjectKey{Namespace: rec.Namespace, Name: rec.Spec.Config.Name}
+func (d *deliveries) configObject(ctx context.Context, ns string, src revision.Source) client.Object {
+	obj := inventory.NewObject(src.Kind)
+	key := client.ObjectKey{Namespace: ns, Name: src.Name}
 	if err := d.cache.Get(ctx, key, obj); err != nil {
 		ctrl.LoggerFrom(ctx).Info("no Event on the delivered config", "error", err.Error())
 		return nil

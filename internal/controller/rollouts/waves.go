@@ -82,13 +82,16 @@ func (r *rollout) wavesStarted(ctx context.Context, obj client.Object) []reconci
 	}
 	if last && len(waves) > 0 {
 		// Consumers created during the delivery belong to the last wave
-		// without being placed: they are found by what they consume.
-		consumers, err := r.inv.Consumers(ctx, []workload.Kind{r.typ.Kind}, refs.Kind(rec.Spec.Config.Kind), rec.Namespace, rec.Spec.Config.Name)
-		if err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "listing the consumers of a delivered config", "delivery", rec.Name)
-		}
-		for _, o := range consumers {
-			add(o.GetName(), waves[len(waves)-1].Name)
+		// without being placed: they are found by what they consume (any
+		// member of a change set).
+		for _, m := range delivery.Members(rec) {
+			consumers, err := r.inv.Consumers(ctx, []workload.Kind{r.typ.Kind}, m.Kind, rec.Namespace, m.Name)
+			if err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "listing the consumers of a delivered config", "delivery", rec.Name)
+			}
+			for _, o := range consumers {
+				add(o.GetName(), waves[len(waves)-1].Name)
+			}
 		}
 	}
 	return out
