@@ -16,7 +16,7 @@ func TestWaitAnswer(t *testing.T) {
 	created := time.Date(2026, 12, 6, 12, 0, 10, 0, time.UTC)
 	rec := func(state v1alpha1.DeliveryState) *v1alpha1.ConfigDelivery {
 		return &v1alpha1.ConfigDelivery{ObjectMeta: metav1.ObjectMeta{Name: "configmap-web-2", CreationTimestamp: metav1.NewTime(created)},
-			Spec: v1alpha1.ConfigDeliverySpec{Config: v1alpha1.ConfigRef{Kind: "ConfigMap", Name: "web", ResourceVersion: "7"}},
+			Spec:   v1alpha1.ConfigDeliverySpec{Config: v1alpha1.ConfigRef{Kind: "ConfigMap", Name: "web", ResourceVersion: "7"}},
 			Status: v1alpha1.ConfigDeliveryStatus{State: state, CurrentWave: "canary", Reason: "R", Message: "m"}}
 	}
 	before, after := created.Add(-5*time.Second), created.Add(5*time.Second)
