@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configset"
 	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
@@ -20,9 +21,11 @@ func newDeliveryCommand() *cobra.Command {
 	var namespace, kubeconfig, kubeContext string
 	var timeout, settle time.Duration
 	cmd := &cobra.Command{
-		Use:   "delivery promote|halt|resume|wait (configmap|secret)/NAME",
+		Use:   "delivery promote|halt|resume|wait (configmap|secret|configset)/NAME",
 		Short: "Move a config delivery on by hand (promote, halt, resume), or wait until it is delivered",
-		Long: `delivery asks the newest delivery of a ConfigMap or Secret to move on:
+		Long: `delivery asks the newest delivery of a ConfigMap or Secret (alone or in a
+change set: every member moves with it), or of a ConfigSet's newest
+version, to move on:
 
   promote  start the next wave of a delivery that waits for approval, is
            halted (a failed or inconclusive check included), or soaks (the
@@ -49,7 +52,7 @@ webhook records who made it, and its controller acts on it once. RBAC
 decides who may (the chart's <release>-delivery-operator ClusterRole).`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
-				return usageError(cmd, fmt.Errorf("want an action (promote, halt, resume, wait) and a config (configmap/NAME or secret/NAME)"))
+				return usageError(cmd, fmt.Errorf("want an action (promote, halt, resume, wait) and a config (configmap/NAME, secret/NAME or configset/NAME)"))
 			}
 			return nil
 		},
@@ -59,13 +62,16 @@ decides who may (the chart's <release>-delivery-operator ClusterRole).`,
 			if err != nil && !waiting {
 				return usageError(cmd, err)
 			}
-			src, err := deliveredConfig(args[1])
+			set, src, err := deliveredConfig(args[1])
 			if err != nil {
 				return usageError(cmd, err)
 			}
 			c, ns, err := clusterClient(kubeconfig, kubeContext, namespace)
 			if err != nil {
 				return err
+			}
+			if waiting && set != "" {
+				return waitConfigSet(cmd, c, ns, set, timeout)
 			}
 			if waiting {
 				return waitDelivered(cmd, c, ns, src, timeout, settle)
@@ -78,12 +84,18 @@ decides who may (the chart's <release>-delivery-operator ClusterRole).`,
 			for i := range list.Items {
 				recs[i] = &list.Items[i]
 			}
-			rec := delivery.Latest(recs, src)
+			what := fmt.Sprintf("%s %s/%s", src.Kind, ns, src.Name)
+			var rec *v1alpha1.ConfigDelivery
+			if set != "" {
+				what, rec = fmt.Sprintf("ConfigSet %s/%s", ns, set), configset.Latest(recs, set)
+			} else {
+				rec = delivery.Latest(recs, src)
+			}
 			if rec == nil {
-				return exitError{1, fmt.Errorf("%s %s/%s has no delivery", src.Kind, ns, src.Name)}
+				return exitError{1, fmt.Errorf("%s has no delivery", what)}
 			}
 			if !delivery.Open(rec.Status.State) {
-				return exitError{1, fmt.Errorf("the newest delivery of %s %s/%s, %s, is finished (%s): there is nothing to %s", src.Kind, ns, src.Name, rec.Name, rec.Status.State, strings.ToLower(string(action)))}
+				return exitError{1, fmt.Errorf("the newest delivery of %s, %s, is finished (%s): there is nothing to %s", what, rec.Name, rec.Status.State, strings.ToLower(string(action)))}
 			}
 			id := make([]byte, 8)
 			_, _ = rand.Read(id)
@@ -118,18 +130,26 @@ func deliveryAction(s string) (v1alpha1.DeliveryAction, error) {
 	return "", fmt.Errorf("unknown action %q: want promote, halt, resume or wait", s)
 }
 
-func deliveredConfig(s string) (revision.Source, error) {
+// deliveredConfig reads what a delivery command is about: a config
+// (configmap/NAME, secret/NAME), which resolves to the newest delivery that
+// carries it, alone or in a change set; or a ConfigSet (configset/NAME),
+// which resolves to the delivery of its newest version.
+func deliveredConfig(s string) (set string, src revision.Source, err error) {
 	kind, name, ok := strings.Cut(s, "/")
 	switch strings.ToLower(kind) {
 	case "configmap", "configmaps", "cm":
 		kind = string(refs.ConfigMap)
 	case "secret", "secrets":
 		kind = string(refs.Secret)
+	case "configset", "configsets", "cfset":
+		if ok && name != "" {
+			return name, revision.Source{}, nil
+		}
 	default:
 		ok = false
 	}
 	if !ok || name == "" {
-		return revision.Source{}, fmt.Errorf("%q is not configmap/NAME or secret/NAME", s)
+		return "", revision.Source{}, fmt.Errorf("%q is not configmap/NAME, secret/NAME or configset/NAME", s)
 	}
-	return revision.Source{Kind: refs.Kind(kind), Name: name}, nil
+	return "", revision.Source{Kind: refs.Kind(kind), Name: name}, nil
 }

@@ -12,8 +12,8 @@ func TestDeliveryRefusesBadArguments(t *testing.T) {
 		want string
 	}{
 		{[]string{"delivery", "frobnicate", "configmap/app"}, `unknown action "frobnicate": want promote, halt, resume or wait`},
-		{[]string{"delivery", "promote", "deployment/app"}, `"deployment/app" is not configmap/NAME or secret/NAME`},
-		{[]string{"delivery", "promote", "configmap/"}, `"configmap/" is not configmap/NAME or secret/NAME`},
+		{[]string{"delivery", "promote", "deployment/app"}, `"deployment/app" is not configmap/NAME, secret/NAME or configset/NAME`},
+		{[]string{"delivery", "promote", "configmap/"}, `"configmap/" is not configmap/NAME, secret/NAME or configset/NAME`},
 		{[]string{"delivery", "promote"}, "want an action (promote, halt, resume, wait) and a config"},
 	} {
 		out, code := runCLI(t, "", tc.args...)

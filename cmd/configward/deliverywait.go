@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -137,4 +138,49 @@ func lastWrite(o metav1.Object) time.Time {
 		}
 	}
 	return t
+}
+
+// waitConfigSet is `configward delivery wait configset/NAME`: it polls the
+// set until its conditions, for its current generation, say Ready (exit 0)
+// or Stalled (3: timed out, a member claimed by another set, or its
+// delivery halted or cancelled), or timeout runs out (1).
+func waitConfigSet(cmd *cobra.Command, c client.Client, ns, name string, timeout time.Duration) error {
+	ctx := cmd.Context()
+	deadline := time.Now().Add(timeout)
+	said := ""
+	for {
+		var set v1alpha1.ConfigSet
+		switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &set); {
+		case apierrors.IsNotFound(err):
+			return exitError{2, fmt.Errorf("ConfigSet %s/%s does not exist: there is nothing to wait for", ns, name)}
+		case err != nil:
+			return exitError{2, fmt.Errorf("reading ConfigSet %s/%s: %w", ns, name, err)}
+		}
+		message := "configward's controller has not looked at version " + set.Spec.Version + " yet"
+		if set.Status.ObservedGeneration == set.Generation {
+			ready := meta.FindStatusCondition(set.Status.Conditions, v1alpha1.ConditionReady)
+			stalled := meta.FindStatusCondition(set.Status.Conditions, v1alpha1.ConditionStalled)
+			switch {
+			case ready != nil && ready.Status == metav1.ConditionTrue:
+				fmt.Fprintf(cmd.OutOrStdout(), "ConfigSet %s version %s is delivered: %s\n", name, set.Spec.Version, ready.Message)
+				return nil
+			case stalled != nil && stalled.Status == metav1.ConditionTrue:
+				return exitError{3, fmt.Errorf("ConfigSet %s version %s stopped (%s): %s", name, set.Spec.Version, stalled.Reason, stalled.Message)}
+			case ready != nil:
+				message = ready.Reason + ": " + ready.Message
+			}
+		}
+		if !time.Now().Before(deadline) {
+			return exitError{1, fmt.Errorf("still delivering after %s: %s", timeout, message)}
+		}
+		if message != said {
+			fmt.Fprintln(cmd.ErrOrStderr(), "waiting:", message)
+			said = message
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(waitPoll, time.Until(deadline))):
+		}
+	}
 }

@@ -287,9 +287,10 @@ var _ = Describe("the chart, rendered", func() {
 		objs := render()
 		Expect(kinds(objs)).To(Equal([]string{
 			"Certificate/configward-ca", "Certificate/configward-webhook",
-			"ClusterRole/configward-controller", "ClusterRole/configward-delivery-operator", "ClusterRole/configward-reports-view", "ClusterRole/configward-webhook",
+			"ClusterRole/configward-configsets-edit", "ClusterRole/configward-controller", "ClusterRole/configward-delivery-operator", "ClusterRole/configward-reports-view", "ClusterRole/configward-webhook",
 			"ClusterRoleBinding/configward-controller", "ClusterRoleBinding/configward-webhook",
 			"CustomResourceDefinition/configdeliveries.configward.dev", "CustomResourceDefinition/configpolicies.configward.dev", "CustomResourceDefinition/configschemas.configward.dev",
+			"CustomResourceDefinition/configsets.configward.dev",
 			"Deployment/configward-controller", "Deployment/configward-webhook",
 			"Issuer/configward-ca", "Issuer/configward-selfsigned",
 			"MutatingWebhookConfiguration/configward",

@@ -9,12 +9,16 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
+	"github.com/configward/configward/test/framework"
 )
 
 // A change set: configs that workloads read together, changed within one
@@ -129,4 +133,108 @@ func watchTemplates(ns string) (seen func() map[string][]revision.Snapshots, sto
 			w.Stop()
 			<-done
 		}
+}
+
+var _ = Describe("declared config sets", func() {
+	It("delivers a ConfigSet's version only once every member carries it, and stops one whose member never arrives", func() {
+		ns := policyNamespace("configset", func(s *v1alpha1.ConfigPolicySpec) {
+			s.Revisions.Enabled = true
+			s.Delivery = &v1alpha1.DeliverySettings{Waves: []v1alpha1.Wave{{Name: "canary", Selector: canaryWave}, {Name: "rest"}},
+				SoakSeconds: new(int32(0)), ProgressDeadlineSeconds: 120}
+		})
+		a, b := configMap(ns, "a", "1"), configMap(ns, "b", "1")
+		a.Annotations = map[string]string{v1alpha1.ConfigSetVersionAnnotation: "v1"}
+		b.Annotations = map[string]string{v1alpha1.ConfigSetVersionAnnotation: "v1"}
+		a, b = create1(a), create1(b)
+		cluster(ns, clusterOptions{app: runs, deployments: true})
+		create(waveDeployment(ns, "app-0", true, a, b), waveDeployment(ns, "app-1", false, a, b))
+		for _, name := range []string{"app-0", "app-1"} {
+			Eventually(reads(ns, name), 20*time.Second).Should(HaveLen(1))
+		}
+		set := &v1alpha1.ConfigSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "checkout"}, Spec: v1alpha1.ConfigSetSpec{
+			Version: "v1", Members: []v1alpha1.ConfigSetMember{{Kind: "ConfigMap", Name: "a"}, {Kind: "ConfigMap", Name: "b"}}}}
+		create(set)
+		By("a version every member carries is delivered, and a pipeline waits on it")
+		Expect(env.Kubectl("", "wait", "--for=condition=Ready", "configset/checkout", "-n", ns, "--timeout=60s")).To(HaveField("ExitCode", 0))
+		Expect(env.Configward("delivery", "wait", "configset/checkout", "-n", ns, "--timeout", "10s")).To(HaveField("ExitCode", 0))
+		Expect(deliveries(ns, "a")).To(ConsistOf(HaveField("Name", "configset-checkout-1")))
+
+		By("the pipeline writes v2: the set, then a; nothing moves until b carries v2")
+		srcA, srcB := revision.Source{Kind: refs.ConfigMap, Name: "a"}, revision.Source{Kind: refs.ConfigMap, Name: "b"}
+		oldA, oldB := snapshotOf(a), snapshotOf(b)
+		setVersion(set, "v2", nil)
+		writeVersioned(a, "2", "v2")
+		newA := snapshotOf(a)
+		Eventually(configSetCondition(set, v1alpha1.ConditionReconciling), 10*time.Second).Should(And(HavePrefix("True/WaitingForMembers:"), ContainSubstring("ConfigMap/b")))
+		Consistently(func() []string { return names(deliveries(ns, "a")) }, 5*time.Second, 500*time.Millisecond).Should(ConsistOf("configset-checkout-1"),
+			"a's change alone starts no delivery")
+		Expect(snapshotsNamed(ns, "app-0")()).To(Equal(revision.Snapshots{srcA: oldA, srcB: oldB}.Encode()))
+		waiting := make(chan framework.KubectlResult, 1)
+		go func() {
+			waiting <- env.Configward("delivery", "wait", "configset/checkout", "-n", ns, "--timeout", "2m")
+		}()
+		writeVersioned(b, "2", "v2")
+		newB := snapshotOf(b)
+		Eventually(waiting, time.Minute).Should(Receive(And(HaveField("ExitCode", 0), HaveField("Stdout", ContainSubstring("version v2 is delivered")))))
+		recs := deliveries(ns, "b")
+		Expect(names(recs)).To(Equal([]string{"configset-checkout-1", "configset-checkout-2"}))
+		Expect(recs[1].Spec.ConfigSet).To(Equal(&v1alpha1.ConfigSetVersion{Name: "checkout", Version: "v2", Generation: 2}))
+		for _, name := range []string{"app-0", "app-1"} {
+			Expect(snapshotsNamed(ns, name)()).To(Equal(revision.Snapshots{srcA: newA, srcB: newB}.Encode()), name)
+		}
+
+		By("a version whose member never arrives stops at its timeout, nothing of it delivered, and stays stopped")
+		setVersion(set, "v3", new(int32(3)))
+		writeVersioned(a, "3", "v3")
+		Eventually(configSetCondition(set, v1alpha1.ConditionStalled), 15*time.Second).Should(And(HavePrefix("True/TimedOut:"), ContainSubstring("ConfigMap/b did not carry version v3")))
+		res := env.Configward("delivery", "wait", "configset/checkout", "-n", ns, "--timeout", "10s")
+		Expect(res).To(And(HaveField("ExitCode", 3), HaveField("Stderr", ContainSubstring("stopped (TimedOut)"))))
+		writeVersioned(b, "3", "v3")
+		Consistently(func() []string { return names(deliveries(ns, "b")) }, 4*time.Second, 500*time.Millisecond).Should(HaveLen(2), "a member that arrives after the timeout delivers nothing")
+		Expect(configSetCondition(set, v1alpha1.ConditionStalled)()).To(HavePrefix("True/TimedOut:"))
+		for _, name := range []string{"app-0", "app-1"} {
+			Expect(snapshotsNamed(ns, name)()).To(Equal(revision.Snapshots{srcA: newA, srcB: newB}.Encode()), name)
+		}
+	})
+})
+
+// names are the names of recs.
+func names(recs []v1alpha1.ConfigDelivery) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+// setVersion writes a new version (and timeout) of set, as a pipeline does.
+func setVersion(set *v1alpha1.ConfigSet, version string, timeout *int32) {
+	Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(set), set)).To(Succeed())
+	set.Spec.Version, set.Spec.TimeoutSeconds = version, timeout
+	Expect(env.Client.Update(ctx, set)).To(Succeed())
+}
+
+// writeVersioned writes value into cm with the set version it belongs to.
+func writeVersioned(cm *corev1.ConfigMap, value, version string) {
+	Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
+	cm.Data[configKey] = value
+	cm.Annotations[v1alpha1.ConfigSetVersionAnnotation] = version
+	Expect(env.Client.Update(ctx, cm)).To(Succeed())
+}
+
+// configSetCondition is "Status/Reason: message" of condition typ of set, for
+// its current generation ("" until the status describes it).
+func configSetCondition(set *v1alpha1.ConfigSet, typ string) func() string {
+	return func() string {
+		var got v1alpha1.ConfigSet
+		Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(set), &got)).To(Succeed())
+		if got.Status.ObservedGeneration != got.Generation {
+			return ""
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, typ)
+		if c == nil {
+			return ""
+		}
+		return string(c.Status) + "/" + c.Reason + ": " + c.Message
+	}
 }

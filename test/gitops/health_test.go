@@ -20,7 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/configset"
 	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/test/framework"
 )
 
@@ -124,4 +127,65 @@ func judge(t *testing.T, check string, objs []map[string]any) []verdict {
 		t.Fatalf("gitopshealth judged %d objects of %d:\n%s", len(verdicts), len(objs), out)
 	}
 	return verdicts
+}
+
+// TestConfigSetHealth records a ConfigSet in each state as the controller
+// writes it (configset.Judge, over what a look saw), and reads each with
+// kstatus and with the chart's Argo CD health check.
+func TestConfigSetHealth(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	a, b := revision.Source{Kind: refs.ConfigMap, Name: "a"}, revision.Source{Kind: refs.Secret, Name: "b"}
+	carry := func(version string) map[revision.Source]configset.Member {
+		return map[revision.Source]configset.Member{
+			a: {Exists: true, Version: version, Delivered: true, Current: "a-2"},
+			b: {Exists: true, Version: "v2", Delivered: true, Current: "b-2"},
+		}
+	}
+	record := func(state v1alpha1.DeliveryState, reason string) []*v1alpha1.ConfigDelivery {
+		return []*v1alpha1.ConfigDelivery{{ObjectMeta: metav1.ObjectMeta{Name: "configset-checkout-2", Generation: 1},
+			Spec: v1alpha1.ConfigDeliverySpec{ConfigSet: &v1alpha1.ConfigSetVersion{Name: "checkout", Version: "v2", Generation: 2},
+				Members: []v1alpha1.ConfigRef{{Kind: "ConfigMap", Name: "a"}, {Kind: "Secret", Name: "b"}}},
+			Status: v1alpha1.ConfigDeliveryStatus{State: state, Reason: reason, Message: "m", CurrentWave: "rest",
+				Members: []v1alpha1.MemberStatus{{Kind: "ConfigMap", Name: "a", To: "a-2"}, {Kind: "Secret", Name: "b", To: "b-2"}}}}}
+	}
+	type state struct {
+		name          string
+		seen          configset.Seen
+		late          time.Duration // looked at this long after the version was written
+		kstatus, argo string
+	}
+	states := []state{
+		{name: "waiting-for-members", seen: configset.Seen{Members: carry("v1"), DeliveryOn: true}, kstatus: "InProgress", argo: "Progressing"},
+		{name: "timed-out", seen: configset.Seen{Members: carry("v1"), DeliveryOn: true}, late: time.Hour, kstatus: "Failed", argo: "Degraded"},
+		{name: "member-claimed", seen: configset.Seen{Members: carry("v2"), DeliveryOn: true, ClaimedBy: map[revision.Source]string{b: "older"}}, kstatus: "Failed", argo: "Degraded"},
+		{name: "starting", seen: configset.Seen{Members: carry("v2"), DeliveryOn: true}, kstatus: "InProgress", argo: "Progressing"},
+		{name: "delivering", seen: configset.Seen{Members: carry("v2"), DeliveryOn: true, Records: record(v1alpha1.DeliveryProgressing, "WaveStarted")}, kstatus: "InProgress", argo: "Progressing"},
+		{name: "waiting-for-approval", seen: configset.Seen{Members: carry("v2"), DeliveryOn: true, Records: record(v1alpha1.DeliveryWaitingForApproval, "ApprovalRequired")}, kstatus: "InProgress", argo: "Suspended"},
+		{name: "halted", seen: configset.Seen{Members: carry("v2"), DeliveryOn: true, Records: record(v1alpha1.DeliveryHalted, delivery.ReasonWaveFailed)}, kstatus: "Failed", argo: "Degraded"},
+		{name: "delivered", seen: configset.Seen{Members: carry("v2"), DeliveryOn: true, Records: record(v1alpha1.DeliverySucceeded, "AllWavesHealthy")}, kstatus: "Current", argo: "Healthy"},
+		{name: "delivery-off", seen: configset.Seen{Members: carry("v2")}, kstatus: "Current", argo: "Healthy"},
+	}
+	var objs []map[string]any
+	for _, s := range states {
+		set := &v1alpha1.ConfigSet{
+			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ConfigSet"},
+			ObjectMeta: metav1.ObjectMeta{Name: "checkout", Namespace: "shop", Generation: 2},
+			Spec: v1alpha1.ConfigSetSpec{Version: "v2", Members: []v1alpha1.ConfigSetMember{{Kind: "ConfigMap", Name: "a"}, {Kind: "Secret", Name: "b"}}},
+		}
+		// The first look at this generation, then the look s.late after it.
+		set.Status = configset.Judge(set, s.seen, now).Status
+		set.Status = configset.Judge(set, s.seen, now.Add(s.late)).Status
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u["metadata"].(map[string]any)["name"] = s.name
+		objs = append(objs, u)
+	}
+	got := judge(t, "configset-health.lua", objs)
+	for i, s := range states {
+		if got[i].KStatus != s.kstatus || got[i].Argo != s.argo {
+			t.Errorf("%s: kstatus %s (%s), Argo CD %s (%s); want kstatus %s, Argo CD %s", s.name, got[i].KStatus, got[i].KStatusReason, got[i].Argo, got[i].ArgoMessage, s.kstatus, s.argo)
+		}
+	}
 }

@@ -154,6 +154,10 @@ type ConfigDeliverySpec struct {
 	// reload reports.
 	// +optional
 	Hot bool `json:"hot,omitempty"`
+	// ConfigSet, for a delivery of a declared ConfigSet's version, names
+	// the set and the version (the set's members are Members).
+	// +optional
+	ConfigSet *ConfigSetVersion `json:"configSet,omitempty"`
 	// Request is what a person asked for last; configward's webhook records
 	// who. The controller acts on each request once (status.handledRequest).
 	// +optional
@@ -164,6 +168,14 @@ type ConfigDeliverySpec struct {
 	// unless the same write asked for an immediate delivery.
 	// +optional
 	BreakGlass *BreakGlassDelivery `json:"breakGlass,omitempty"`
+}
+
+// ConfigSetVersion is one version of a ConfigSet: each generation of
+// the set is delivered once.
+type ConfigSetVersion struct {
+	Name       string `json:"name"`
+	Version    string `json:"version"`
+	Generation int64  `json:"generation"`
 }
 
 // BreakGlassDelivery is the emergency write a delivery delivers.

@@ -25,7 +25,7 @@ var (
 
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, &ConfigSchema{}, &ConfigSchemaList{}, &ConfigPolicy{}, &ConfigPolicyList{},
-		&ConfigDelivery{}, &ConfigDeliveryList{})
+		&ConfigDelivery{}, &ConfigDeliveryList{}, &ConfigSet{}, &ConfigSetList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

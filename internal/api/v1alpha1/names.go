@@ -183,6 +183,10 @@ const (
 	ConfigSchemasPresent = "present"
 )
 
+// ConfigSetVersionAnnotation, on a member of a ConfigSet, is the set's
+// version whose content the member holds.
+const ConfigSetVersionAnnotation = "configward.dev/config-set-version"
+
 // ExemptAnnotationPrefix, followed by a rule id, is the annotation any
 // judged object exempts itself from that rule with; its value is the
 // reason. It counts only where the ConfigPolicies allow the exemption.

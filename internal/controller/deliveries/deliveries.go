@@ -150,7 +150,10 @@ func Setup(mgr ctrl.Manager, inv *inventory.Inventory, opts Options) error {
 		}
 	})
 	b = b.WatchesRawSource(source.Channel(policiesChanged, handler.TypedEnqueueRequestsFromMapFunc(d.placed)))
-	return b.Complete(d)
+	if err := b.Complete(d); err != nil {
+		return err
+	}
+	return setupConfigSets(mgr, d)
 }
 
 // placed asks for a look at the config of every placed delivery, after
@@ -251,6 +254,15 @@ func (d *deliveries) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if act == start {
 		if rec := d.startedUnseen(req.NamespacedName, recs); rec != "" {
 			return reconcile.Result{RequeueAfter: time.Second}, nil // delivered by a change set the cache does not show yet
+		}
+		if !hot {
+			// A declared set's member is delivered with its set's version,
+			// by the set's look (configsets.go), never on its own.
+			owner, err := d.claimant(ctx, ns, src)
+			if err != nil || owner != nil {
+				d.forgetChange(req.NamespacedName)
+				return reconcile.Result{}, err
+			}
 		}
 	}
 	switch act {

@@ -27,10 +27,14 @@ type changeSet struct {
 	currents revision.Snapshots
 	configs  map[revision.Source]inventory.Object
 	recs     []*v1alpha1.ConfigDelivery
+	// declared is the ConfigSet version delivered (nil: a change the
+	// batch window grouped).
+	declared *v1alpha1.ConfigSetVersion
 }
 
-// set reports whether cs delivers more than one config.
-func (cs *changeSet) set() bool { return len(cs.members) > 1 }
+// set reports whether cs's record names its members: more than one, or
+// a declared set (of one member, too).
+func (cs *changeSet) set() bool { return len(cs.members) > 1 || cs.declared != nil }
 
 // single is the change set of src alone.
 func single(src revision.Source, current string, config inventory.Object, recs []*v1alpha1.ConfigDelivery) *changeSet {
@@ -67,6 +71,10 @@ func (d *deliveries) gatherSet(ctx context.Context, ns string, first *changeSet,
 		}
 		o, err := d.inv.Get(ctx, c.Kind, ns, c.Name)
 		if err != nil || !o.Exists || !delivery.Delivered(o, s) || delivery.Channelled(o, s) {
+			return false, err
+		}
+		// A declared set's member moves with its set's version only.
+		if owner, err := d.claimant(ctx, ns, c); err != nil || owner != nil {
 			return false, err
 		}
 		if _, flapping := d.opts.Flapping.Object(s.Flapping, ns, c.Kind, c.Name); flapping {

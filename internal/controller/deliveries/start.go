@@ -120,6 +120,10 @@ func (d *deliveries) start(ctx context.Context, req reconcile.Request, cs *chang
 		rec.Spec.Members = memberRefs(cs.members, cs.configs)
 		rec.Spec.BreakGlass = setBreakGlass(cs.members, breakGlass)
 	}
+	if cs.declared != nil {
+		rec.Name = fmt.Sprintf("configset-%s-%d", cs.declared.Name, cs.declared.Generation)
+		rec.Spec.ConfigSet = cs.declared
+	}
 	if err := d.client.Create(ctx, rec); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return reconcile.Result{RequeueAfter: time.Second}, nil // the cache is behind our own create
