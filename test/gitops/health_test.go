@@ -170,7 +170,7 @@ func TestConfigSetHealth(t *testing.T) {
 		set := &v1alpha1.ConfigSet{
 			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ConfigSet"},
 			ObjectMeta: metav1.ObjectMeta{Name: "checkout", Namespace: "shop", Generation: 2},
-			Spec: v1alpha1.ConfigSetSpec{Version: "v2", Members: []v1alpha1.ConfigSetMember{{Kind: "ConfigMap", Name: "a"}, {Kind: "Secret", Name: "b"}}},
+			Spec:       v1alpha1.ConfigSetSpec{Version: "v2", Members: []v1alpha1.ConfigSetMember{{Kind: "ConfigMap", Name: "a"}, {Kind: "Secret", Name: "b"}}},
 		}
 		// The first look at this generation, then the look s.late after it.
 		set.Status = configset.Judge(set, s.seen, now).Status
