@@ -124,8 +124,9 @@ wait:
 		"WaitingForApproval",
 		"✓ 16 as expected",
 		"✓ 17 as expected",
+		"✓ 18 as expected",
 		`denied the request: [subpath-config] Pod demo/checkout-forged`,
-		"✓ all 17 steps went as expected",
+		"✓ all 18 steps went as expected",
 	} {
 		if !strings.Contains(strings.ToLower(walk), strings.ToLower(want)) {
 			t.Errorf("the walkthrough does not show %q", want)

@@ -330,6 +330,90 @@ func (w *walkthrough) steps() {
 	w.step("17", "Waves judged by what the application says: a typo that fails requests, not pods, is caught at the canary by its error ratio and rolled back", func() bool {
 		return w.analysis()
 	})
+	w.step("18", "Config that must change together moves as one: a ConfigMap and the Secret it names, changed in one apply, reach the canary together and are promoted once", func() bool {
+		return w.changeSet()
+	})
+}
+
+// setsNamespace is where step 18 delivers a ConfigMap and a Secret as one.
+const setsNamespace = "demo-sets"
+
+// changeSet is step 18: payments' key-id and the Secret holding that key
+// change in one apply and are delivered by one ConfigDelivery.
+func (w *walkthrough) changeSet() bool {
+	if !w.apply("18-payments.yaml", 0) {
+		return false
+	}
+	rolled := func(name string) bool {
+		return w.expect(w.quietKubectl("rollout", "status", "deployment/"+name, "-n", setsNamespace, "--timeout=60s"), 0, "successfully rolled out")
+	}
+	// Pods created before configward knows the namespace's revisions read
+	// the originals: wait until a Deployment is stamped with snapshots.
+	w.waitFor(30*time.Second, func() bool {
+		res := w.env.Kubectl("", "create", "--dry-run=server", "-f", filepath.Join(samples, "18-payments.yaml"), "-o", `jsonpath={.items[*].spec.template.metadata.annotations}`)
+		return strings.Contains(res.Stdout, "configward.dev/config-snapshots")
+	})
+	if !w.apply("18-payments.yaml", 0) || !rolled("payments-canary") || !rolled("payments") {
+		return false
+	}
+	before := w.setReads("payments")
+	if !w.apply("19-payments-change.yaml", 0) {
+		return false
+	}
+	fmt.Println("  one ConfigDelivery carries both: the canary takes the new key-id and the new key at once; payments keeps both old ones until a person promotes:")
+	ok := w.waitFor(60*time.Second, func() bool { return w.setDeliveryAt("WaitingForApproval/rest") })
+	w.kubectl("get", "configdeliveries", "-n", setsNamespace)
+	ok = rolled("payments-canary") && ok
+	canary := w.setReads("payments-canary")
+	was, now := strings.Fields(before), strings.Fields(canary)
+	if len(was) != 2 || len(now) != 2 || was[0] == now[0] || was[1] == now[1] || w.setReads("payments") != before {
+		fmt.Printf("  ✗ expected the canary on both new snapshots (%s) and payments on both old ones (%s)\n", canary, before)
+		ok = false
+	}
+	fmt.Println("  one promote, asked through either member, moves both:")
+	ok = w.expect(w.show(w.env.KubectlPlugin("delivery", "promote", "-n", setsNamespace, "secret/payments-keys")), 0) && ok
+	ok = w.expect(w.show(w.env.KubectlPlugin("delivery", "wait", "-n", setsNamespace, "configmap/payments", "--timeout", "90s")), 0, "succeeded") && ok
+	ok = rolled("payments") && ok
+	if got := w.setReads("payments"); got != canary {
+		fmt.Printf("  ✗ expected payments on the canary's snapshots (%s), not %s\n", canary, got)
+		ok = false
+	}
+	return ok
+}
+
+// setReads is what every live pod of a Deployment of demo-sets reads,
+// shown: "config=<snapshot> keys=<snapshot>" ("mixed" when its pods
+// differ, "none" without pods).
+func (w *walkthrough) setReads(deployment string) string {
+	w.kubectl("get", "pods", "-n", setsNamespace, "-l", "app="+deployment,
+		"-o", "custom-columns=POD:.metadata.name,CONFIG:.spec.volumes[0].configMap.name,KEYS:.spec.volumes[1].secret.secretName")
+	var pods corev1.PodList
+	if err := w.env.Client.List(w.ctx, &pods, client.InNamespace(setsNamespace), client.MatchingLabels{"app": deployment}); err != nil {
+		return "unreadable"
+	}
+	var reads []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || len(p.Spec.Volumes) < 2 || p.Spec.Volumes[0].ConfigMap == nil || p.Spec.Volumes[1].Secret == nil {
+			continue
+		}
+		reads = append(reads, "config="+p.Spec.Volumes[0].ConfigMap.Name+" keys="+p.Spec.Volumes[1].Secret.SecretName)
+	}
+	switch reads = slices.Compact(slices.Sorted(slices.Values(reads))); len(reads) {
+	case 0:
+		return "none"
+	case 1:
+		return reads[0]
+	}
+	return "mixed"
+}
+
+// setDeliveryAt says whether the newest ConfigDelivery of demo-sets is at
+// "State/wave".
+func (w *walkthrough) setDeliveryAt(stateWave string) bool {
+	res := w.quietKubectl("get", "configdeliveries", "-n", setsNamespace, "--sort-by=.metadata.creationTimestamp",
+		"-o", `jsonpath={range .items[*]}{.status.state}/{.status.currentWave}{"\n"}{end}`)
+	lines := strings.Fields(res.Stdout)
+	return len(lines) > 0 && lines[len(lines)-1] == stateWave
 }
 
 // analysisNamespace is where step 17 gates a delivery on Prometheus.

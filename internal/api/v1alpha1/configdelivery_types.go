@@ -110,6 +110,7 @@ type Wave struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=cfd,categories=configward
 // +kubebuilder:printcolumn:name="Config",type=string,JSONPath=`.spec.config.name`
+// +kubebuilder:printcolumn:name="Members",type=string,JSONPath=`.spec.members[*].name`
 // +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.config.kind`,priority=1
 // +kubebuilder:printcolumn:name="Wave",type=string,JSONPath=`.status.currentWave`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
