@@ -273,26 +273,10 @@ const (
 	stalledState
 )
 
-// conditions sets Ready, Reconciling and Stalled for state, as
-// delivery.Observe does for a record: Reconciling exactly when neither
-// of the others is True.
+// conditions sets Ready, Reconciling and Stalled for state, as a
+// record's are set (delivery.SetConditions).
 func conditions(cs []metav1.Condition, generation int64, now time.Time, s state, reason, message string) []metav1.Condition {
-	out := append([]metav1.Condition(nil), cs...)
-	status := func(b bool) metav1.ConditionStatus {
-		if b {
-			return metav1.ConditionTrue
-		}
-		return metav1.ConditionFalse
-	}
-	for _, c := range []metav1.Condition{
-		{Type: v1alpha1.ConditionReady, Status: status(s == readyState)},
-		{Type: v1alpha1.ConditionReconciling, Status: status(s == reconcilingState)},
-		{Type: v1alpha1.ConditionStalled, Status: status(s == stalledState)},
-	} {
-		c.ObservedGeneration, c.LastTransitionTime, c.Reason, c.Message = generation, metav1.NewTime(now), reason, message
-		meta.SetStatusCondition(&out, c)
-	}
-	return out
+	return delivery.SetConditions(cs, generation, metav1.NewTime(now), s == readyState, s == stalledState, reason, message)
 }
 
 // isStalled says whether cs say Stalled for reason.

@@ -42,26 +42,34 @@ func Observe(status v1alpha1.ConfigDeliveryStatus, generation int64, now metav1.
 	if message == "" {
 		message = "the delivery is " + string(state)
 	}
-	ready, reconciling, stalled := metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionFalse
-	switch state {
-	case v1alpha1.DeliverySucceeded:
-		ready = metav1.ConditionTrue
-	case v1alpha1.DeliveryHalted, v1alpha1.DeliverySuperseded, v1alpha1.DeliveryCancelled:
-		stalled = metav1.ConditionTrue
-	default:
-		reconciling = metav1.ConditionTrue
-	}
 	out := status
-	out.Conditions = append([]metav1.Condition(nil), status.Conditions...)
 	out.ObservedGeneration = generation
+	out.Conditions = SetConditions(status.Conditions, generation, now, state == v1alpha1.DeliverySucceeded,
+		state == v1alpha1.DeliveryHalted || state == v1alpha1.DeliverySuperseded || state == v1alpha1.DeliveryCancelled, camel(reason), message)
+	return out
+}
+
+// SetConditions returns cs with Ready, Reconciling and Stalled set for
+// generation, in the kstatus convention: Ready or Stalled as said (never
+// both), Reconciling exactly when neither, each with reason and message,
+// keeping the transition time of a condition whose status did not change.
+// A ConfigSet's conditions are set here too.
+func SetConditions(cs []metav1.Condition, generation int64, now metav1.Time, ready, stalled bool, reason, message string) []metav1.Condition {
+	status := func(b bool) metav1.ConditionStatus {
+		if b {
+			return metav1.ConditionTrue
+		}
+		return metav1.ConditionFalse
+	}
+	stalled = stalled && !ready
+	out := append([]metav1.Condition(nil), cs...)
 	for _, c := range []metav1.Condition{
-		{Type: v1alpha1.ConditionReady, Status: ready},
-		{Type: v1alpha1.ConditionReconciling, Status: reconciling},
-		{Type: v1alpha1.ConditionStalled, Status: stalled},
+		{Type: v1alpha1.ConditionReady, Status: status(ready)},
+		{Type: v1alpha1.ConditionReconciling, Status: status(!ready && !stalled)},
+		{Type: v1alpha1.ConditionStalled, Status: status(stalled)},
 	} {
-		c.ObservedGeneration, c.LastTransitionTime = generation, now
-		c.Reason, c.Message = camel(reason), message
-		meta.SetStatusCondition(&out.Conditions, c)
+		c.ObservedGeneration, c.LastTransitionTime, c.Reason, c.Message = generation, now, reason, message
+		meta.SetStatusCondition(&out, c)
 	}
 	return out
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/stamp"
-	"github.com/configward/configward/internal/workload"
 )
 
 // changeSet is what one delivery delivers: its members (the first names
@@ -59,10 +58,6 @@ func (d *deliveries) gatherSet(ctx context.Context, ns string, first *changeSet,
 		seenRecs[r.Name] = true
 	}
 	considered := map[revision.Source]bool{src: true}
-	var kinds []workload.Kind
-	for _, t := range d.types {
-		kinds = append(kinds, t.Kind)
-	}
 	// join adds c when it is delivered restart-based and, unless forced
 	// (an open delivery of a member delivers it), changed and behind.
 	join := func(c revision.Source, forced bool, behind func(current string) bool) (bool, error) {
@@ -112,15 +107,11 @@ func (d *deliveries) gatherSet(ctx context.Context, ns string, first *changeSet,
 				}
 			}
 		}
-		objs, err := d.inv.Consumers(ctx, kinds, m.Kind, ns, m.Name)
+		ws, err := d.consumersOf(ctx, ns, m)
 		if err != nil {
 			return nil, err
 		}
-		for _, o := range objs {
-			w, ok := d.inv.Registry().For(o)
-			if !ok || w.Controlled() {
-				continue
-			}
+		for _, w := range ws {
 			spec, _ := w.PodSpec()
 			carried := stamp.Snapshots(w.Stamp())
 			for _, c := range refs.ConsumedBy(spec) {
@@ -142,31 +133,20 @@ func (d *deliveries) gatherSet(ctx context.Context, ns string, first *changeSet,
 // setConsumers lists the top-level workloads that consume any member of
 // cs, each once, with the snapshot of each member its template names.
 func (d *deliveries) setConsumers(ctx context.Context, ns string, cs *changeSet) ([]delivery.Consumer, error) {
-	var kinds []workload.Kind
-	for _, t := range d.types {
-		kinds = append(kinds, t.Kind)
-	}
 	byName := map[[2]string]int{}
 	var out []delivery.Consumer
 	for _, m := range cs.members {
-		objs, err := d.inv.Consumers(ctx, kinds, m.Kind, ns, m.Name)
+		ws, err := d.consumersOf(ctx, ns, m)
 		if err != nil {
 			return nil, err
 		}
-		for _, o := range objs {
-			w, ok := d.inv.Registry().For(o)
-			if !ok || w.Controlled() {
-				continue
-			}
-			if _, ref := w.TemplateRef(); ref {
-				continue
-			}
-			key := [2]string{w.Type.RecordKind(), o.GetName()}
+		for _, w := range ws {
+			key := [2]string{w.Type.RecordKind(), w.Obj.GetName()}
 			i, found := byName[key]
 			if !found {
 				i = len(out)
 				byName[key] = i
-				out = append(out, delivery.Consumer{Kind: key[0], Name: key[1], Labels: o.GetLabels(), Froms: revision.Snapshots{}})
+				out = append(out, delivery.Consumer{Kind: key[0], Name: key[1], Labels: w.Obj.GetLabels(), Froms: revision.Snapshots{}})
 			}
 			out[i].Froms[m] = stamp.Snapshots(w.Stamp())[m]
 		}

@@ -212,27 +212,16 @@ func (d *deliveries) place(ctx context.Context, rec *v1alpha1.ConfigDelivery, re
 // snapshot of src their template names, and whether any of them is behind
 // current.
 func (d *deliveries) consumers(ctx context.Context, ns string, src revision.Source, current string, s configpolicy.NamespacePolicy) ([]delivery.Consumer, bool, error) {
-	var kinds []workload.Kind
-	for _, t := range d.types {
-		kinds = append(kinds, t.Kind)
-	}
-	objs, err := d.inv.Consumers(ctx, kinds, src.Kind, ns, src.Name)
+	ws, err := d.consumersOf(ctx, ns, src)
 	if err != nil {
 		return nil, false, err
 	}
 	key := d.opts.Keys.Current().Bytes()
 	var out []delivery.Consumer
 	behind := false
-	for _, o := range objs {
-		w, ok := d.inv.Registry().For(o)
-		if !ok || w.Controlled() {
-			continue
-		}
-		if _, ref := w.TemplateRef(); ref {
-			continue
-		}
+	for _, w := range ws {
 		carried := w.Stamp()
-		c := delivery.Consumer{Kind: w.Type.RecordKind(), Name: o.GetName(), Labels: o.GetLabels(), From: stamp.Snapshots(carried)[src]}
+		c := delivery.Consumer{Kind: w.Type.RecordKind(), Name: w.Obj.GetName(), Labels: w.Obj.GetLabels(), From: stamp.Snapshots(carried)[src]}
 		out = append(out, c)
 		if behind || w.RolloutsDisabled() {
 			continue
@@ -255,6 +244,32 @@ func (d *deliveries) consumers(ctx context.Context, ns string, src revision.Sour
 		}
 	}
 	return out, behind, nil
+}
+
+// consumersOf are the top-level workloads that consume src: a workload
+// another controls, or whose template another object holds, is rolled by
+// that one, never placed itself.
+func (d *deliveries) consumersOf(ctx context.Context, ns string, src revision.Source) ([]workload.Object, error) {
+	var kinds []workload.Kind
+	for _, t := range d.types {
+		kinds = append(kinds, t.Kind)
+	}
+	objs, err := d.inv.Consumers(ctx, kinds, src.Kind, ns, src.Name)
+	if err != nil {
+		return nil, err
+	}
+	var out []workload.Object
+	for _, o := range objs {
+		w, ok := d.inv.Registry().For(o)
+		if !ok || w.Controlled() {
+			continue
+		}
+		if _, ref := w.TemplateRef(); ref {
+			continue
+		}
+		out = append(out, w)
+	}
+	return out, nil
 }
 
 func (d *deliveries) batchWait(nn types.NamespacedName) time.Duration {

@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The change set on the whole cluster: the deployment and replicaset
+// controllers roll what configward re-stamps, the webhook pins the pods
+// they create, and the pods are sampled all through the delivery.
+var _ = Describe("change sets", func() {
+	It("delivers two ConfigMaps changed in one apply as one: no pod ever reads one's new value with the other's old, and one promote moves both", func() {
+		ns := newNamespace("changeset", map[string]string{policyLabel: "changeset"})
+		applyPolicy(policyYAML("delivery-changeset", "changeset", `revisions: {enabled: true}
+delivery:
+  waves:
+  - name: canary
+    selector: {matchLabels: {configward.dev/wave: canary}}
+  - name: rest
+    approval: true
+  soakSeconds: 1`))
+		Eventually(policyReady("delivery-changeset"), 10*time.Second).Should(HaveField("Status", metav1.ConditionTrue))
+		apps := []string{"app-0", "app-1", "app-2"}
+		var deployments []string
+		for i, app := range apps {
+			deployments = append(deployments, waveDeployment(ns, app, i == 0, "a", "b"))
+		}
+		applyWhenSeen(ns, []string{configMap(ns, "a", map[string]string{"level": "1"}, nil), configMap(ns, "b", map[string]string{"level": "1"}, nil)},
+			map[string][]string{"a": nil, "b": nil}, deployments...)
+		for _, app := range apps {
+			rolloutStatus(ns, "deployment/"+app)
+		}
+
+		By("sampling every pod's two values all through the delivery")
+		var mu sync.Mutex
+		var mixes []string
+		samples := 0
+		stop := make(chan struct{})
+		sampled := make(chan struct{})
+		var stopOnce sync.Once
+		halt := func() { stopOnce.Do(func() { close(stop) }); <-sampled }
+		DeferCleanup(halt)
+		go func() {
+			defer GinkgoRecover()
+			defer close(sampled)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+				for _, app := range apps {
+					var pods corev1.PodList
+					Expect(env.Client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{"app": app})).To(Succeed())
+					for _, p := range pods.Items {
+						// The bytes this pod reads through each of its two
+						// volumes, from the API.
+						var values []string
+						for _, v := range p.Spec.Volumes {
+							var cm corev1.ConfigMap
+							if v.ConfigMap != nil && env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: v.ConfigMap.Name}, &cm) == nil {
+								values = append(values, cm.Data["level"])
+							}
+						}
+						mu.Lock()
+						samples++
+						if len(values) == 2 && values[0] != values[1] {
+							mixes = append(mixes, fmt.Sprintf("pod %s of %s reads a=%s, b=%s", p.Name, app, values[0], values[1]))
+						}
+						mu.Unlock()
+					}
+				}
+			}
+		}()
+		apply(configMap(ns, "a", map[string]string{"level": "2"}, nil), configMap(ns, "b", map[string]string{"level": "2"}, nil))
+		Eventually(latestDelivery(ns, "a"), 2*rolloutTimeout, time.Second).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
+		recs := deliveries(ns, "a")
+		Expect(recs).To(HaveLen(1))
+		Expect(deliveries(ns, "b")).To(ConsistOf(HaveField("Name", recs[0].Name)), "one record delivers both")
+		Eventually(func() []string { return valuesOf(readsOf(ns, "app-0", "level")()) }, rolloutTimeout).Should(Equal([]string{"2", "2"}))
+		Expect(valuesOf(readsOf(ns, "app-1", "level")())).To(Equal([]string{"1", "1"}))
+
+		res := env.KubectlPlugin("delivery", "promote", "-n", ns, "configmap/b")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(latestDelivery(ns, "a"), 2*rolloutTimeout, time.Second).Should(HavePrefix("Succeeded/"))
+		for _, app := range apps {
+			Eventually(func() []string { return valuesOf(readsOf(ns, app, "level")()) }, rolloutTimeout).Should(Equal([]string{"2", "2"}), app)
+		}
+		halt()
+		mu.Lock()
+		defer mu.Unlock()
+		Expect(samples).To(BeNumerically(">", 30), "sampled all through the delivery")
+		Expect(mixes).To(BeEmpty())
+	})
+})
