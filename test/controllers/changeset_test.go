@@ -3,7 +3,6 @@ package controllers
 import (
 	"fmt"
 	"sync"
-
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"

@@ -43,7 +43,6 @@ func TestConfigDeliveryHealth(t *testing.T) {
 	type state struct {
 		name           string
 		status         v1alpha1.ConfigDeliveryStatus
-		generation     int64
 		kstatus, argo  string
 		unobservedSpec bool // a request written after the last status
 	}
