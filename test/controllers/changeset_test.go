@@ -134,6 +134,45 @@ func watchTemplates(ns string) (seen func() map[string][]revision.Snapshots, sto
 		}
 }
 
+var _ = Describe("change sets that fail", func() {
+	It("rolls every member of a failed set back at once, and a halt holds them all", func() {
+		ns := policyNamespace("changeset-rollback", func(s *v1alpha1.ConfigPolicySpec) {
+			s.Revisions.Enabled = true
+			s.Delivery = &v1alpha1.DeliverySettings{Waves: []v1alpha1.Wave{{Name: "canary", Selector: canaryWave}, {Name: "rest"}},
+				SoakSeconds: new(int32(0)), ProgressDeadlineSeconds: 120, OnFailure: v1alpha1.FailureRollback}
+		})
+		// The app reads a (its first volume): "broken" crashes it.
+		a, b := create1(configMap(ns, "a", "1")), create1(configMap(ns, "b", "1"))
+		cluster(ns, clusterOptions{app: failsOn("broken", true), deployments: true})
+		create(waveDeployment(ns, "app-0", true, a, b), waveDeployment(ns, "app-1", false, a, b))
+		for _, name := range []string{"app-0", "app-1"} {
+			Eventually(reads(ns, name), 20*time.Second).Should(HaveLen(1))
+		}
+		srcA, srcB := revision.Source{Kind: refs.ConfigMap, Name: "a"}, revision.Source{Kind: refs.ConfigMap, Name: "b"}
+		old := revision.Snapshots{srcA: snapshotOf(a), srcB: snapshotOf(b)}.Encode()
+		seen, stop := watchTemplates(ns)
+		DeferCleanup(stop)
+
+		setValue(a, "broken")
+		setValue(b, "2")
+		Eventually(latestDelivery(ns, "b"), 30*time.Second, 200*time.Millisecond).Should(Equal("Halted/WaveFailed@canary"))
+		rec := deliveries(ns, "b")[0]
+		Expect(rec.Spec.Members).To(HaveLen(2))
+		Expect(rec.Status.RolledBack).To(BeTrue())
+		Eventually(snapshotsNamed(ns, "app-0"), 10*time.Second).Should(Equal(old), "the canary goes back on both members")
+		Consistently(snapshotsNamed(ns, "app-1"), 2*time.Second, 250*time.Millisecond).Should(Equal(old), "the rest never moved")
+		Eventually(events(ns, "a", "DeliveryHalted"), 10*time.Second).Should(HaveLen(1), "the Event goes on every member")
+		Eventually(events(ns, "b", "DeliveryHalted"), 10*time.Second).Should(HaveLen(1))
+
+		newA, newB := snapshotOf(a), snapshotOf(b)
+		for _, s := range seen()["app-0"] {
+			_, readsA := s[srcA]
+			Expect(readsA && (s[srcA] == newA) != (s[srcB] == newB)).To(BeFalse(), "app-0's template held %s", s.Encode())
+		}
+		Expect(seen()["app-0"]).To(ContainElement(HaveKeyWithValue(srcB, newB)), "the canary took the set before it failed")
+	})
+})
+
 var _ = Describe("declared config sets", func() {
 	It("delivers a ConfigSet's version only once every member carries it, and stops one whose member never arrives", func() {
 		ns := policyNamespace("configset", func(s *v1alpha1.ConfigPolicySpec) {
