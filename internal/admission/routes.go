@@ -61,6 +61,8 @@ func Register(mux interface{ Register(string, http.Handler) }, f Facts) {
 	mux.Register(ValidateConfigChangesPath, webhookserver.Webhook("validate-config-changes", webhookserver.Adapt(&ValidateConfigChanges{
 		Inventory: f.Inventory, Cache: f.Cache, Live: f.Live, Recorder: f.Recorder, ChangeControl: f.ChangeControl,
 		Policies: f.Policies, Schemas: f.Schemas}, d)))
+	mux.Register(ValidateConfigSetsPath, webhookserver.Webhook("validate-configsets", webhookserver.Adapt(&ValidateConfigSets{
+		Inventory: f.Inventory, Namespaces: f.Cache, Policies: f.Policies, Live: f.Live}, d)))
 	mux.Register(ConfigDeliveriesPath, webhookserver.Webhook("configdeliveries", webhookserver.Adapt(&ConfigDeliveries{
 		ChangeControl: f.ChangeControl}, d)))
 	mux.Register(AgentTokensPath, webhookserver.Webhook("agent-tokens", &AgentTokens{Pods: f.Cache, Live: f.Live}))

@@ -236,6 +236,28 @@ var _ = Describe("declared config sets", func() {
 	})
 })
 
+var _ = Describe("config sets that claim one config", func() {
+	It("stalls the newer of two sets that list one config, whichever webhook replica let both in", func() {
+		ns := policyNamespace("configset-claims", func(s *v1alpha1.ConfigPolicySpec) {
+			s.Revisions.Enabled = true
+			s.Delivery = &v1alpha1.DeliverySettings{Waves: []v1alpha1.Wave{{Name: "all"}}}
+		})
+		create1(configMap(ns, "a", "1"))
+		// This tier runs no webhook: both are stored, as two replicas
+		// judging at once could let them be.
+		first := &v1alpha1.ConfigSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "first"}, Spec: v1alpha1.ConfigSetSpec{
+			Version: "v1", Members: []v1alpha1.ConfigSetMember{{Kind: "ConfigMap", Name: "a"}}}}
+		create(first)
+		afterCreationSecond(first)
+		second := first.DeepCopy()
+		second.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "second"}
+		create(second)
+		Eventually(configSetCondition(second, v1alpha1.ConditionStalled), 10*time.Second).Should(
+			Equal("True/MemberClaimed: a config belongs to one set, and these belong to an older one: ConfigMap/a (ConfigSet first). Take them out of one of the sets."))
+		Eventually(configSetCondition(first, v1alpha1.ConditionStalled), 10*time.Second).Should(HavePrefix("False/"))
+	})
+})
+
 // names are the names of recs.
 func names(recs []v1alpha1.ConfigDelivery) []string {
 	var out []string

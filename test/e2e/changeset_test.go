@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -99,5 +100,41 @@ delivery:
 		defer mu.Unlock()
 		Expect(samples).To(BeNumerically(">", 30), "sampled all through the delivery")
 		Expect(mixes).To(BeEmpty())
+	})
+
+	It("refuses a ConfigSet that lists a config another set has, or members that could not move together", func() {
+		ns := newNamespace("configset-refused", map[string]string{policyLabel: "configset-refused"})
+		applyPolicy(policyYAML("delivery-configset-refused", "configset-refused", "revisions: {enabled: true}\ndelivery:\n  waves: [{name: all}]"))
+		Eventually(policyReady("delivery-configset-refused"), 10*time.Second).Should(HaveField("Status", metav1.ConditionTrue))
+		apply(configMap(ns, "a", map[string]string{"level": "1"}, nil), configMap(ns, "b", map[string]string{"level": "1"}, nil),
+			configMap(ns, "h", map[string]string{"level": "1"}, map[string]string{"configward.dev/reload": "hot"}),
+			fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: %s}\nstringData: {k: v}\n", ns))
+		set := func(name string, members ...string) string {
+			y := fmt.Sprintf("apiVersion: configward.dev/v1alpha1\nkind: ConfigSet\nmetadata: {name: %s, namespace: %s}\nspec:\n  version: v1\n  members:\n", name, ns)
+			for _, m := range members {
+				kind, n, _ := strings.Cut(m, "/")
+				y += fmt.Sprintf("  - {kind: %s, name: %s}\n", kind, n)
+			}
+			return y
+		}
+		Expect(env.Kubectl(set("first", "ConfigMap/a"), "apply", "-f", "-")).To(HaveField("ExitCode", 0))
+		for _, tc := range []struct{ yaml, want string }{
+			{set("second", "ConfigMap/b", "ConfigMap/a"), "ConfigMap/a is a member of ConfigSet first: a config belongs to one set"},
+			{set("mixed", "ConfigMap/b", "ConfigMap/h"), "members share their reload mode: ConfigMap/h reload in place (hot) and ConfigMap/b roll their workloads"},
+			{set("secret", "Secret/s"), "Secret/s: delivery keeps a Secret's content only with revisions.secrets"},
+		} {
+			res := env.Kubectl(tc.yaml, "apply", "-f", "-")
+			Expect(res.ExitCode).NotTo(Equal(0), tc.yaml)
+			Expect(res.Stderr).To(ContainSubstring(tc.want))
+		}
+		By("the version's format and the member count are the CRD's")
+		res := env.Kubectl(strings.Replace(set("version", "ConfigMap/b"), "version: v1", "version: 'v 1'", 1), "apply", "-f", "-")
+		Expect(res).To(And(Not(HaveField("ExitCode", 0)), HaveField("Stderr", ContainSubstring("spec.version"))))
+		var many []string
+		for i := range 17 {
+			many = append(many, fmt.Sprintf("ConfigMap/m%d", i))
+		}
+		res = env.Kubectl(set("many", many...), "apply", "-f", "-")
+		Expect(res).To(And(Not(HaveField("ExitCode", 0)), HaveField("Stderr", ContainSubstring("spec.members"))))
 	})
 })

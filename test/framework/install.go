@@ -93,6 +93,7 @@ func MatchConditionsOf(controller string) map[string][]admissionregistrationv1.M
 		"configmaps.validate.configward.dev":     unjudged,
 		"configschemas.validate.configward.dev":  unjudged,
 		"configpolicies.validate.configward.dev": unjudged,
+		"configsets.validate.configward.dev":     unjudged,
 		"changes.validate.configward.dev":        changeControl,
 		"schema-changes.validate.configward.dev": changeControl,
 		"namespaces.record.configward.dev":       changeControl,
