@@ -34,7 +34,8 @@ const ValidateConfigChangesPath = "/validate-config-changes"
 // Secret: a create is how governed config deleted by any route would come
 // back with other content. It sees ConfigSchemas too: a schema is what
 // keeps bad values out of governed config, so loosening or deleting one is
-// a change like a change to the config it governs. It fails closed (the
+// a change like a change to the config it governs; and ConfigSets: a set's
+// version is what moves its members. It fails closed (the
 // generated configuration, and in the Helm chart the copies scoped to the
 // namespaces configward labels as governed): if taking the webhook down let
 // anyone edit governed config, the control would be a suggestion.
@@ -44,7 +45,7 @@ const ValidateConfigChangesPath = "/validate-config-changes"
 // depend on configward being up. It records Events, never for dry-runs.
 //
 // +kubebuilder:webhook:path=/validate-config-changes,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=configmaps;secrets,verbs=create;update;delete,versions=v1,name=changes.validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5
-// +kubebuilder:webhook:path=/validate-config-changes,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=configward.dev,resources=configschemas,verbs=create;update;delete,versions=v1alpha1,name=schema-changes.validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-config-changes,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=configward.dev,resources=configschemas;configsets,verbs=create;update;delete,versions=v1alpha1,name=schema-changes.validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5
 //
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
@@ -106,9 +107,13 @@ func (h *ValidateConfigChanges) Intake() webhookserver.Intake[string] {
 		[]admissionv1.Operation{admissionv1.Create, admissionv1.Update, admissionv1.Delete}, "ConfigMap", "Secret")
 	config := scope.Kind
 	schemaKind := v1alpha1.GroupVersion.WithKind("ConfigSchema").GroupKind()
+	setKind := v1alpha1.GroupVersion.WithKind("ConfigSet").GroupKind()
 	scope.Kind = func(gk schema.GroupKind) (webhookserver.Kind[string], bool) {
-		if gk == schemaKind {
+		switch gk {
+		case schemaKind:
 			return webhookserver.Kind[string]{Info: gk.Kind, Resource: "configschemas", New: func() client.Object { return &v1alpha1.ConfigSchema{} }}, true
+		case setKind:
+			return webhookserver.Kind[string]{Info: gk.Kind, Resource: "configsets", New: func() client.Object { return &v1alpha1.ConfigSet{} }}, true
 		}
 		return config(gk)
 	}
@@ -158,12 +163,13 @@ func (h *ValidateConfigChanges) Review(ctx context.Context, rv *webhookserver.Re
 	if p.Revisions && (kind == string(refs.ConfigMap) || p.RevisionSecrets) {
 		r.Snapshotted = true
 	}
-	if p.Delivery != nil && kind != "ConfigSchema" {
+	config := kind == string(refs.ConfigMap) || kind == string(refs.Secret)
+	if p.Delivery != nil && config {
 		r.ChannelWaves = p.Delivery.Waves
 	}
 	cc := active.ChangeControl(h.ChangeControl, ns)
 	settings := active.Rules(ns)
-	if req.Operation == admissionv1.Delete && kind != "ConfigSchema" && settings.ActionFor(rules.Finding{Rule: rules.ConfigInUseDelete}) != rules.Off {
+	if req.Operation == admissionv1.Delete && config && settings.ActionFor(rules.Finding{Rule: rules.ConfigInUseDelete}) != rules.Off {
 		if r.Consumers, err = h.consumers(ctx, kind, req.Namespace, r.Name); err != nil {
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("configward: looking up the consumers of %s %s/%s: %w", kind, req.Namespace, r.Name, err))
 		}
@@ -244,14 +250,16 @@ func (h *ValidateConfigChanges) breakGlass(resp *admission.Response, obj client.
 	})
 }
 
-// contentOf takes what change control compares of a ConfigMap, Secret or
-// ConfigSchema.
+// contentOf takes what change control compares of a ConfigMap, Secret,
+// ConfigSchema or ConfigSet.
 func contentOf(obj client.Object, schemaLabels []string) (*changecontrol.Content, error) {
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
 		return changecontrol.FromConfigMap(o, schemaLabels), nil
 	case *v1alpha1.ConfigSchema:
 		return changecontrol.FromConfigSchema(o)
+	case *v1alpha1.ConfigSet:
+		return changecontrol.FromConfigSet(o)
 	}
 	return changecontrol.FromSecret(obj.(*corev1.Secret)), nil
 }

@@ -69,7 +69,21 @@ func FromSecret(s *corev1.Secret) *Content {
 // FromConfigSchema takes the content of a ConfigSchema: its spec and its
 // governing metadata.
 func FromConfigSchema(cs *v1alpha1.ConfigSchema) (*Content, error) {
-	raw, err := json.Marshal(cs.Spec)
+	return fromSpec(&cs.ObjectMeta, cs.Spec)
+}
+
+// FromConfigSet takes the content of a ConfigSet: its spec (the members
+// and the version that moves them) and its governing metadata. Writing a
+// set's version moves its members as surely as writing them.
+func FromConfigSet(set *v1alpha1.ConfigSet) (*Content, error) {
+	return fromSpec(&set.ObjectMeta, set.Spec)
+}
+
+// fromSpec is the content of one of configward's own kinds: each
+// top-level field of its spec as canonical JSON, and its governing
+// metadata.
+func fromSpec(meta *metav1.ObjectMeta, spec any) (*Content, error) {
+	raw, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -77,8 +91,8 @@ func FromConfigSchema(cs *v1alpha1.ConfigSchema) (*Content, error) {
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		return nil, err
 	}
-	c := &Content{Spec: make(map[string]string, len(fields)), Annotations: cs.Annotations, Labels: cs.Labels,
-		Governing: GoverningMetadata(&cs.ObjectMeta, nil, false)}
+	c := &Content{Spec: make(map[string]string, len(fields)), Annotations: meta.Annotations, Labels: meta.Labels,
+		Governing: GoverningMetadata(meta, nil, false)}
 	for k, v := range fields {
 		c.Spec[k] = string(v)
 	}

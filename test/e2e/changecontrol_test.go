@@ -56,7 +56,7 @@ func grantTestIdentities() {
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets", "pods"}, Verbs: []string{rbacv1.VerbAll}},
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{rbacv1.VerbAll}},
-			{APIGroups: []string{"configward.dev"}, Resources: []string{"configschemas"}, Verbs: []string{rbacv1.VerbAll}},
+			{APIGroups: []string{"configward.dev"}, Resources: []string{"configschemas", "configsets"}, Verbs: []string{rbacv1.VerbAll}},
 		},
 	}
 	Expect(env.Client.Create(context.Background(), role)).To(Succeed())
@@ -269,6 +269,22 @@ var _ = Describe("change control", func() {
 		res = as(human, strict, "apply", "-f", "-")
 		Expect(res.ExitCode).To(Equal(1))
 		Expect(res.Stderr).To(ContainSubstring(fmt.Sprintf(`[out-of-pipeline-edit] alice creates ConfigSchema %s/app outside the pipeline.`, ns)))
+	})
+
+	It("guards a ConfigSet like the config it groups: only the pipeline moves its version", func() {
+		set := func(version string) string {
+			return fmt.Sprintf("apiVersion: configward.dev/v1alpha1\nkind: ConfigSet\nmetadata: {name: app, namespace: %s}\nspec:\n  version: %s\n  members: [{kind: ConfigMap, name: app-flags}]\n", ns, version)
+		}
+		asPipeline(set("v1"))
+		res := as(human, set("v2"), "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(1))
+		Expect(res.Stderr).To(ContainSubstring(fmt.Sprintf(`admission webhook "schema-changes.validate.configward.dev" denied the request: [out-of-pipeline-edit] alice changes spec.version of ConfigSet %s/app outside the pipeline.`, ns)))
+		var stored v1alpha1.ConfigSet
+		Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "app"}, &stored)).To(Succeed())
+		Expect(stored.Spec.Version).To(Equal("v1"), "the refused edit left the set as it was")
+		res = as(human, "", "-n", ns, "delete", "configset", "app")
+		Expect(res).To(And(HaveField("ExitCode", 1), HaveField("Stderr", ContainSubstring("[out-of-pipeline-edit] alice deletes ConfigSet"))))
+		asPipeline(set("v2"))
 	})
 
 	It("refuses a human delete, and a delete of config still in use until its Deployment is gone", func() {
