@@ -186,7 +186,7 @@ var _ = Describe("the chart, rendered", func() {
 		}
 	})
 
-	It("installs the OpenReports Report CRD only when asked, kept on uninstall, and lets viewers read Reports and ConfigDeliveries", func() {
+	It("installs the OpenReports Report CRD only when asked, kept on uninstall, and lets viewers read Reports, ConfigDeliveries and ConfigSets", func() {
 		Expect(kinds(render())).NotTo(ContainElement("CustomResourceDefinition/reports.openreports.io"))
 		objs := render("--set", "reports.installCRD=true", "--set", "reports.mode=off")
 		Expect(kinds(objs)).To(ContainElement("CustomResourceDefinition/reports.openreports.io"))
@@ -202,7 +202,7 @@ var _ = Describe("the chart, rendered", func() {
 		Expect(view.Labels).To(HaveKeyWithValue("rbac.authorization.k8s.io/aggregate-to-view", "true"))
 		Expect(view.Rules).To(Equal([]rbacv1.PolicyRule{
 			{APIGroups: []string{"openreports.io"}, Resources: []string{"reports"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{"configward.dev"}, Resources: []string{"configdeliveries"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"configward.dev"}, Resources: []string{"configdeliveries", "configsets"}, Verbs: []string{"get", "list", "watch"}},
 		}))
 
 		res := helm("template", "configward", chartDir, "--kube-version", "1.37.2", "--set", "reports.mode=always")
