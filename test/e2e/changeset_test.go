@@ -58,26 +58,29 @@ delivery:
 					return
 				case <-time.After(200 * time.Millisecond):
 				}
-				for _, app := range apps {
-					var pods corev1.PodList
-					Expect(env.Client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{"app": app})).To(Succeed())
-					for _, p := range pods.Items {
-						// The bytes this pod reads through each of its two
-						// volumes, from the API.
-						var values []string
-						for _, v := range p.Spec.Volumes {
-							var cm corev1.ConfigMap
-							if v.ConfigMap != nil && env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: v.ConfigMap.Name}, &cm) == nil {
-								values = append(values, cm.Data["level"])
-							}
+				// Two reads a look: the pods and the ConfigMaps of the
+				// namespace; each pod's two volumes resolved from them.
+				var pods corev1.PodList
+				var cms corev1.ConfigMapList
+				Expect(env.Client.List(context.Background(), &pods, client.InNamespace(ns))).To(Succeed())
+				Expect(env.Client.List(context.Background(), &cms, client.InNamespace(ns))).To(Succeed())
+				level := map[string]string{}
+				for _, cm := range cms.Items {
+					level[cm.Name] = cm.Data["level"]
+				}
+				for _, p := range pods.Items {
+					var values []string
+					for _, v := range p.Spec.Volumes {
+						if v.ConfigMap != nil {
+							values = append(values, level[v.ConfigMap.Name])
 						}
-						mu.Lock()
-						samples++
-						if len(values) == 2 && values[0] != values[1] {
-							mixes = append(mixes, fmt.Sprintf("pod %s of %s reads a=%s, b=%s", p.Name, app, values[0], values[1]))
-						}
-						mu.Unlock()
 					}
+					mu.Lock()
+					samples++
+					if len(values) == 2 && values[0] != values[1] {
+						mixes = append(mixes, fmt.Sprintf("pod %s reads a=%s, b=%s", p.Name, values[0], values[1]))
+					}
+					mu.Unlock()
 				}
 			}
 		}()
