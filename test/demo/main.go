@@ -132,6 +132,7 @@ func run() int {
 	fmt.Println()
 	if w.failed > 0 {
 		fmt.Printf("✗ %d of %d steps did not go as expected (see above; logs in %s)\n", w.failed, w.total, logPath)
+		keepLog(logPath)
 		cleanup()
 		return 1
 	}
@@ -333,6 +334,24 @@ func (w *walkthrough) steps() {
 	w.step("18", "Config that must change together moves as one: a ConfigMap and the Secret it names, changed in one apply, reach the canary together and are promoted once", func() bool {
 		return w.changeSet()
 	})
+}
+
+// keepLog copies configward's log, which cleanup deletes with the
+// environment, into the failure digest's folder when `make test` names one
+// (as demo-configward.log: the digest prints only its .txt files), so a
+// step that failed in CI can be read about afterwards.
+func keepLog(logPath string) {
+	dir := os.Getenv(framework.FailureDigestEnv)
+	if dir == "" {
+		return
+	}
+	b, err := os.ReadFile(logPath)
+	if err == nil && os.MkdirAll(dir, 0o755) == nil {
+		err = os.WriteFile(filepath.Join(dir, "demo-configward.log"), b, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo: keeping the log:", err)
+	}
 }
 
 // setsNamespace is where step 18 delivers a ConfigMap and a Secret as one.
