@@ -49,8 +49,7 @@ var _ = Describe("change sets", func() {
 		seen, stop := watchTemplates(ns)
 		DeferCleanup(stop)
 
-		setValue(a, "2")
-		setValue(b, "2")
+		changeTogether(map[*corev1.ConfigMap]string{a: "2", b: "2"})
 		newA, newB := snapshotOf(a), snapshotOf(b)
 		Eventually(latestDelivery(ns, "a"), 30*time.Second, 200*time.Millisecond).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
 		recs := deliveries(ns, "a")
@@ -153,8 +152,7 @@ var _ = Describe("change sets that fail", func() {
 		seen, stop := watchTemplates(ns)
 		DeferCleanup(stop)
 
-		setValue(a, "broken")
-		setValue(b, "2")
+		changeTogether(map[*corev1.ConfigMap]string{a: "broken", b: "2"})
 		Eventually(latestDelivery(ns, "b"), 30*time.Second, 200*time.Millisecond).Should(Equal("Halted/WaveFailed@canary"))
 		rec := deliveries(ns, "b")[0]
 		Expect(rec.Spec.Members).To(HaveLen(2))
@@ -257,6 +255,20 @@ var _ = Describe("config sets that claim one config", func() {
 		Eventually(configSetCondition(first, v1alpha1.ConditionStalled), 10*time.Second).Should(HavePrefix("False/"))
 	})
 })
+
+// changeTogether writes each ConfigMap's value at once, in parallel, as
+// one `kubectl apply` of both does: well within the batch window however
+// loaded the machine is.
+func changeTogether(values map[*corev1.ConfigMap]string) {
+	var wg sync.WaitGroup
+	for cm, v := range values {
+		wg.Go(func() {
+			defer GinkgoRecover()
+			setValue(cm, v)
+		})
+	}
+	wg.Wait()
+}
 
 // names are the names of recs.
 func names(recs []v1alpha1.ConfigDelivery) []string {
