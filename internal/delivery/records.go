@@ -33,3 +33,12 @@ func RecordName(src revision.Source, seq int64) string {
 	}
 	return fmt.Sprintf("%s-%s-%d", strings.ToLower(string(src.Kind)), name, seq)
 }
+
+// SetRecordName names the delivery of one generation of the ConfigSet set
+// (its name cut as RecordName cuts a config's).
+func SetRecordName(set string, generation int64) string {
+	if len(set) > 200 {
+		set = set[:200]
+	}
+	return fmt.Sprintf("configset-%s-%d", set, generation)
+}

@@ -121,7 +121,7 @@ func (d *deliveries) start(ctx context.Context, req reconcile.Request, cs *chang
 		rec.Spec.BreakGlass = setBreakGlass(cs.members, breakGlass)
 	}
 	if cs.declared != nil {
-		rec.Name = fmt.Sprintf("configset-%s-%d", cs.declared.Name, cs.declared.Generation)
+		rec.Name = delivery.SetRecordName(cs.declared.Name, cs.declared.Generation)
 		rec.Spec.ConfigSet = cs.declared
 	}
 	if err := d.client.Create(ctx, rec); err != nil {
