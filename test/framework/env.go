@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -543,7 +544,11 @@ func freeAddr() (string, error) {
 
 // FreePorts returns n distinct ports on 127.0.0.1 that were free a moment
 // ago (all n are held until every one is chosen, so they differ), for
-// processes the tests start.
+// processes the tests start. No port is handed out twice within
+// portsHeldFor: the kernel may give a port just closed to the next
+// listener, and a process started with the webhook's address from one
+// call and its probe's from the next once got the same port for both
+// (bind: address already in use).
 func FreePorts(n int) ([]int, error) {
 	var ports []int
 	var ls []net.Listener
@@ -552,16 +557,37 @@ func FreePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
-	for range n {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	now := time.Now()
+	for len(ports) < n {
+		if len(ls) > n+1000 {
+			return nil, fmt.Errorf("no free port on 127.0.0.1 that was not handed out in the last %s", portsHeldFor)
+		}
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
+		// Held open either way, so the kernel offers another next.
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		port := l.Addr().(*net.TCPAddr).Port
+		if at, given := handedOut.at[port]; given && now.Sub(at) < portsHeldFor {
+			continue
+		}
+		handedOut.at[port] = now
+		ports = append(ports, port)
 	}
 	return ports, nil
 }
+
+// handedOut are the ports FreePorts handed out, and when.
+var handedOut = struct {
+	sync.Mutex
+	at map[int]time.Time
+}{at: map[int]time.Time{}}
+
+// portsHeldFor is how long a port handed out is not handed out again.
+const portsHeldFor = 10 * time.Minute
 
 func fingerprintDER(der []byte) string {
 	sum := sha256.Sum256(der)
