@@ -134,6 +134,9 @@ func (d *deliveries) start(ctx context.Context, req reconcile.Request, cs *chang
 	if err := d.supersede(ctx, rec, cs.recs); err != nil {
 		return reconcile.Result{}, err
 	}
+	// The change is delivered: the next one waits its own batch window
+	// (req names a member, or a ConfigSet).
+	d.forgetChange(req.NamespacedName)
 	for _, m := range cs.members {
 		d.forgetChange(deliveryKey(req.Namespace, m).NamespacedName)
 	}
