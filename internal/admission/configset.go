@@ -58,7 +58,7 @@ func (h *ValidateConfigSets) Review(ctx context.Context, r *webhookserver.Review
 	for _, m := range configset.Members(set) {
 		for i := range others.Items {
 			if o := &others.Items[i]; o.Name != set.Name && configset.Lists(o, m) {
-				problems = append(problems, fmt.Sprintf("%s is a member of ConfigSet %s: a config belongs to one set", m, o.Name))
+				problems = append(problems, fmt.Sprintf("%s is a member of ConfigSet %s: a config belongs to one set (take it out of one of them)", m, o.Name))
 			}
 		}
 	}
@@ -81,11 +81,11 @@ func (h *ValidateConfigSets) Review(ctx context.Context, r *webhookserver.Review
 			cold = append(cold, m.String())
 		}
 		if policy.Delivery != nil && m.Kind == refs.Secret && !policy.RevisionSecrets {
-			problems = append(problems, fmt.Sprintf("%s: delivery keeps a Secret's content only with revisions.secrets in the namespace's ConfigPolicy (%s), so it cannot move with the others", m, policy.DeliveryPolicy))
+			problems = append(problems, fmt.Sprintf("%s: delivery keeps a Secret's content only with revisions.secrets in the namespace's ConfigPolicy (%s), so it cannot move with the others (turn revisions.secrets on there, or leave the Secret out)", m, policy.DeliveryPolicy))
 		}
 	}
 	if len(hot) > 0 && len(cold) > 0 {
-		problems = append(problems, fmt.Sprintf("members share their reload mode: %s reload in place (hot) and %s roll their workloads", strings.Join(hot, ", "), strings.Join(cold, ", ")))
+		problems = append(problems, fmt.Sprintf("members share their reload mode: %s reload in place (hot) and %s roll their workloads (give them one %s, or make them two sets)", strings.Join(hot, ", "), strings.Join(cold, ", "), v1alpha1.ReloadAnnotation))
 	}
 	if len(problems) > 0 {
 		return admission.Denied(fmt.Sprintf("[config-set] %s: %s.", name, strings.Join(problems, "; ")))
