@@ -89,3 +89,15 @@ func camel(reason string) string {
 	}
 	return string(out)
 }
+
+// Standing reads back which of Ready, Stalled and Reconciling conditions
+// (of an object of generation) say is true: Reconciling too while they
+// describe an older generation, or none yet, as kstatus reads them.
+func Standing(conditions []metav1.Condition, generation int64) string {
+	for _, typ := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionStalled} {
+		if c := meta.FindStatusCondition(conditions, typ); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration >= generation {
+			return typ
+		}
+	}
+	return v1alpha1.ConditionReconciling
+}

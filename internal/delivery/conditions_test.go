@@ -51,3 +51,24 @@ func TestObserveSaysEachStateOnce(t *testing.T) {
 		t.Errorf("Stalled stayed False but its transition time moved: %+v", c)
 	}
 }
+
+func TestStanding(t *testing.T) {
+	now := metav1.Now()
+	for _, tc := range []struct {
+		name       string
+		conditions []metav1.Condition
+		generation int64
+		want       string
+	}{
+		{"no status yet", nil, 1, v1alpha1.ConditionReconciling},
+		{"ready", SetConditions(nil, 2, now, true, false, "Delivered", "m"), 2, v1alpha1.ConditionReady},
+		{"stalled", SetConditions(nil, 2, now, false, true, "TimedOut", "m"), 2, v1alpha1.ConditionStalled},
+		{"moving", SetConditions(nil, 2, now, false, false, "WaitingForMembers", "m"), 2, v1alpha1.ConditionReconciling},
+		{"ready for an older generation", SetConditions(nil, 1, now, true, false, "Delivered", "m"), 2, v1alpha1.ConditionReconciling},
+		{"stalled for an older generation", SetConditions(nil, 1, now, false, true, "TimedOut", "m"), 2, v1alpha1.ConditionReconciling},
+	} {
+		if got := Standing(tc.conditions, tc.generation); got != tc.want {
+			t.Errorf("%s: Standing = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -156,6 +156,9 @@ var _ = Describe("change sets that fail", func() {
 		Eventually(latestDelivery(ns, "b"), 30*time.Second, 200*time.Millisecond).Should(Equal("Halted/WaveFailed@canary"))
 		rec := deliveries(ns, "b")[0]
 		Expect(rec.Spec.Members).To(HaveLen(2))
+		Eventually(func() float64 {
+			return framework.Metric("configward_deliveries", map[string]string{"namespace": ns, "state": string(v1alpha1.DeliveryHalted)})
+		}, 5*time.Second).Should(BeEquivalentTo(1), "configward_deliveries counts the set's one record Halted")
 		Expect(rec.Status.RolledBack).To(BeTrue())
 		Eventually(snapshotsNamed(ns, "app-0"), 10*time.Second).Should(Equal(old), "the canary goes back on both members")
 		Consistently(snapshotsNamed(ns, "app-1"), 2*time.Second, 250*time.Millisecond).Should(Equal(old), "the rest never moved")
@@ -194,6 +197,7 @@ var _ = Describe("declared config sets", func() {
 		Expect(env.Kubectl("", "wait", "--for=condition=Ready", "configset/checkout", "-n", ns, "--timeout=60s")).To(HaveField("ExitCode", 0))
 		Expect(env.Configward("delivery", "wait", "configset/checkout", "-n", ns, "--timeout", "10s")).To(HaveField("ExitCode", 0))
 		Expect(deliveries(ns, "a")).To(ConsistOf(HaveField("Name", "configset-checkout-1")))
+		Eventually(setsCounted(ns, v1alpha1.ConditionReady), 5*time.Second).Should(BeEquivalentTo(1), "configward_config_sets counts it Ready")
 
 		By("the pipeline writes v2: the set, then a; nothing moves until b carries v2")
 		srcA, srcB := revision.Source{Kind: refs.ConfigMap, Name: "a"}, revision.Source{Kind: refs.ConfigMap, Name: "b"}
@@ -228,6 +232,8 @@ var _ = Describe("declared config sets", func() {
 		writeVersioned(b, "3", "v3")
 		Consistently(func() []string { return names(deliveries(ns, "b")) }, 4*time.Second, 500*time.Millisecond).Should(HaveLen(2), "a member that arrives after the timeout delivers nothing")
 		Expect(configSetCondition(set, v1alpha1.ConditionStalled)()).To(HavePrefix("True/TimedOut:"))
+		Eventually(setsCounted(ns, v1alpha1.ConditionStalled), 5*time.Second).Should(BeEquivalentTo(1), "configward_config_sets counts it Stalled")
+		Expect(setsCounted(ns, v1alpha1.ConditionReady)()).To(BeZero())
 		for _, name := range []string{"app-0", "app-1"} {
 			Expect(snapshotsNamed(ns, name)()).To(Equal(revision.Snapshots{srcA: newA, srcB: newB}.Encode()), name)
 		}
@@ -308,5 +314,13 @@ func configSetCondition(set *v1alpha1.ConfigSet, typ string) func() string {
 			return ""
 		}
 		return string(c.Status) + "/" + c.Reason + ": " + c.Message
+	}
+}
+
+// setsCounted is configward_config_sets of ns for condition, as the
+// suite's controller publishes it.
+func setsCounted(ns, condition string) func() float64 {
+	return func() float64 {
+		return framework.Metric("configward_config_sets", map[string]string{"namespace": ns, "condition": condition})
 	}
 }

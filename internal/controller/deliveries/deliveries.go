@@ -153,6 +153,8 @@ func Setup(mgr ctrl.Manager, inv *inventory.Inventory, opts Options) error {
 	if err := b.Complete(d); err != nil {
 		return err
 	}
+	var counts client.Reader = mgr.GetCache()
+	counted.Store(&counts)
 	return setupConfigSets(mgr, d)
 }
 
