@@ -85,7 +85,8 @@ test: controlplane node helm argo-crds csi-crds eso prometheus generate manifest
 	CONFIGWARD_REQUIRE_CLUSTER=1 CONFIGWARD_HELM=$(HELM) CONFIGWARD_ARGO_CRDS=$(ARGO_CRDS) CONFIGWARD_CSI_CRDS=$(CSI_CRDS) CONFIGWARD_ESO=$(ESO) CONFIGWARD_ESO_CRDS=$(ESO_CRDS) CONFIGWARD_PROMETHEUS=$(PROMETHEUS) CONFIGWARD_IMAGE_TAR=$(abspath $(IMAGE_TAR)) \
 		CONFIGWARD_FAILURE_DIGEST=$(abspath $(BIN)/failures) $(GO) test ./... -count=1 -timeout 30m; \
 		status=$$?; $(GO) run ./test/orphans || status=1; \
-		if [ -d $(BIN)/failures ]; then echo; echo "=== The suites' failures again, in full (each suite printed them with its output above):"; cat $(BIN)/failures/*.txt; fi; \
+		if [ -d $(BIN)/failures ]; then echo; echo "=== The suites' failures again, in full (each suite printed them with its output above):"; cat $(BIN)/failures/*.txt; \
+		elif [ $$status -ne 0 ]; then echo; echo "=== No suite wrote a failure digest into $(BIN)/failures: a package without one failed, or a suite was killed before its report (see above)"; fi; \
 		exit $$status
 
 # The fast loops. Packages whose tests need no cluster: every one but the

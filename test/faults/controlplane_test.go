@@ -202,7 +202,7 @@ var _ = Describe("the control plane restarted under load", func() {
 		close(stop)
 		took := <-done
 
-		AddReportEntry("etcd restart", fmt.Sprintf("etcd down (SIGKILL) until the API server was ready again: %v; every replica's view current %v later; a change after it seen in %v\n%s",
+		AddReportEntry("etcd restart", fmt.Sprintf("etcd down (SIGKILL) until the API server stored writes again: %v; every replica's view current %v later; a change after it seen in %v\n%s",
 			outage.Round(100*time.Millisecond), current.Round(100*time.Millisecond), seen.Round(100*time.Millisecond), load.Summary(took)))
 		Expect(load.Failures(framework.CallingWebhook)).To(BeZero(), "the API server failed to call a webhook while etcd was down")
 		Expect(webhookFailures(ctx, env.Config)).To(Equal(failuresBefore), "the API server failed to call a webhook")

@@ -14,6 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -144,8 +147,47 @@ func (e *Env) stopControlPlaneChild(name string, sig syscall.Signal, grace time.
 		}
 		// After an etcd restart too: the API server is ready once its
 		// storage is.
-		return waitReady(e.Config, name+" restarted")
+		if err := waitReady(e.Config, name+" restarted"); err != nil || name != "etcd" {
+			return err
+		}
+		// Its readiness check reaches etcd over a client of its own; the
+		// clients that store objects reconnect on their own backoff, which
+		// on a loaded machine can lag it. Storage is back once a write
+		// through the API server is stored.
+		return waitWritable(e.Config)
 	}, killed, nil
+}
+
+// waitWritable waits until the API server cfg points at stores a write: a
+// Lease of its own in kube-system, which no configward webhook judges.
+func waitWritable(cfg *rest.Config) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	leases := cs.CoordinationV1().Leases(metav1.NamespaceSystem)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		now := metav1.NewMicroTime(time.Now())
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "configward-test-storage-probe"}, Spec: coordinationv1.LeaseSpec{RenewTime: &now}}
+		_, err := leases.Create(ctx, lease, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			var got *coordinationv1.Lease
+			if got, err = leases.Get(ctx, lease.Name, metav1.GetOptions{}); err == nil {
+				got.Spec.RenewTime = &now
+				_, err = leases.Update(ctx, got, metav1.UpdateOptions{})
+			}
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("etcd restarted: the API server stores no write after two minutes: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // waitReady waits until the API server cfg points at answers /readyz.
