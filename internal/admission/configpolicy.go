@@ -2,14 +2,19 @@ package admission
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/configpolicy"
+	"github.com/configward/configward/internal/configset"
+	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/webhookserver"
 )
 
@@ -26,10 +31,19 @@ const ValidateConfigPoliciesPath = "/validate-configpolicies"
 // ValidateConfigPolicies refuses a ConfigPolicy with Rego that does not
 // compile (with the line), an unknown rule id, an invalid selector, or one
 // that cannot be in force with the other policies (a custom rule id another
-// policy declares, Rego that clashes with theirs).
+// policy declares, Rego that clashes with theirs); and one that would turn
+// delivery on without revisions.secrets (or revisions.secrets off under
+// delivery) in a namespace where a ConfigSet lists a Secret: the set's
+// members could no longer move together.
 type ValidateConfigPolicies struct {
 	Policies *configpolicy.Store
+	// Namespaces reads Namespaces from the cache; Live lists ConfigSets
+	// from the API server (nil: the ConfigSet check is off).
+	Namespaces, Live client.Reader
 }
+
+// setsShown bounds the sets a refusal names.
+const setsShown = 5
 
 // Intake implements webhookserver.Handler.
 func (h *ValidateConfigPolicies) Intake() webhookserver.Intake[string] {
@@ -39,10 +53,63 @@ func (h *ValidateConfigPolicies) Intake() webhookserver.Intake[string] {
 // Review implements webhookserver.Handler.
 func (h *ValidateConfigPolicies) Review(ctx context.Context, r *webhookserver.Review[string]) admission.Response {
 	cp := r.Object.(*v1alpha1.ConfigPolicy)
-	if errs := h.Policies.Check(ctx, cp); len(errs) > 0 {
+	next, errs := h.Policies.Check(ctx, cp)
+	if len(errs) > 0 {
 		return invalid("ConfigPolicy", cp.Name, errs)
 	}
+	if h.Live == nil {
+		return admission.Allowed("")
+	}
+	stranded, err := h.strandedSecrets(ctx, next)
+	if err != nil {
+		// Policies are judged from memory while this replica's API server
+		// is away (another API server may be calling); the controller
+		// stalls a set that came apart anyway.
+		return admission.Allowed("").WithWarnings("configward did not check this policy against the ConfigSets' Secret members (" + err.Error() + "): a set this write strands stalls until revisions.secrets is on again")
+	}
+	if len(stranded) > 0 {
+		if len(stranded) > setsShown {
+			stranded = append(stranded[:setsShown], fmt.Sprintf("and %d more", len(stranded)-setsShown))
+		}
+		return invalid("ConfigPolicy", cp.Name, field.ErrorList{field.Forbidden(field.NewPath("spec", "revisions", "secrets"),
+			"with this policy, delivery would keep no Secret's content where ConfigSets list Secrets, so their members could not move together: "+
+				strings.Join(stranded, "; ")+" (turn revisions.secrets on, or take the Secrets out of those sets first)")})
+	}
 	return admission.Allowed("")
+}
+
+// strandedSecrets names the ConfigSets' Secret members that the policies
+// in force keep deliverable (delivery off, or revisions.secrets on) and
+// next would not: delivery on and Secrets' content not kept. A set that is
+// stranded already is not this write's doing.
+func (h *ValidateConfigPolicies) strandedSecrets(ctx context.Context, next *configpolicy.Active) ([]string, error) {
+	var sets v1alpha1.ConfigSetList
+	if err := h.Live.List(ctx, &sets); err != nil {
+		return nil, fmt.Errorf("reading the ConfigSets: %w", err)
+	}
+	stranded := func(p configpolicy.NamespacePolicy) bool { return p.Delivery != nil && !p.RevisionSecrets }
+	now := h.Policies.Current()
+	var out []string
+	for i := range sets.Items {
+		set := &sets.Items[i]
+		var secrets []string
+		for _, m := range configset.Members(set) {
+			if m.Kind == refs.Secret {
+				secrets = append(secrets, m.String())
+			}
+		}
+		if len(secrets) == 0 {
+			continue
+		}
+		ns, err := configpolicy.LookupNamespace(ctx, h.Namespaces, set.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		if stranded(next.For(ns)) && !stranded(now.For(ns)) {
+			out = append(out, fmt.Sprintf("ConfigSet %s/%s lists %s", set.Namespace, set.Name, strings.Join(secrets, ", ")))
+		}
+	}
+	return out, nil
 }
 
 // ownKind is the scope of the webhooks of configward's own kinds: a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/configward/configward/internal/configset"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/webhookserver"
 )
 
@@ -75,7 +77,7 @@ func (h *ValidateConfigSets) Review(ctx context.Context, r *webhookserver.Review
 		if !o.Exists {
 			continue // the pipeline writes it next; the set waits for it
 		}
-		if o.Mode == inventory.Hot {
+		if configset.Hot(o.Mode) {
 			hot = append(hot, m.String())
 		} else {
 			cold = append(cold, m.String())
@@ -91,4 +93,108 @@ func (h *ValidateConfigSets) Review(ctx context.Context, r *webhookserver.Review
 		return admission.Denied(fmt.Sprintf("[config-set] %s: %s.", name, strings.Join(problems, "; ")))
 	}
 	return admission.Allowed("")
+}
+
+// ValidateConfigSetMembersPath is where writes of ConfigSet members are
+// checked.
+const ValidateConfigSetMembersPath = "/validate-configset-members"
+
+// Fails open, and only for writes of a ConfigMap or Secret that carries a
+// set version (the chart's matchCondition keeps every other write away
+// before any network hop): an outage of configward must not block config
+// writes, and the controller stalls a set whose members came apart anyway
+// (configset.Judge). This is the early, clear refusal.
+//
+// +kubebuilder:webhook:path=/validate-configset-members,mutating=false,failurePolicy=ignore,sideEffects=None,groups="",resources=configmaps;secrets,verbs=create;update,versions=v1,name=configset-members.validate.configward.dev,admissionReviewVersions=v1,timeoutSeconds=5
+
+// ConfigSetMembersMatchCondition keeps every write away from the member
+// webhook but those of config that carries a set version.
+const ConfigSetMembersMatchCondition = "has(object.metadata.annotations) && '" + v1alpha1.ConfigSetVersionAnnotation + "' in object.metadata.annotations"
+
+// ValidateConfigSetMembers refuses a write of a ConfigSet's member that
+// gives it another reload mode than the set's other members have: a
+// ConfigMap made hot while the others roll their workloads (or the
+// reverse) could not move with them. A write that leaves the member's mode
+// as it was is let through, so a set that came apart before can still be
+// mended one member at a time.
+type ValidateConfigSetMembers struct {
+	Inventory *inventory.Inventory
+	// Live reads the namespace's ConfigSets from the API server, as
+	// ValidateConfigSets does.
+	Live client.Reader
+}
+
+// Intake implements webhookserver.Handler.
+func (h *ValidateConfigSetMembers) Intake() webhookserver.Intake[string] {
+	return configKinds("configward has no ConfigSet rules for %s", []admissionv1.Operation{admissionv1.Create, admissionv1.Update}, "ConfigMap", "Secret")
+}
+
+// Review implements webhookserver.Handler.
+func (h *ValidateConfigSetMembers) Review(ctx context.Context, r *webhookserver.Review[string]) admission.Response {
+	annotations := r.Object.GetAnnotations()
+	if _, member := annotations[v1alpha1.ConfigSetVersionAnnotation]; !member {
+		return admission.Allowed("")
+	}
+	mode, _ := inventory.ModeOf(annotations)
+	if r.Operation == admissionv1.Update {
+		old, err := r.OldObject()
+		if err != nil {
+			return admission.Errored(400, err)
+		}
+		if was, _ := inventory.ModeOf(old.GetAnnotations()); configset.Hot(was) == configset.Hot(mode) {
+			return admission.Allowed("")
+		}
+	}
+	src := revision.Source{Kind: refs.Kind(r.Kind.Info), Name: r.Object.GetName()}
+	var sets v1alpha1.ConfigSetList
+	if err := h.Live.List(ctx, &sets, client.InNamespace(r.Namespace)); err != nil {
+		// An answer with an error refuses whatever the failure policy says:
+		// config writes must not wait on configward's API server.
+		return admission.Allowed("").WithWarnings(fmt.Sprintf("configward did not check this write against the ConfigSets of %s (reading them: %v): a set it takes apart stalls", r.Namespace, err))
+	}
+	var problems []string
+	for i := range sets.Items {
+		set := &sets.Items[i]
+		if !configset.Lists(set, src) {
+			continue
+		}
+		var apart []string
+		for _, m := range configset.Members(set) {
+			if m == src {
+				continue
+			}
+			o, err := h.Inventory.Get(ctx, m.Kind, r.Namespace, m.Name)
+			if err != nil {
+				return admission.Allowed("").WithWarnings(fmt.Sprintf("configward did not check this write against ConfigSet %s (%v): a set it takes apart stalls", set.Name, err))
+			}
+			if o.Exists && configset.Hot(o.Mode) != configset.Hot(mode) {
+				apart = append(apart, m.String())
+			}
+		}
+		if len(apart) > 0 {
+			problems = append(problems, fmt.Sprintf("ConfigSet %s's members share their reload mode, and this write %s while %s %s (write them in one mode, or take %s out of the set first)",
+				set.Name, describeMode(mode), strings.Join(apart, ", "), describeOthers(mode), src))
+		}
+	}
+	if len(problems) > 0 {
+		return admission.Denied(fmt.Sprintf("[config-set] %s %s/%s: %s.", src.Kind, r.Namespace, src.Name, strings.Join(problems, "; ")))
+	}
+	return admission.Allowed("")
+}
+
+// describeMode says what a write of mode makes of a member.
+func describeMode(mode inventory.Mode) string {
+	if configset.Hot(mode) {
+		return "makes it reload in place (hot)"
+	}
+	return "makes it roll its workloads"
+}
+
+// describeOthers says what the other members do, they being of the other
+// mode than mode.
+func describeOthers(mode inventory.Mode) string {
+	if configset.Hot(mode) {
+		return "roll their workloads"
+	}
+	return "reload in place (hot)"
 }

@@ -55,7 +55,7 @@ func Register(mux interface{ Register(string, http.Handler) }, f Facts) {
 		Schemas: f.Schemas, Policies: f.Policies, Namespaces: f.Cache, Recorder: f.Recorder}, d)))
 	mux.Register(ValidateConfigSchemasPath, webhookserver.Webhook("validate-configschemas", webhookserver.Adapt(&ValidateConfigSchemas{}, d)))
 	mux.Register(ValidateConfigPoliciesPath, webhookserver.Webhook("validate-configpolicies", webhookserver.Adapt(&ValidateConfigPolicies{
-		Policies: f.Policies}, d)))
+		Policies: f.Policies, Namespaces: f.Cache, Live: f.Live}, d)))
 	mux.Register(ValidateWorkloadsPath, webhookserver.Webhook("validate-workloads", webhookserver.Adapt(&ValidateWorkloads{
 		Inventory: f.Inventory, Policies: f.Policies, Namespaces: f.Cache, Recorder: f.Recorder, Kinds: f.Kinds}, d)))
 	mux.Register(ValidateConfigChangesPath, webhookserver.Webhook("validate-config-changes", webhookserver.Adapt(&ValidateConfigChanges{
@@ -63,6 +63,8 @@ func Register(mux interface{ Register(string, http.Handler) }, f Facts) {
 		Policies: f.Policies, Schemas: f.Schemas}, d)))
 	mux.Register(ValidateConfigSetsPath, webhookserver.Webhook("validate-configsets", webhookserver.Adapt(&ValidateConfigSets{
 		Inventory: f.Inventory, Namespaces: f.Cache, Policies: f.Policies, Live: f.Live}, d)))
+	mux.Register(ValidateConfigSetMembersPath, webhookserver.Webhook("validate-configset-members", webhookserver.Adapt(&ValidateConfigSetMembers{
+		Inventory: f.Inventory, Live: f.Live}, d)))
 	mux.Register(ConfigDeliveriesPath, webhookserver.Webhook("configdeliveries", webhookserver.Adapt(&ConfigDeliveries{
 		ChangeControl: f.ChangeControl}, d)))
 	mux.Register(AgentTokensPath, webhookserver.Webhook("agent-tokens", &AgentTokens{Pods: f.Cache, Live: f.Live}))

@@ -106,7 +106,7 @@ func FuzzWebhookBodies(f *testing.F) {
 // fuzzPaths are the webhooks as run.go registers them.
 var fuzzPaths = []string{
 	ConfigHashPath, ValidateWorkloadsPath, ValidateConfigMapsPath, ValidateConfigSchemasPath,
-	ValidateConfigPoliciesPath, ValidateConfigChangesPath, RecordNamespaceChangesPath, ValidateConfigSetsPath,
+	ValidateConfigPoliciesPath, ValidateConfigChangesPath, RecordNamespaceChangesPath, ValidateConfigSetsPath, ValidateConfigSetMembersPath,
 }
 
 // fuzzMaxBody is the server's --max-request-bytes here: small, so that

@@ -200,28 +200,32 @@ func (s *Store) conflicts(_ context.Context, c *Compiled) error {
 
 // Check validates a generation as Load would put it in force: alone, then
 // with the other policies in force. Admission refuses what it reports, so
-// a policy that cannot be in force is never stored.
-func (s *Store) Check(ctx context.Context, cp *v1alpha1.ConfigPolicy) field.ErrorList {
+// a policy that cannot be in force is never stored. With none, it returns
+// the set that would be in force with this generation, so admission can
+// ask what the write would change for a namespace (Active.For).
+func (s *Store) Check(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Active, field.ErrorList) {
 	c, errs := Validate(ctx, cp)
 	if len(errs) > 0 {
-		return errs
+		return nil, errs
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.conflicts(ctx, c); err != nil {
-		return field.ErrorList{withOthers(err)}
+		return nil, field.ErrorList{withOthers(err)}
 	}
+	next := maps.Clone(s.good)
+	next[cp.Name] = c
 	var modules []regoengine.CustomModule
-	for _, name := range slices.Sorted(maps.Keys(s.good)) {
-		if name != cp.Name {
-			modules = append(modules, s.good[name].modules...)
-		}
+	var list []*Compiled
+	for _, name := range slices.Sorted(maps.Keys(next)) {
+		list = append(list, next[name])
+		modules = append(modules, next[name].modules...)
 	}
-	modules = append(modules, c.modules...)
-	if _, err := regoengine.Compile(ctx, modules); err != nil {
-		return field.ErrorList{withOthers(err)}
+	v, err := regoengine.Compile(ctx, modules)
+	if err != nil {
+		return nil, field.ErrorList{withOthers(err)}
 	}
-	return nil
+	return &Active{Version: v, policies: list}, nil
 }
 
 // withOthers is the problem of a policy that is valid alone but cannot be

@@ -235,11 +235,11 @@ func TestCustomRuleIDsBelongToOnePolicy(t *testing.T) {
 	second := cp("second", 1, v1alpha1.ConfigPolicySpec{CustomRules: []v1alpha1.CustomRule{{ID: "no-latest", Rego: noLatest}}})
 	mustLoad(t, s, first)
 
-	errs := s.Check(ctx, second)
+	_, errs := s.Check(ctx, second)
 	if len(errs) != 1 || errs[0].Field != "spec.customRules" || !strings.Contains(errs[0].Detail, `custom rule id "no-latest" is declared by ConfigPolicy "first" too`) {
 		t.Fatalf("Check = %v", errs)
 	}
-	if errs := s.Check(ctx, cp("first", 2, first.Spec)); len(errs) != 0 {
+	if _, errs := s.Check(ctx, cp("first", 2, first.Spec)); len(errs) != 0 {
 		t.Fatalf("a policy does not clash with its own earlier generation: %v", errs)
 	}
 

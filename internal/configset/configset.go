@@ -15,6 +15,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/delivery"
+	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
 )
@@ -90,6 +91,12 @@ func Members(set *v1alpha1.ConfigSet) []revision.Source {
 	delivery.SortMembers(out)
 	return out
 }
+
+// Hot says whether a member of reload mode m reloads in place: hot config
+// reaches pods through channels and reload agents, the rest by re-stamping
+// their workloads, and one delivery cannot move a set both ways. Members
+// are told apart by this alone, wherever they are judged.
+func Hot(m inventory.Mode) bool { return m == inventory.Hot }
 
 // Lists says whether set lists src.
 func Lists(set *v1alpha1.ConfigSet, src revision.Source) bool {

@@ -387,6 +387,11 @@ var _ = Describe("the chart, rendered", func() {
 				// Tokens of the agent's audience only, whoever asks: the
 				// handler decides who may mint them.
 				Expect(w.MatchConditions).To(ConsistOf(HaveField("Name", "reload-agent-audience")))
+			case "configset-members.validate.configward.dev":
+				// The Kubernetes components as the others, then only writes of
+				// config carrying a set version: the handler's own condition.
+				Expect(w.MatchConditions).To(Equal(append(webhookscope.UnjudgedConditions(),
+					admissionregistrationv1.MatchCondition{Name: "configset-members", Expression: admission.ConfigSetMembersMatchCondition})), w.Name)
 			case "changes.validate.configward.dev", "changes-ungoverned.validate.configward.dev", "schema-changes.validate.configward.dev", "namespaces.record.configward.dev":
 				Expect(w.MatchConditions).To(HaveLen(1), w.Name)
 				Expect(w.MatchConditions[0].Expression).To(Equal(want), "%s: the chart's list and internal/changecontrol's differ", w.Name)

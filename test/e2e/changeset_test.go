@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
 )
 
 // The change set on the whole cluster: the deployment and replicaset
@@ -105,6 +107,29 @@ delivery:
 		Expect(mixes).To(BeEmpty())
 	})
 
+	It("refuses a ConfigPolicy that would keep no Secret's content where a ConfigSet lists a Secret, and leaves the stored policy as it was", func() {
+		ns := newNamespace("configset-secrets", map[string]string{policyLabel: "configset-secrets"})
+		keep := "revisions: {enabled: true, secrets: true}\ndelivery:\n  waves: [{name: all}]"
+		applyPolicy(policyYAML("delivery-configset-secrets", "configset-secrets", keep))
+		Eventually(policyReady("delivery-configset-secrets"), 10*time.Second).Should(HaveField("Status", metav1.ConditionTrue))
+		apply(fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: keys, namespace: %s}\nstringData: {k: v}\n", ns))
+		set := fmt.Sprintf("apiVersion: configward.dev/v1alpha1\nkind: ConfigSet\nmetadata: {name: payments, namespace: %s}\nspec:\n  version: v1\n  members:\n  - {kind: Secret, name: keys}\n", ns)
+		// The webhook replicas take the policy from their watch.
+		Eventually(func() int { return env.Kubectl(set, "apply", "-f", "-").ExitCode }, 10*time.Second, 250*time.Millisecond).Should(Equal(0))
+
+		res := env.Kubectl(policyYAML("delivery-configset-secrets", "configset-secrets", "revisions: {enabled: true}\ndelivery:\n  waves: [{name: all}]"), "apply", "-f", "-")
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Stderr).To(And(ContainSubstring("spec.revisions.secrets"), ContainSubstring("ConfigSet %s/payments lists Secret/keys", ns)))
+		var cp v1alpha1.ConfigPolicy
+		Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: "delivery-configset-secrets"}, &cp)).To(Succeed())
+		Expect(cp.Spec.Revisions.Secrets).To(BeTrue(), "the refused write left the stored policy as it was")
+
+		By("once the set lists no Secret, the same write passes")
+		Expect(env.Kubectl("", "delete", "configset", "payments", "-n", ns)).To(HaveField("ExitCode", 0))
+		res = env.Kubectl(policyYAML("delivery-configset-secrets", "configset-secrets", "revisions: {enabled: true}\ndelivery:\n  waves: [{name: all}]"), "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+	})
+
 	It("refuses a ConfigSet that lists a config another set has, or members that could not move together", func() {
 		ns := newNamespace("configset-refused", map[string]string{policyLabel: "configset-refused"})
 		applyPolicy(policyYAML("delivery-configset-refused", "configset-refused", "revisions: {enabled: true}\ndelivery:\n  waves: [{name: all}]"))
@@ -130,8 +155,19 @@ delivery:
 			Expect(res.ExitCode).NotTo(Equal(0), tc.yaml)
 			Expect(res.Stderr).To(ContainSubstring(tc.want))
 		}
+		By("a write that gives one member another reload mode than the set's others is refused, and the member stays as it was")
+		Expect(env.Kubectl(set("duo", "ConfigMap/b", "ConfigMap/c"), "apply", "-f", "-")).To(HaveField("ExitCode", 0))
+		apply(configMap(ns, "c", map[string]string{"level": "1"}, map[string]string{"configward.dev/config-set-version": "v1"}))
+		Expect(env.Kubectl("", "annotate", "configmap", "b", "-n", ns, "configward.dev/config-set-version=v1")).To(HaveField("ExitCode", 0))
+		res := env.Kubectl("", "annotate", "configmap", "c", "-n", ns, "configward.dev/reload=hot")
+		Expect(res.ExitCode).NotTo(Equal(0))
+		Expect(res.Stderr).To(ContainSubstring("[config-set] ConfigMap %s/c: ConfigSet duo's members share their reload mode, and this write makes it reload in place (hot) while ConfigMap/b roll their workloads", ns))
+		Expect(env.Kubectl("", "get", "configmap", "c", "-n", ns, "-o", "jsonpath={.metadata.annotations}")).To(HaveField("Stdout", Not(ContainSubstring("configward.dev/reload"))))
+		By("a set of one member may take either mode")
+		Expect(env.Kubectl("", "annotate", "configmap", "a", "-n", ns, "configward.dev/config-set-version=v1", "configward.dev/reload=hot")).To(HaveField("ExitCode", 0), "first lists a alone")
+
 		By("the version's format and the member count are the CRD's")
-		res := env.Kubectl(strings.Replace(set("version", "ConfigMap/b"), "version: v1", "version: 'v 1'", 1), "apply", "-f", "-")
+		res = env.Kubectl(strings.Replace(set("version", "ConfigMap/b"), "version: v1", "version: 'v 1'", 1), "apply", "-f", "-")
 		Expect(res).To(And(Not(HaveField("ExitCode", 0)), HaveField("Stderr", ContainSubstring("spec.version"))))
 		var many []string
 		for i := range 17 {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -94,6 +95,8 @@ func MatchConditionsOf(controller string) map[string][]admissionregistrationv1.M
 		"configschemas.validate.configward.dev":  unjudged,
 		"configpolicies.validate.configward.dev": unjudged,
 		"configsets.validate.configward.dev":     unjudged,
+		"configset-members.validate.configward.dev": append(slices.Clone(unjudged),
+			admissionregistrationv1.MatchCondition{Name: "configset-members", Expression: admission.ConfigSetMembersMatchCondition}),
 		"changes.validate.configward.dev":        changeControl,
 		"schema-changes.validate.configward.dev": changeControl,
 		"namespaces.record.configward.dev":       changeControl,

@@ -122,7 +122,7 @@ func (c *configSets) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		got := configset.Member{Exists: o.Exists, Version: o.Annotations[v1alpha1.ConfigSetVersionAnnotation], Hot: o.Mode == inventory.Hot, Delivered: delivery.Delivered(o, policy)}
+		got := configset.Member{Exists: o.Exists, Version: o.Annotations[v1alpha1.ConfigSetVersionAnnotation], Hot: configset.Hot(o.Mode), Delivered: delivery.Delivered(o, policy)}
 		if o.Exists {
 			got.Current = d.inv.SnapshotName(d.opts.Keys.Current().Bytes(), o)
 		}
