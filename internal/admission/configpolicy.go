@@ -7,7 +7,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -31,10 +30,13 @@ const ValidateConfigPoliciesPath = "/validate-configpolicies"
 // ValidateConfigPolicies refuses a ConfigPolicy with Rego that does not
 // compile (with the line), an unknown rule id, an invalid selector, or one
 // that cannot be in force with the other policies (a custom rule id another
-// policy declares, Rego that clashes with theirs); and one that would turn
-// delivery on without revisions.secrets (or revisions.secrets off under
-// delivery) in a namespace where a ConfigSet lists a Secret: the set's
-// members could no longer move together.
+// policy declares, Rego that clashes with theirs). It warns about one that
+// would turn delivery on without revisions.secrets (or revisions.secrets
+// off under delivery) in a namespace where a ConfigSet lists a Secret: the
+// set's members could no longer move together, and the controller stalls
+// the set's next version. A warning, not a refusal: ConfigSets are written
+// by whoever may edit a namespace, and a tenant's set must not veto the
+// platform's policy.
 type ValidateConfigPolicies struct {
 	Policies *configpolicy.Store
 	// Namespaces reads Namespaces from the cache; Live lists ConfigSets
@@ -71,9 +73,8 @@ func (h *ValidateConfigPolicies) Review(ctx context.Context, r *webhookserver.Re
 		if len(stranded) > setsShown {
 			stranded = append(stranded[:setsShown], fmt.Sprintf("and %d more", len(stranded)-setsShown))
 		}
-		return invalid("ConfigPolicy", cp.Name, field.ErrorList{field.Forbidden(field.NewPath("spec", "revisions", "secrets"),
-			"with this policy, delivery would keep no Secret's content where ConfigSets list Secrets, so their members could not move together: "+
-				strings.Join(stranded, "; ")+" (turn revisions.secrets on, or take the Secrets out of those sets first)")})
+		return admission.Allowed("").WithWarnings("[config-set] ConfigPolicy " + cp.Name + ": spec.revisions.secrets: with this policy, delivery keeps no Secret's content where ConfigSets list Secrets, so their members cannot move together and the next version of those sets stalls: " +
+			strings.Join(stranded, "; ") + " (turn revisions.secrets on, or have the Secrets taken out of those sets)")
 	}
 	return admission.Allowed("")
 }

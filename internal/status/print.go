@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/reload"
 )
 
@@ -60,6 +61,9 @@ func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time
 	if err := printReloads(w, res, allNamespaces); err != nil {
 		return err
 	}
+	if err := printSets(w, res, allNamespaces); err != nil {
+		return err
+	}
 	// Notes under the table, one a line, each naming its workload.
 	blank := false
 	note := func(it Item, text string) {
@@ -98,6 +102,19 @@ func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time
 			if n := h.Pods[reload.StateNoAgent]; n > 0 && n < h.Total() {
 				note(it, fmt.Sprintf("%d pod(s) run no reload agent (created while configward's Pod path was down, or before the workload asked for it): nothing says which content of %s they applied", n, h.Config))
 			}
+		}
+	}
+	for _, s := range res.Sets {
+		if s.Condition != v1alpha1.ConditionReady && s.Message != "" {
+			if !blank {
+				fmt.Fprintln(w)
+				blank = true
+			}
+			name := "ConfigSet/" + s.Name
+			if allNamespaces {
+				name = s.Namespace + "/" + name
+			}
+			fmt.Fprintf(w, "%s: %s\n", name, s.Message)
 		}
 	}
 	for _, it := range res.Items {
@@ -151,6 +168,34 @@ func printReloads(w io.Writer, res Result, allNamespaces bool) error {
 			}
 			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
+	}
+	return tw.Flush()
+}
+
+// printSets writes where each ConfigSet stands: a set waiting for its
+// members, or stopped, has no delivery for a workload's line to show.
+func printSets(w io.Writer, res Result, allNamespaces bool) error {
+	if len(res.Sets) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Config sets (members delivered together):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := []string{"SET", "VERSION", "CONDITION", "REASON"}
+	if allNamespaces {
+		header = append([]string{"NAMESPACE"}, header...)
+	}
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, s := range res.Sets {
+		reason := s.Reason
+		if reason == "" {
+			reason = "-"
+		}
+		row := []string{"ConfigSet/" + s.Name, s.Version, s.Condition, reason}
+		if allNamespaces {
+			row = append([]string{s.Namespace}, row...)
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	return tw.Flush()
 }

@@ -49,3 +49,31 @@ func TestPrintTableShowsHotConfig(t *testing.T) {
 		t.Errorf("stale %v rejected %v settled %v: a rejection is stale, and nothing is settled", res.Stale(), res.Rejected(), res.Settled())
 	}
 }
+
+// ConfigSets get a table of their own, and a set that is not Ready a note
+// saying what it waits for or why it stopped.
+func TestPrintTableShowsConfigSets(t *testing.T) {
+	res := Result{Sets: []Set{
+		{Namespace: "shop", Name: "checkout", Version: "v3", Condition: "Stalled", Reason: "TimedOut", Message: "ConfigMap/b did not carry version v3 within 300s"},
+		{Namespace: "shop", Name: "payments", Version: "v1", Condition: "Ready", Reason: "Delivered", Message: "version v1 is delivered"},
+	}}
+	var out bytes.Buffer
+	if err := PrintTable(&out, res, false, false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"Config sets (members delivered together):",
+		"SET                 VERSION  CONDITION  REASON",
+		"ConfigSet/checkout  v3       Stalled    TimedOut",
+		"ConfigSet/payments  v1       Ready      Delivered",
+		"ConfigSet/checkout: ConfigMap/b did not carry version v3 within 300s",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "ConfigSet/payments: ") {
+		t.Errorf("a Ready set gets a note:\n%s", got)
+	}
+}

@@ -102,8 +102,10 @@ type Revision struct {
 
 // Result is what `configward status -o json|yaml` prints.
 type Result struct {
-	Kind  string   `json:"kind"`
-	Items []Item   `json:"items"`
+	Kind  string `json:"kind"`
+	Items []Item `json:"items"`
+	// Sets are the ConfigSets, when no one workload is asked for.
+	Sets  []Set    `json:"sets,omitempty"`
 	Notes []string `json:"notes,omitempty"`
 }
 
@@ -161,12 +163,23 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	// reportsNote stays what readReports said: a workload compared without
+	// its Report is noted below only where Reports could be read.
+	reportsNote := note
 	waves, note, err := deliveriesOf(ctx, c, in)
 	if err != nil {
 		return res, err
 	}
 	if note != "" {
 		res.Notes = append(res.Notes, note)
+	}
+	if o.Name == "" {
+		if res.Sets, note, err = setsOf(ctx, c, in); err != nil {
+			return res, err
+		}
+		if note != "" {
+			res.Notes = append(res.Notes, note)
+		}
 	}
 	found, behind := false, 0
 	for _, k := range o.Registry.RolledKinds() {
@@ -243,7 +256,7 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 	if o.Name != "" && !found {
 		return res, fmt.Errorf("%s %q not found in namespace %q", o.Kind.Kind, o.Name, o.Namespace)
 	}
-	if behind > 0 && note == "" {
+	if behind > 0 && reportsNote == "" {
 		res.Notes = append(res.Notes, fmt.Sprintf("%d workload(s) have no up-to-date Report from configward's controller: they are compared with their pod template's hash, so a config change not yet stamped does not show", behind))
 	}
 	slices.SortFunc(res.Items, func(a, b Item) int {

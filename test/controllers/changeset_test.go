@@ -206,6 +206,8 @@ var _ = Describe("declared config sets", func() {
 		writeVersioned(a, "2", "v2")
 		newA := snapshotOf(a)
 		Eventually(configSetCondition(set, v1alpha1.ConditionReconciling), 10*time.Second).Should(And(HavePrefix("True/WaitingForMembers:"), ContainSubstring("ConfigMap/b")))
+		Expect(statusTable(ns)).To(And(MatchRegexp(`ConfigSet/checkout +v2 +Reconciling +WaitingForMembers`), MatchRegexp(`ConfigSet/checkout: .*ConfigMap/b`)),
+			"configward status shows a set that waits for members, which no delivery shows yet")
 		Consistently(func() []string { return names(deliveries(ns, "a")) }, 5*time.Second, 500*time.Millisecond).Should(ConsistOf("configset-checkout-1"),
 			"a's change alone starts no delivery")
 		Expect(snapshotsNamed(ns, "app-0")()).To(Equal(revision.Snapshots{srcA: oldA, srcB: oldB}.Encode()))
@@ -233,6 +235,7 @@ var _ = Describe("declared config sets", func() {
 		Consistently(func() []string { return names(deliveries(ns, "b")) }, 4*time.Second, 500*time.Millisecond).Should(HaveLen(2), "a member that arrives after the timeout delivers nothing")
 		Expect(configSetCondition(set, v1alpha1.ConditionStalled)()).To(HavePrefix("True/TimedOut:"))
 		Eventually(setsCounted(ns, v1alpha1.ConditionStalled), 5*time.Second).Should(BeEquivalentTo(1), "configward_config_sets counts it Stalled")
+		Expect(statusTable(ns)).To(MatchRegexp(`ConfigSet/checkout +v3 +Stalled +TimedOut`))
 		Expect(setsCounted(ns, v1alpha1.ConditionReady)()).To(BeZero())
 		for _, name := range []string{"app-0", "app-1"} {
 			Expect(snapshotsNamed(ns, name)()).To(Equal(revision.Snapshots{srcA: newA, srcB: newB}.Encode()), name)
