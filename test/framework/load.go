@@ -29,7 +29,28 @@ type Load struct {
 	ns string
 	// Sent and Failed count the requests made and those that failed.
 	Sent, Failed atomic.Int64
-	errs         sync.Map // error message -> *atomic.Int64
+	errs         sync.Map // error message -> *failures
+}
+
+// failures are the requests that failed with one error: how many, and
+// when the first and the last of them were sent (wall clock, to set
+// beside a spec's steps).
+type failures struct {
+	n           atomic.Int64
+	mu          sync.Mutex
+	first, last time.Time
+}
+
+func (f *failures) add(sent time.Time) {
+	f.n.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.first.IsZero() || sent.Before(f.first) {
+		f.first = sent
+	}
+	if sent.After(f.last) {
+		f.last = sent
+	}
 }
 
 // StartLoad sends the load through the API server cfg points at, at
@@ -138,13 +159,14 @@ func (l *Load) send(ctx context.Context, c client.Client, i int64) {
 		obj = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: name}, StringData: map[string]string{"k": "v"}}
 	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	sent := time.Now()
 	err := c.Create(rctx, obj, client.DryRunAll)
 	cancel()
 	l.Sent.Add(1)
 	if err != nil {
 		l.Failed.Add(1)
-		n, _ := l.errs.LoadOrStore(err.Error(), new(atomic.Int64))
-		n.(*atomic.Int64).Add(1)
+		f, _ := l.errs.LoadOrStore(err.Error(), &failures{})
+		f.(*failures).add(sent)
 	}
 }
 
@@ -153,7 +175,7 @@ func (l *Load) Failures(match func(msg string) bool) int64 {
 	var n int64
 	l.errs.Range(func(k, v any) bool {
 		if match(k.(string)) {
-			n += v.(*atomic.Int64).Load()
+			n += v.(*failures).n.Load()
 		}
 		return true
 	})
@@ -164,12 +186,16 @@ func (l *Load) Failures(match func(msg string) bool) int64 {
 // (the most frequent first, at most five), for the report.
 func (l *Load) Summary(took time.Duration) string {
 	type counted struct {
-		msg string
-		n   int64
+		msg         string
+		n           int64
+		first, last time.Time
 	}
 	var errs []counted
 	l.errs.Range(func(k, v any) bool {
-		errs = append(errs, counted{k.(string), v.(*atomic.Int64).Load()})
+		f := v.(*failures)
+		f.mu.Lock()
+		errs = append(errs, counted{k.(string), f.n.Load(), f.first, f.last})
+		f.mu.Unlock()
 		return true
 	})
 	sort.Slice(errs, func(i, j int) bool { return errs[i].n > errs[j].n })
@@ -181,7 +207,7 @@ func (l *Load) Summary(took time.Duration) string {
 			fmt.Fprintf(&b, "\n  ... and %d more distinct errors", len(errs)-i)
 			break
 		}
-		fmt.Fprintf(&b, "\n  %d× %s", e.n, tail(e.msg, 300))
+		fmt.Fprintf(&b, "\n  %d× (sent %s to %s) %s", e.n, e.first.UTC().Format("15:04:05.000"), e.last.UTC().Format("15:04:05.000"), tail(e.msg, 300))
 	}
 	return b.String()
 }
