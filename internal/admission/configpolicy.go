@@ -67,7 +67,7 @@ func (h *ValidateConfigPolicies) Review(ctx context.Context, r *webhookserver.Re
 		// Policies are judged from memory while this replica's API server
 		// is away (another API server may be calling); the controller
 		// stalls a set that came apart anyway.
-		return admission.Allowed("").WithWarnings("configward did not check this policy against the ConfigSets' Secret members (" + err.Error() + "): a set this write strands stalls until revisions.secrets is on again")
+		return admission.Allowed("").WithWarnings("[config-set] ConfigPolicy " + cp.Name + ": spec.revisions.secrets: configward could not read the ConfigSets to check this policy against their Secret members (" + err.Error() + "); a set it leaves without revisions.secrets stalls at its next version")
 	}
 	if len(stranded) > 0 {
 		if len(stranded) > setsShown {

@@ -150,7 +150,7 @@ func (h *ValidateConfigSetMembers) Review(ctx context.Context, r *webhookserver.
 	if err := h.Live.List(ctx, &sets, client.InNamespace(r.Namespace)); err != nil {
 		// An answer with an error refuses whatever the failure policy says:
 		// config writes must not wait on configward's API server.
-		return admission.Allowed("").WithWarnings(fmt.Sprintf("configward did not check this write against the ConfigSets of %s (reading them: %v): a set it takes apart stalls", r.Namespace, err))
+		return admission.Allowed("").WithWarnings(fmt.Sprintf("[config-set] %s %s/%s: configward could not read the ConfigSets of %s to check this write (%v); if it gives a set's member another %s than the others, that set stalls", src.Kind, r.Namespace, src.Name, r.Namespace, err, v1alpha1.ReloadAnnotation))
 	}
 	var problems []string
 	for i := range sets.Items {
@@ -165,15 +165,15 @@ func (h *ValidateConfigSetMembers) Review(ctx context.Context, r *webhookserver.
 			}
 			o, err := h.Inventory.Get(ctx, m.Kind, r.Namespace, m.Name)
 			if err != nil {
-				return admission.Allowed("").WithWarnings(fmt.Sprintf("configward did not check this write against ConfigSet %s (%v): a set it takes apart stalls", set.Name, err))
+				return admission.Allowed("").WithWarnings(fmt.Sprintf("[config-set] %s %s/%s: configward could not read ConfigSet %s's members to check this write (%v); if it gives this member another %s than the others, the set stalls", src.Kind, r.Namespace, src.Name, set.Name, err, v1alpha1.ReloadAnnotation))
 			}
 			if o.Exists && configset.Hot(o.Mode) != configset.Hot(mode) {
 				apart = append(apart, m.String())
 			}
 		}
 		if len(apart) > 0 {
-			problems = append(problems, fmt.Sprintf("ConfigSet %s's members share their reload mode, and this write %s while %s %s (write them in one mode, or take %s out of the set first)",
-				set.Name, describeMode(mode), strings.Join(apart, ", "), describeOthers(mode), src))
+			problems = append(problems, fmt.Sprintf("ConfigSet %s's members share their reload mode, and this write %s while %s %s (give them one metadata.annotations[%s], or take %s out of the set first)",
+				set.Name, describeMode(mode), strings.Join(apart, ", "), describeOthers(mode), v1alpha1.ReloadAnnotation, src))
 		}
 	}
 	if len(problems) > 0 {

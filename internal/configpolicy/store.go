@@ -215,17 +215,11 @@ func (s *Store) Check(ctx context.Context, cp *v1alpha1.ConfigPolicy) (*Active, 
 	}
 	next := maps.Clone(s.good)
 	next[cp.Name] = c
-	var modules []regoengine.CustomModule
-	var list []*Compiled
-	for _, name := range slices.Sorted(maps.Keys(next)) {
-		list = append(list, next[name])
-		modules = append(modules, next[name].modules...)
-	}
-	v, err := regoengine.Compile(ctx, modules)
+	a, err := activeOf(ctx, next)
 	if err != nil {
 		return nil, field.ErrorList{withOthers(err)}
 	}
-	return &Active{Version: v, policies: list}, nil
+	return a, nil
 }
 
 // withOthers is the problem of a policy that is valid alone but cannot be
@@ -273,6 +267,18 @@ func (s *Store) Forget(name string) {
 
 // swap compiles the rules of a set of policies and puts the set in force.
 func (s *Store) swap(ctx context.Context, set map[string]*Compiled) error {
+	a, err := activeOf(ctx, set)
+	if err != nil {
+		return err
+	}
+	s.good = set
+	s.publish(a)
+	return nil
+}
+
+// activeOf compiles the rules of a set of policies into the set that would
+// be in force: what Check asks about and swap puts in force.
+func activeOf(ctx context.Context, set map[string]*Compiled) (*Active, error) {
 	var modules []regoengine.CustomModule
 	var list []*Compiled
 	for _, name := range slices.Sorted(maps.Keys(set)) {
@@ -281,9 +287,7 @@ func (s *Store) swap(ctx context.Context, set map[string]*Compiled) error {
 	}
 	v, err := regoengine.Compile(ctx, modules)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.good = set
-	s.publish(&Active{Version: v, policies: list})
-	return nil
+	return &Active{Version: v, policies: list}, nil
 }
