@@ -117,12 +117,15 @@ func reloadCondition(p corev1.Pod) func() corev1.PodCondition {
 	}
 }
 
+// podConfigWebhook is the Pod path's webhook for pods that name snapshots
+// or ask for the agent (admission.PodConfigMatchCondition).
+const podConfigWebhook = "pod-config.configward.dev"
+
 var _ = Describe("the reload agent", func() {
 	It("is injected at pod creation into the pods of every workload kind that ask for it, and into no other pod", func() {
 		ns := rolloutNamespace()
 		apply(hotConfigMap(ns, "flags", map[string]string{"flags.yaml": "beta: false"}))
 		awaitHotSeen(ns, "flags")
-		unnamed := counter("configward_revision_pod_reviews_total", nil)
 		for _, kind := range []string{"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod"} {
 			name := strings.ToLower(kind)
 			trigger := "signal:SIGHUP@app"
@@ -157,15 +160,34 @@ var _ = Describe("the reload agent", func() {
 			}
 		}
 		By("a pod that asks for nothing is never sent to the Pod path")
-		before := counter("configward_revision_pod_reviews_total", nil)
-		apply(replicatedDeployment(ns, "plain", "flags", 2))
-		rolloutStatus(ns, "deployment/plain")
-		Expect(counter("configward_revision_pod_reviews_total", nil)).To(Equal(before))
-		for _, p := range podsOf(ns, "plain")() {
+		// In a namespace of its own, so the audit log tells its pods from
+		// those that asked (a creation's audit record names no labels).
+		plainNs := rolloutNamespace()
+		apply(hotConfigMap(plainNs, "flags", map[string]string{"flags.yaml": "beta: false"}))
+		apply(replicatedDeployment(plainNs, "plain", "flags", 2))
+		rolloutStatus(plainNs, "deployment/plain")
+		for _, p := range podsOf(plainNs, "plain")() {
 			c, _ := agentOf(p)
 			Expect(c).To(BeNil())
 		}
-		Expect(before).To(BeNumerically(">", unnamed), "the pods that asked were sent")
+		sent := func(ns string) (created, called int) {
+			events, err := env.AuditEvents(func(ev framework.AuditEvent) bool {
+				return ev.Verb == "create" && ev.ObjectRef.Resource == "pods" && ev.ObjectRef.Subresource == "" &&
+					ev.ObjectRef.Namespace == ns && ev.ResponseStatus.Code == http.StatusCreated && !ev.DryRun()
+			})
+			Expect(err).NotTo(HaveOccurred())
+			for _, ev := range events {
+				if mutatingWebhookCalledIn(ev, podConfigWebhook) {
+					called++
+				}
+			}
+			return len(events), called
+		}
+		created, called := sent(plainNs)
+		Expect(created).To(BeNumerically(">=", 2), "the audit log holds the plain pods' creations")
+		Expect(called).To(BeZero(), "the API server sent a pod that asks for nothing to the Pod path")
+		created, called = sent(ns)
+		Expect(called).To(And(BeNumerically(">", 0), Equal(created)), "every pod that asked was sent")
 
 		By("an annotation that does not parse is refused with the workload")
 		res := env.Kubectl(agentWorkload("Deployment", ns, "bad", "signal:SIGKILL@app"), "apply", "-f", "-")
