@@ -51,8 +51,9 @@ type Member struct {
 	// Hot: it reloads in place (hot config); its changes go through
 	// channels.
 	Hot bool
-	// Delivered: its changes are delivered in waves in the namespace
-	// (delivery.Delivered): delivery is on and its content is kept.
+	// Delivered: its changes are delivered in waves in the namespace:
+	// delivery is on and its content is kept (delivery.Delivered; for hot
+	// config, copied into channels: delivery.Channelled).
 	Delivered bool
 	// Current is the snapshot name of its content now.
 	Current string
@@ -200,7 +201,7 @@ func Judge(set *v1alpha1.ConfigSet, seen Seen, now time.Time) Verdict {
 		} else {
 			cold = append(cold, m.String())
 		}
-		if seen.DeliveryOn && !seenM.Delivered && !seenM.Hot {
+		if seen.DeliveryOn && !seenM.Delivered {
 			undelivered = append(undelivered, m.String())
 		}
 	}
@@ -216,9 +217,6 @@ func Judge(set *v1alpha1.ConfigSet, seen Seen, now time.Time) Verdict {
 	case len(hot) > 0 && len(cold) > 0:
 		st.Conditions = conditions(st.Conditions, set.Generation, now, stalledState, ReasonMembersIncompatible,
 			fmt.Sprintf("members share their reload mode: %s reload in place (hot) and %s roll their workloads; nothing of the set is delivered until they agree", strings.Join(hot, ", "), strings.Join(cold, ", ")))
-	case len(hot) > 0 && seen.DeliveryOn:
-		st.Conditions = conditions(st.Conditions, set.Generation, now, stalledState, ReasonMembersIncompatible,
-			"hot members ("+strings.Join(hot, ", ")+") are not delivered as a declared set yet: each is delivered through its own channels; declare sets of restart-based config")
 	case len(undelivered) > 0:
 		st.Conditions = conditions(st.Conditions, set.Generation, now, stalledState, ReasonMembersIncompatible,
 			strings.Join(undelivered, ", ")+" cannot be delivered in waves (a Secret needs revisions.secrets in the namespace's ConfigPolicy): nothing of the set is delivered")

@@ -114,6 +114,19 @@ func TestJudgeRefusesWhatCannotMoveTogether(t *testing.T) {
 	}
 }
 
+// A set of hot config is delivered like any other (through its members'
+// channels) once every member carries its version.
+func TestJudgeStartsHotSets(t *testing.T) {
+	seen := carrying("v2", "v2")
+	for src, m := range seen.Members {
+		m.Hot = true
+		seen.Members[src] = m
+	}
+	if v := Judge(newSet("v2", 2), seen, t0); !v.Start {
+		t.Errorf("a hot set whose members carry its version is not started: %s", condition(v.Status, v1alpha1.ConditionStalled))
+	}
+}
+
 func TestClaimantIsTheOldest(t *testing.T) {
 	older, newer := *newSet("v1", 1), *newSet("v1", 1)
 	older.Name, newer.Name = "older", "newer"

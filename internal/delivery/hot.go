@@ -11,34 +11,46 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/reload"
+	"github.com/configward/configward/internal/revision"
 )
 
 // BeginHot is the first step of a new record of hot config: its waves are
-// the policy's, each with the channel its pods mount, what that channel
-// holds now (its From) and the workloads with pods in it (waves, built by
-// the controller); from is what most channels hold, to the snapshot
-// delivered. Unlike a restart-based delivery, a wave with no pod now is
-// kept: a pod created during the delivery joins it, and its channel must
-// still wait for its turn.
+// the policy's, each with the channels its pods mount, what each channel
+// holds now (its From, and for a change set each member's in Froms) and
+// the workloads with pods in it (waves, built by the controller); to is
+// the snapshot delivered of each member and from what most of its
+// channels hold. Unlike a restart-based delivery, a wave with no pod now
+// is kept: a pod created during the delivery joins it, and its channels
+// must still wait for their turn.
 //
-// outside names the pods that mount the original itself (created before
+// outside names the pods that mount an original itself (created before
 // delivery was on, or while the Pod path was down): they get every change
 // at once, and the record says so.
-func BeginHot(rec *v1alpha1.ConfigDelivery, to, from string, waves []v1alpha1.WaveStatus, pods int, outside []string, now time.Time) Step {
+func BeginHot(rec *v1alpha1.ConfigDelivery, to, from revision.Snapshots, waves []v1alpha1.WaveStatus, pods int, outside []string, now time.Time) Step {
 	c := change{rec: rec, now: metav1.NewTime(now)}
 	s := &c.step.Status
+	first := Delivers(rec)
 	*s = v1alpha1.ConfigDeliveryStatus{
 		State: v1alpha1.DeliveryProgressing, Reason: ReasonStarted,
-		To: to, From: from, Waves: waves, StartedAt: c.stamp(),
+		To: to[first], From: from[first], Waves: waves, StartedAt: c.stamp(),
 	}
-	msg := fmt.Sprintf("delivering hot %s %s to %d pods in %d waves through their channels", rec.Spec.Config.Kind, to, pods, len(waves))
+	what := fmt.Sprintf("hot %s %s", rec.Spec.Config.Kind, s.To)
+	if IsSet(rec) {
+		var named []string
+		for _, m := range Members(rec) {
+			s.Members = append(s.Members, v1alpha1.MemberStatus{Kind: string(m.Kind), Name: m.Name, To: to[m], From: from[m]})
+			named = append(named, m.String()+" "+to[m])
+		}
+		what = "the hot change set " + strings.Join(named, ", ")
+	}
+	msg := fmt.Sprintf("delivering %s to %d pods in %d waves through their channels", what, pods, len(waves))
 	if len(outside) > 0 {
 		names := outside
 		if len(names) > 5 {
 			names = append(slices.Clone(names[:5]), fmt.Sprintf("and %d more", len(outside)-5))
 		}
-		msg += fmt.Sprintf("; %d pods mount %s %s directly and are outside the waves (they read every change at once; created before delivery was on, or while configward's webhook was down): %s",
-			len(outside), rec.Spec.Config.Kind, rec.Spec.Config.Name, strings.Join(names, ", "))
+		msg += fmt.Sprintf("; %d pods mount %s directly and are outside the waves (they read every change at once; created before delivery was on, or while configward's webhook was down): %s",
+			len(outside), MembersNamed(rec), strings.Join(names, ", "))
 	}
 	s.Message = msg
 	c.history("", v1alpha1.HistoryStarted, "", msg)

@@ -50,31 +50,41 @@ type Reads struct {
 	// Targets are the workloads of the waves looked at (restart-based
 	// config).
 	Targets []v1alpha1.DeliveryTarget
-	// Names are the names pods read the config through: the original, or
-	// the channels of the waves looked at (hot config).
+	// Names are the names pods read restart-based config through: the
+	// original.
 	Names []string
 	// Members are the configs whose readers are the pods of restart-based
 	// config: every member of a change set (Seen.Pods keeps them under the
 	// first member's name).
 	Members []revision.Source
-	// Channels: what the config's channels hold is read (hot config);
-	// Snapshots are those whose content the judged waves' channels take.
-	Channels  bool
-	Snapshots []string
+	// Channels are, for hot config, the channels of the waves looked at,
+	// one per member: the pods that mount them are read.
+	Channels []MemberChannel
+	// Judged are the channels of the judged waves: what each holds is
+	// read (and whether another object holds its name); Snapshots are
+	// those whose content they take.
+	Judged    []MemberChannel
+	Snapshots []MemberSnapshot
+}
+
+// MemberSnapshot is a snapshot of one member's content.
+type MemberSnapshot struct {
+	Config   revision.Source
+	Snapshot string
 }
 
 // ToRead says what a look at rec at now reads: for the waves Looked
 // names, the workloads of restart-based config and the channels of hot
 // config, and the pods that read it through them; for the gate of hot
 // config, what the channels hold and the snapshots Want gives the judged
-// waves.
+// waves, for every member.
 func ToRead(rec *v1alpha1.ConfigDelivery, now time.Time) Reads {
 	src := Delivers(rec)
 	var r Reads
 	for _, i := range Looked(rec, now) {
 		w := &rec.Status.Waves[i]
 		if rec.Spec.Hot {
-			r.Names = append(r.Names, w.Channel)
+			r.Channels = append(r.Channels, WaveChannels(rec, w)...)
 			continue
 		}
 		r.Targets = append(r.Targets, w.Workloads...)
@@ -83,11 +93,14 @@ func ToRead(rec *v1alpha1.ConfigDelivery, now time.Time) Reads {
 		r.Names, r.Members = []string{src.Name}, Members(rec)
 		return r
 	}
-	r.Channels = true
 	for _, i := range Judged(rec) {
-		want := Want(Ask{Record: rec, Config: src, Current: rec.Status.To, Holder: Holder{Wave: rec.Status.Waves[i].Name}})
-		if !slices.Contains(r.Snapshots, want.Revision) {
-			r.Snapshots = append(r.Snapshots, want.Revision)
+		w := &rec.Status.Waves[i]
+		for _, c := range WaveChannels(rec, w) {
+			r.Judged = append(r.Judged, c)
+			want := Want(Ask{Record: rec, Config: c.Config, Current: DeliveredTo(rec, c.Config), Holder: Holder{Wave: w.Name}})
+			if s := (MemberSnapshot{Config: c.Config, Snapshot: want.Revision}); !slices.Contains(r.Snapshots, s) {
+				r.Snapshots = append(r.Snapshots, s)
+			}
 		}
 	}
 	return r
@@ -156,34 +169,59 @@ func wanted(rec *v1alpha1.ConfigDelivery, w workload.Object, t v1alpha1.Delivery
 }
 
 // judgeHot judges the pods of one started wave of hot config into g: they
-// can have the delivered content only once their channel holds it.
+// can have the delivered content only once their channel holds it, and,
+// for a change set, once every member's channel holds the set's: a pod is
+// judged on each member it mounts, and stands where its worst member does.
 func judgeHot(rec *v1alpha1.ConfigDelivery, wave *v1alpha1.WaveStatus, seen Seen, now time.Time, g *Gate) {
-	src := Delivers(rec)
-	if slices.Contains(seen.Squatted, wave.Channel) {
-		g.Failed = fmt.Sprintf("%s %s/%s has the name of this wave's channel but is not configward's channel: configward cannot write the channel, so the delivery cannot reach the wave. "+
-			"Delete or rename it (only configward writes channels); then resume the delivery.", src.Kind, rec.Namespace, wave.Channel)
-		return
+	type member struct {
+		MemberChannel
+		content string
 	}
-	held := seen.Channels[wave.Channel]
-	want := Want(Ask{Record: rec, Config: src, Current: rec.Status.To, Holder: Holder{Wave: wave.Name}, Held: held}).Revision
-	content, cached := seen.Contents[want]
-	switch {
-	case !cached:
-		g.Progressing = append(g.Progressing, "the snapshot "+want+" the channel takes (not in the cache yet)")
-		return
-	case held != want:
-		g.Progressing = append(g.Progressing, "channel "+wave.Channel+" (not written with the content yet)")
-		return
+	var members []member
+	for _, c := range WaveChannels(rec, wave) {
+		if slices.Contains(seen.Squatted, c.Channel) {
+			g.Failed = fmt.Sprintf("%s %s/%s has the name of this wave's channel but is not configward's channel: configward cannot write the channel, so the delivery cannot reach the wave. "+
+				"Delete or rename it (only configward writes channels); then resume the delivery.", c.Config.Kind, rec.Namespace, c.Channel)
+			return
+		}
+		held := seen.Channels[c.Channel]
+		want := Want(Ask{Record: rec, Config: c.Config, Current: DeliveredTo(rec, c.Config), Holder: Holder{Wave: wave.Name}, Held: held}).Revision
+		content, cached := seen.Contents[want]
+		switch {
+		case !cached:
+			g.Progressing = append(g.Progressing, "the snapshot "+want+" the channel "+c.Channel+" takes (not in the cache yet)")
+			return
+		case held != want:
+			g.Progressing = append(g.Progressing, "channel "+c.Channel+" (not written with the content yet)")
+			return
+		}
+		members = append(members, member{c, content})
 	}
 	s := configpolicy.DeliveryDefaults(rec.Spec.Settings)
 	propagation := time.Duration(*s.PropagationSeconds) * time.Second
-	for _, p := range seen.Pods[wave.Channel] {
-		if p.DeletionTimestamp != nil || !channel.Placed(p, wave.Channel, wave.Name) {
-			continue
+	judged := map[string]bool{} // by name: the pods of one namespace
+	for _, m := range members {
+		for _, p := range seen.Pods[m.Channel] {
+			if judged[p.Name] || p.DeletionTimestamp != nil || !channel.Placed(p, m.Channel, wave.Name) {
+				continue
+			}
+			judged[p.Name] = true
+			state, msg := "", ""
+			for _, o := range members {
+				if !channel.Placed(p, o.Channel, wave.Name) {
+					continue // a member this pod does not mount
+				}
+				// Reports name a channel's content as its original's.
+				st, m := HotHealthOf(p, o.Config.String(), o.content, wave.StartedAt.Time, propagation, now)
+				if IsSet(rec) && m != "" {
+					m = o.Config.String() + ": " + m
+				}
+				if state == "" || worse(st, state) {
+					state, msg = st, m
+				}
+			}
+			g.Add(v1alpha1.DeliveryTarget{Kind: "Pod", Name: p.Name}, state, msg)
 		}
-		// Reports name a channel's content as its original's.
-		state, msg := HotHealthOf(p, src.String(), content, wave.StartedAt.Time, propagation, now)
-		g.Add(v1alpha1.DeliveryTarget{Kind: "Pod", Name: p.Name}, state, msg)
 	}
 }
 
@@ -236,7 +274,7 @@ func Groups(rec *v1alpha1.ConfigDelivery, seen Seen, bake bool) (wave, rest Grou
 		}
 		var pods []*corev1.Pod
 		if rec.Spec.Hot {
-			pods = seen.Pods[w.Channel]
+			pods = mountingAny(seen, WaveChannels(rec, w))
 		} else {
 			for _, t := range w.Workloads {
 				if o, found := seen.Workloads[t]; found {
@@ -251,4 +289,19 @@ func Groups(rec *v1alpha1.ConfigDelivery, seen Seen, bake bool) (wave, rest Grou
 		}
 	}
 	return wave, rest
+}
+
+// mountingAny are the pods that mount any of channels, each once.
+func mountingAny(seen Seen, channels []MemberChannel) []*corev1.Pod {
+	var out []*corev1.Pod
+	in := map[string]bool{}
+	for _, c := range channels {
+		for _, p := range seen.Pods[c.Channel] {
+			if !in[p.Name] {
+				in[p.Name] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }

@@ -10,10 +10,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/channel"
+	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/reload"
+	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -142,7 +145,7 @@ func TestJudgeHot(t *testing.T) {
 		want string
 	}{
 		{"the delivered snapshot not in the cache yet", Seen{Channels: map[string]string{"flags-ch-canary": "flags-2b"}},
-			"progressing: the snapshot flags-2b the channel takes (not in the cache yet)"},
+			"progressing: the snapshot flags-2b the channel flags-ch-canary takes (not in the cache yet)"},
 		{"the channel not written yet", Seen{Channels: map[string]string{"flags-ch-canary": "flags-1a"}, Contents: map[string]string{"flags-2b": "c2"}},
 			"progressing: channel flags-ch-canary (not written with the content yet)"},
 		{"a pod has not reported it", Seen{Channels: map[string]string{"flags-ch-canary": "flags-2b"}, Contents: map[string]string{"flags-2b": "c2"},
@@ -212,7 +215,7 @@ func TestLookedAndGroups(t *testing.T) {
 
 func TestToRead(t *testing.T) {
 	restart := ToRead(record(defaultCheck, started(1, 5*time.Minute), soaking(2*time.Minute)), t0)
-	if len(restart.Targets) != 3 || !slices.Equal(restart.Names, []string{"app"}) || restart.Channels || len(restart.Snapshots) != 0 {
+	if len(restart.Targets) != 3 || !slices.Equal(restart.Names, []string{"app"}) || len(restart.Channels) != 0 || len(restart.Snapshots) != 0 {
 		t.Errorf("restart-based: %+v, want the workloads of early and rest, the pods reading app, no channel", restart)
 	}
 	hot := &v1alpha1.ConfigDelivery{
@@ -222,8 +225,114 @@ func TestToRead(t *testing.T) {
 			{Name: "rest", Channel: "flags-ch-rest"},
 		}},
 	}
+	flags, limits := revision.Source{Kind: refs.ConfigMap, Name: "flags"}, revision.Source{Kind: refs.ConfigMap, Name: "limits"}
 	got := ToRead(hot, t0)
-	if len(got.Targets) != 0 || !slices.Equal(got.Names, []string{"flags-ch-canary"}) || !got.Channels || !slices.Equal(got.Snapshots, []string{"flags-2b"}) {
+	canary := []MemberChannel{{Config: flags, Channel: "flags-ch-canary"}}
+	if len(got.Targets) != 0 || len(got.Names) != 0 || !slices.Equal(got.Channels, canary) || !slices.Equal(got.Judged, canary) ||
+		!slices.Equal(got.Snapshots, []MemberSnapshot{{Config: flags, Snapshot: "flags-2b"}}) {
 		t.Errorf("hot: %+v, want the canary's channel, its pods and the delivered snapshot", got)
+	}
+
+	set := hotSet()
+	got = ToRead(set, t0)
+	canary = []MemberChannel{{Config: flags, Channel: "flags-ch-canary"}, {Config: limits, Channel: "limits-ch-canary"}}
+	if !slices.Equal(got.Channels, canary) || !slices.Equal(got.Judged, canary) ||
+		!slices.Equal(got.Snapshots, []MemberSnapshot{{Config: flags, Snapshot: "flags-2b"}, {Config: limits, Snapshot: "limits-2b"}}) {
+		t.Errorf("hot set: %+v, want every member's canary channel and each member's delivered snapshot", got)
+	}
+}
+
+// hotSet is an open delivery of the hot change set ConfigMaps flags and
+// limits whose canary wave started a minute ago; the rest's channels held
+// flags-1a and limits-0z when it started.
+func hotSet() *v1alpha1.ConfigDelivery {
+	soak, prop := int32(0), int32(30)
+	return &v1alpha1.ConfigDelivery{
+		Spec: v1alpha1.ConfigDeliverySpec{Config: v1alpha1.ConfigRef{Kind: "ConfigMap", Name: "flags"}, Hot: true,
+			Members:  []v1alpha1.ConfigRef{{Kind: "ConfigMap", Name: "flags"}, {Kind: "ConfigMap", Name: "limits"}},
+			Settings: v1alpha1.DeliverySettings{SoakSeconds: &soak, PropagationSeconds: &prop}},
+		Status: v1alpha1.ConfigDeliveryStatus{State: v1alpha1.DeliveryProgressing, To: "flags-2b", From: "flags-1a",
+			Members: []v1alpha1.MemberStatus{{Kind: "ConfigMap", Name: "flags", To: "flags-2b", From: "flags-1a"}, {Kind: "ConfigMap", Name: "limits", To: "limits-2b", From: "limits-1a"}},
+			Waves: []v1alpha1.WaveStatus{
+				{Name: "canary", Channel: "flags-ch-canary", From: "flags-1a", Froms: "ConfigMap/flags=flags-1a,ConfigMap/limits=limits-1a", StartedAt: ago(time.Minute)},
+				{Name: "rest", Channel: "flags-ch-rest", From: "flags-1a", Froms: "ConfigMap/flags=flags-1a,ConfigMap/limits=limits-0z"},
+			}},
+	}
+}
+
+// The gate of a wave of a hot change set waits until every member's
+// channel holds the set's content and each pod reports it for every member
+// it mounts; each wave keeps what each of its member channels held.
+func TestJudgeHotSet(t *testing.T) {
+	rec := hotSet()
+	placed := func(name string, mounts []string, reports ...reload.PodEntry) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, UID: types.UID(name),
+			Annotations: map[string]string{v1alpha1.ChannelWaveAnnotation: "canary", v1alpha1.ChannelPlacedAnnotation: channel.PlacementSeal([]byte("k"), "req-"+name, "shop", "canary")}},
+			Spec:   corev1.PodSpec{InitContainers: []corev1.Container{{Name: reload.AgentContainer}}, Containers: []corev1.Container{{Name: "app"}}},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}, reload.Condition(reports)}}}
+		for _, m := range mounts {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: m, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: m}}}})
+		}
+		return p
+	}
+	both := []string{"flags-ch-canary", "limits-ch-canary"}
+	written := map[string]string{"flags-ch-canary": "flags-2b", "limits-ch-canary": "limits-2b"}
+	contents := map[string]string{"flags-2b": "f2", "limits-2b": "l2"}
+	applied := func(config, content string) reload.PodEntry {
+		return reload.PodEntry{Config: config, Content: content, Result: reload.Applied}
+	}
+	pods := func(ps ...*corev1.Pod) map[string][]*corev1.Pod {
+		out := map[string][]*corev1.Pod{}
+		for _, p := range ps {
+			for _, v := range p.Spec.Volumes {
+				out[v.ConfigMap.Name] = append(out[v.ConfigMap.Name], p)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		seen Seen
+		want string
+	}{
+		{"one member's channel not written yet", Seen{Channels: map[string]string{"flags-ch-canary": "flags-2b", "limits-ch-canary": "limits-1a"}, Contents: contents},
+			"progressing: channel limits-ch-canary (not written with the content yet)"},
+		{"a pod reported one member's content, not the other's", Seen{Channels: written, Contents: contents,
+			Pods: pods(placed("p-1", both, applied("ConfigMap/flags", "f2"), applied("ConfigMap/limits", "l1")))},
+			"progressing: Pod p-1 (ConfigMap/limits: has not reported the content yet)"},
+		{"every pod reported every member it mounts, one pod mounting one member", Seen{Channels: written, Contents: contents,
+			Pods: pods(placed("p-1", both, applied("ConfigMap/flags", "f2"), applied("ConfigMap/limits", "l2")),
+				placed("p-2", both[1:], applied("ConfigMap/limits", "l2")))},
+			"healthy"},
+		{"a pod rejected one member", Seen{Channels: written, Contents: contents,
+			Pods: pods(placed("p-1", both, applied("ConfigMap/flags", "f2"), reload.PodEntry{Config: "ConfigMap/limits", Content: "l2", Result: reload.Rejected}))},
+			"failed: Pod p-1: ConfigMap/limits: its program rejected the content: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := Judge(rec, tc.seen, t0)
+			got := "healthy"
+			switch {
+			case g.Failed != "":
+				got = "failed: " + g.Failed
+			case !g.Healthy():
+				got = "progressing: " + strings.Join(append(g.Progressing, g.Unready...), ", ")
+			}
+			if got != tc.want {
+				t.Errorf("%s, want %s", got, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		wave, config, held, want string
+	}{
+		{"canary", "flags", "flags-2b", "flags-2b"},
+		{"rest", "flags", "flags-2b", "flags-1a"},
+		{"rest", "limits", "limits-2b", "limits-0z"},
+	} {
+		src := revision.Source{Kind: refs.ConfigMap, Name: tc.config}
+		if got := Want(Ask{Record: rec, Config: src, Current: DeliveredTo(rec, src), Holder: Holder{Wave: tc.wave}, Held: tc.held}).Revision; got != tc.want {
+			t.Errorf("wave %s's channel of %s: want says %s, want %s", tc.wave, tc.config, got, tc.want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/revision"
 )
@@ -101,4 +102,36 @@ func DeliveredAt(rec *v1alpha1.ConfigDelivery, src revision.Source) string {
 		}
 	}
 	return ""
+}
+
+// MemberChannel is the channel of one member of a hot record in one wave.
+type MemberChannel struct {
+	Config  revision.Source
+	Channel string
+}
+
+// WaveChannels are the channels of wave w of hot record rec, one per
+// member, its first member's first: a set's wave holds every member's
+// channel, and the gate waits until each holds the set's content.
+func WaveChannels(rec *v1alpha1.ConfigDelivery, w *v1alpha1.WaveStatus) []MemberChannel {
+	if !IsSet(rec) {
+		return []MemberChannel{{Config: Delivers(rec), Channel: w.Channel}}
+	}
+	members := Members(rec)
+	out := make([]MemberChannel, len(members))
+	for i, m := range members {
+		out[i] = MemberChannel{Config: m, Channel: channel.Name(m.Name, w.Name)}
+	}
+	return out
+}
+
+// waveFrom is the snapshot of src the channel of wave w held when rec
+// started ("" when none was kept): for a change set, from the wave's
+// Froms, else the member's From.
+func waveFrom(rec *v1alpha1.ConfigDelivery, w *v1alpha1.WaveStatus, src revision.Source) string {
+	if !IsSet(rec) {
+		return cmp.Or(w.From, rec.Status.From)
+	}
+	froms, _ := revision.Decode(w.Froms)
+	return cmp.Or(froms[src], member(rec, src).From)
 }

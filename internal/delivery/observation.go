@@ -57,6 +57,14 @@ func (g *Gate) Add(t v1alpha1.DeliveryTarget, state, message string) {
 	}
 }
 
+// severity orders the states of one workload or pod, the one that holds
+// a wave the longest last: a pod judged on several members of a change
+// set stands where its worst member does.
+var severity = map[string]int{Healthy: 0, Unverified: 1, Unready: 2, Progressing: 3, Failed: 4}
+
+// worse says whether state a holds a wave more than b.
+func worse(a, b string) bool { return severity[a] > severity[b] }
+
 // Healthy: every workload of the wave is healthy or unverified.
 func (g *Gate) Healthy() bool {
 	return g.Failed == "" && len(g.Progressing) == 0 && len(g.Unready) == 0

@@ -117,7 +117,7 @@ func Want(a Ask) Wanted {
 // among the waves' targets: one no wave names (created during the
 // delivery) belongs to the last wave with the record's From. A wave is
 // found by name: one the record does not know goes with the last wave, and
-// a wave without a From takes the record's.
+// a wave without a From takes the record's (waveFrom).
 func position(rec *v1alpha1.ConfigDelivery, h Holder, src revision.Source) (int, string) {
 	waves := rec.Status.Waves
 	if h.Wave == "" {
@@ -134,7 +134,7 @@ func position(rec *v1alpha1.ConfigDelivery, h Holder, src revision.Source) (int,
 	if i < 0 {
 		i = len(waves) - 1
 	}
-	return i, cmp.Or(waves[i].From, rec.Status.From)
+	return i, waveFrom(rec, &waves[i], src)
 }
 
 // Delivers is the config rec delivers: for a change set, its first

@@ -243,6 +243,66 @@ var _ = Describe("declared config sets", func() {
 	})
 })
 
+var _ = Describe("a declared set of hot config", func() {
+	It("is delivered as one through its members' channels: one record, one approval, and each wave's channels move together", func() {
+		ns := policyNamespace("configset-hot", func(s *v1alpha1.ConfigPolicySpec) {
+			s.Revisions.Enabled, s.Delivery = true, new(hotWaves(true, 60, v1alpha1.FailureHalt))
+		})
+		Eventually(func() string {
+			var n corev1.Namespace
+			Expect(env.Client.Get(ctx, client.ObjectKey{Name: ns}, &n)).To(Succeed())
+			return n.Labels[v1alpha1.HotChannelsLabel]
+		}, 10*time.Second, 100*time.Millisecond).Should(Equal("true"))
+		versioned := func(name, value string) *corev1.ConfigMap {
+			cm := hotConfigMap(ns, name, value)
+			cm.Annotations[v1alpha1.ConfigSetVersionAnnotation] = "v1"
+			return create1(cm)
+		}
+		flags, limits := versioned("flags", "info"), versioned("limits", "10")
+		Eventually(channelValues(ns, "flags"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}))
+		Eventually(channelValues(ns, "limits"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "10", "rest": "10"}))
+		cluster(ns, clusterOptions{app: runs})
+		hotWorkloadOf(ns, "a", refs.ConfigMap, []string{"flags", "limits"}, "canary", "rest")
+		hotWorkloadOf(ns, "b", refs.ConfigMap, []string{"limits"}, "rest")
+		Eventually(readyPods(ns), 10*time.Second).Should(Equal(3))
+		set := &v1alpha1.ConfigSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pair"}, Spec: v1alpha1.ConfigSetSpec{
+			Version: "v1", Members: []v1alpha1.ConfigSetMember{{Kind: "ConfigMap", Name: "flags"}, {Kind: "ConfigMap", Name: "limits"}}}}
+		create(set)
+		Eventually(configSetCondition(set, v1alpha1.ConditionReady), 10*time.Second).Should(HavePrefix("True/NothingToDeliver:"),
+			"every channel holds the version's content")
+
+		By("the pipeline writes v2: the set, then flags; no channel moves until limits carries v2")
+		setVersion(set, "v2", nil)
+		writeVersioned(flags, "debug", "v2")
+		Consistently(func() []string { return names(deliveries(ns, "flags")) }, 3*time.Second, 250*time.Millisecond).Should(BeEmpty(),
+			"a hot member's change alone starts no delivery")
+		Expect(channelValues(ns, "flags")()).To(Equal(map[string]string{"canary": "info", "rest": "info"}))
+		writeVersioned(limits, "20", "v2")
+
+		By("one record delivers both to the canary's channels, and the rest waits for one approval")
+		Eventually(latestDelivery(ns, "flags"), 20*time.Second, 100*time.Millisecond).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
+		recs := deliveries(ns, "limits")
+		Expect(names(recs)).To(Equal([]string{"configset-pair-2"}))
+		Expect(names(deliveries(ns, "flags"))).To(Equal(names(recs)), "the record of both members")
+		rec := recs[0]
+		Expect(rec.Spec.Hot).To(BeTrue())
+		Expect(rec.Status.Members).To(HaveLen(2))
+		Expect(rec.Status.Waves[0].Workloads).To(ConsistOf(HaveField("Name", "a")))
+		Expect(rec.Status.Waves[1].Workloads).To(ConsistOf(HaveField("Name", "a"), HaveField("Name", "b")))
+		Expect(rec.Status.Waves[1].Froms).To(And(ContainSubstring("ConfigMap/flags=flags-"), ContainSubstring("ConfigMap/limits=limits-")))
+		Expect(channelValues(ns, "flags")()).To(Equal(map[string]string{"canary": "debug", "rest": "info"}))
+		Expect(channelValues(ns, "limits")()).To(Equal(map[string]string{"canary": "20", "rest": "10"}))
+		Consistently(func() []string { return []string{channelValues(ns, "flags")()["rest"], channelValues(ns, "limits")()["rest"]} }, 2*time.Second, 250*time.Millisecond).
+			Should(Equal([]string{"info", "10"}), "the rest waits for a person")
+
+		ask(ns, "flags", v1alpha1.ActionPromote, operator)
+		Eventually(latestDelivery(ns, "limits"), 20*time.Second, 100*time.Millisecond).Should(HavePrefix("Succeeded/"))
+		Expect(channelValues(ns, "flags")()).To(Equal(map[string]string{"canary": "debug", "rest": "debug"}))
+		Expect(channelValues(ns, "limits")()).To(Equal(map[string]string{"canary": "20", "rest": "20"}))
+		Expect(env.Kubectl("", "wait", "--for=condition=Ready", "configset/pair", "-n", ns, "--timeout=30s")).To(HaveField("ExitCode", 0))
+	})
+})
+
 var _ = Describe("config sets that claim one config", func() {
 	It("stalls the newer of two sets that list one config, whichever webhook replica let both in", func() {
 		ns := policyNamespace("configset-claims", func(s *v1alpha1.ConfigPolicySpec) {

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -72,18 +73,32 @@ func hotNamespace(name string, settings v1alpha1.DeliverySettings, a app) (strin
 // pointed at that wave's channel of config, or, for wave "", at config
 // itself (a pod created before delivery was on).
 func hotWorkload(ns, name string, kind refs.Kind, config string, waves ...string) *appsv1.Deployment {
-	volume := func(name string) corev1.Volume {
-		if kind == refs.Secret {
-			return corev1.Volume{Name: "flags", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: name}}}
-		}
-		return corev1.Volume{Name: "flags", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+	return hotWorkloadOf(ns, name, kind, []string{config}, waves...)
+}
+
+// hotWorkloadOf is hotWorkload for a template that mounts several configs
+// of kind, each as a directory of its own.
+func hotWorkloadOf(ns, name string, kind refs.Kind, configs []string, waves ...string) *appsv1.Deployment {
+	volume := func(i int, name string) corev1.Volume {
+		v := corev1.Volume{Name: "flags", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}
+		if kind == refs.Secret {
+			v.VolumeSource = corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: name}}
+		}
+		if i > 0 {
+			v.Name = fmt.Sprintf("flags-%d", i)
+		}
+		return v
 	}
 	labels := map[string]string{"app": name}
 	tpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-		Containers: []corev1.Container{{Name: "app", Image: "app:1", VolumeMounts: []corev1.VolumeMount{{Name: "flags", MountPath: "/etc/flags"}}}},
-		Volumes:    []corev1.Volume{volume(config)},
+		Containers: []corev1.Container{{Name: "app", Image: "app:1"}},
 	}}
+	for i, config := range configs {
+		v := volume(i, config)
+		tpl.Spec.Volumes = append(tpl.Spec.Volumes, v)
+		tpl.Spec.Containers[0].VolumeMounts = append(tpl.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: "/etc/" + v.Name})
+	}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 		Spec: appsv1.DeploymentSpec{Replicas: new(int32(len(waves))), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tpl}}
 	create(d)
@@ -98,7 +113,10 @@ func hotWorkload(ns, name string, kind refs.Kind, config string, waves ...string
 			// counts only pods it placed.
 			p.Annotations = map[string]string{v1alpha1.ChannelWaveAnnotation: wave,
 				v1alpha1.ChannelPlacedAnnotation: channel.PlacementSeal([]byte("controller tier"), "request-"+name, ns, wave)}
-			p.Spec.Volumes = []corev1.Volume{volume(channel.Name(config, wave))}
+			p.Spec.Volumes = nil
+			for i, config := range configs {
+				p.Spec.Volumes = append(p.Spec.Volumes, volume(i, channel.Name(config, wave)))
+			}
 		}
 		create(p)
 	}

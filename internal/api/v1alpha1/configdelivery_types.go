@@ -371,6 +371,14 @@ type WaveStatus struct {
 	// back when its wave is rolled back.
 	// +optional
 	From string `json:"from,omitempty"`
+	// Froms, for a change set of hot config, are the snapshots each
+	// member's channel of the wave held when the delivery started, as the
+	// configward.dev/config-snapshots annotation writes them
+	// ("ConfigMap/a=a-1f2e3d4c5b,ConfigMap/b=..."); each member's channel
+	// of the wave is channel.Name(member, wave). Channel and From are then
+	// those of the first member.
+	// +optional
+	Froms string `json:"froms,omitempty"`
 	// Approval: the wave waits for a person before it starts.
 	// +optional
 	Approval bool `json:"approval,omitempty"`

@@ -192,14 +192,36 @@ func (c *channels) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	rec, err := c.sync(ctx, ns, src, policy)
+	if err != nil || rec == nil || !rec.Spec.Hot || !delivery.IsSet(rec) {
+		return reconcile.Result{}, err
+	}
+	// The channels of a change set's members are written in this one
+	// look, whichever member woke it: a wave's channels never wait on the
+	// queue for each other.
+	var errs []error
+	for _, m := range delivery.Members(rec) {
+		if m == src {
+			continue
+		}
+		if _, err := c.sync(ctx, ns, m, policy); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return reconcile.Result{}, errors.Join(errs...)
+}
+
+// sync brings the channels of src to what they should hold, and returns
+// src's latest delivery (nil: none, or src is not channelled).
+func (c *channels) sync(ctx context.Context, ns string, src revision.Source, policy configpolicy.NamespacePolicy) (*v1alpha1.ConfigDelivery, error) {
 	o, err := c.inv.Get(ctx, src.Kind, ns, src.Name)
 	if err != nil {
-		return reconcile.Result{}, err
+		return nil, err
 	}
 	held, err := channel.List(ctx, c.cache, ns, src.Kind, src.Name)
 	if err != nil || (len(held) == 0 && !delivery.Channelled(o, policy)) {
 		// Most config has no channels and gets none: nothing to look at.
-		return reconcile.Result{}, err
+		return nil, err
 	}
 	names := make([]string, 0, len(held))
 	for _, h := range held {
@@ -207,7 +229,7 @@ func (c *channels) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	}
 	mounting, err := c.inv.PodsReading(ctx, ns, src.Kind, names...)
 	if err != nil {
-		return reconcile.Result{}, err
+		return nil, err
 	}
 	l := look{config: src, exists: o.Exists, channelled: delivery.Channelled(o, policy), held: held, mounted: map[string]bool{}}
 	for _, h := range held {
@@ -221,10 +243,10 @@ func (c *channels) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		// next change starts from it (its From), and a rollback writes it
 		// back.
 		if err := c.opts.Snapshots.Ensure(ctx, ns, revision.Snapshots{src: l.current}); err != nil {
-			return reconcile.Result{}, fmt.Errorf("writing the snapshot of %s %s/%s that its channels hold: %w", src.Kind, ns, src.Name, err)
+			return nil, fmt.Errorf("writing the snapshot of %s %s/%s that its channels hold: %w", src.Kind, ns, src.Name, err)
 		}
 		if l.record, err = c.opts.Records.Latest(ctx, ns, src); err != nil {
-			return reconcile.Result{}, err
+			return nil, err
 		}
 		l.waves = policy.Delivery.Waves
 	}
@@ -248,7 +270,7 @@ func (c *channels) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		}
 		channelWrites.WithLabelValues("deleted").Inc()
 	}
-	return reconcile.Result{}, errors.Join(errs...)
+	return l.record, errors.Join(errs...)
 }
 
 // write makes the channel of src for wave hold the content of snapshot

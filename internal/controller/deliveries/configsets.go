@@ -122,7 +122,13 @@ func (c *configSets) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		got := configset.Member{Exists: o.Exists, Version: o.Annotations[v1alpha1.ConfigSetVersionAnnotation], Hot: configset.Hot(o.Mode), Delivered: delivery.Delivered(o, policy)}
+		got := configset.Member{Exists: o.Exists, Version: o.Annotations[v1alpha1.ConfigSetVersionAnnotation], Hot: configset.Hot(o.Mode)}
+		// Hot config is delivered through channels, the rest in waves of
+		// workloads.
+		got.Delivered = delivery.Delivered(o, policy)
+		if got.Hot {
+			got.Delivered = delivery.Channelled(o, policy)
+		}
 		if o.Exists {
 			got.Current = d.inv.SnapshotName(d.opts.Keys.Current().Bytes(), o)
 		}
@@ -145,18 +151,34 @@ func (c *configSets) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	v := configset.Judge(&set, seen, time.Now())
 	res := reconcile.Result{RequeueAfter: v.Requeue}
 	if v.Start {
-		consumers, err := d.setConsumers(ctx, ns, cs)
-		if err != nil {
-			return reconcile.Result{}, err
+		// Hot members (Judge lets in no mix) are delivered through their
+		// channels, once one holds other content; the others in waves of
+		// the workloads that consume them, once one is behind.
+		hot := seen.Members[cs.members[0]].Hot
+		var begin func(*v1alpha1.ConfigDelivery) delivery.Step
+		if hot {
+			h, err := d.hotWaves(ctx, ns, cs.members, cs.currents, policy.Delivery.Waves)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			if h.behind {
+				begin = h.begin(cs.currents)
+			}
+		} else {
+			consumers, err := d.setConsumers(ctx, ns, cs)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			if len(consumers) > 0 {
+				begin = func(rec *v1alpha1.ConfigDelivery) delivery.Step { return delivery.Begin(rec, cs.currents, consumers, time.Now()) }
+			}
 		}
-		if len(consumers) == 0 {
+		if begin == nil {
 			seen.NoConsumers = true
 			v = configset.Judge(&set, seen, time.Now())
 		} else {
 			key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "ConfigSet/" + set.Name}}
-			if res, err = d.start(ctx, key, cs, policy, false, func(rec *v1alpha1.ConfigDelivery) delivery.Step {
-				return delivery.Begin(rec, cs.currents, consumers, time.Now())
-			}); err != nil {
+			if res, err = d.start(ctx, key, cs, policy, hot, begin); err != nil {
 				return res, err
 			}
 		}

@@ -257,14 +257,12 @@ func (d *deliveries) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if rec := d.startedUnseen(req.NamespacedName, recs); rec != "" {
 			return reconcile.Result{RequeueAfter: time.Second}, nil // delivered by a change set the cache does not show yet
 		}
-		if !hot {
-			// A declared set's member is delivered with its set's version,
-			// by the set's look (configsets.go), never on its own.
-			owner, err := d.claimant(ctx, ns, src)
-			if err != nil || owner != nil {
-				d.forgetChange(req.NamespacedName)
-				return reconcile.Result{}, err
-			}
+		// A declared set's member, hot or not, is delivered with its set's
+		// version, by the set's look (configsets.go), never on its own.
+		owner, err := d.claimant(ctx, ns, src)
+		if err != nil || owner != nil {
+			d.forgetChange(req.NamespacedName)
+			return reconcile.Result{}, err
 		}
 	}
 	switch act {

@@ -181,24 +181,9 @@ func (d *deliveries) place(ctx context.Context, rec *v1alpha1.ConfigDelivery, re
 	}
 	currents := revision.Snapshots{src: current}
 	if delivery.IsSet(rec) {
-		cs := &changeSet{members: delivery.Members(rec), currents: revision.Snapshots{}}
-		for _, m := range cs.members {
-			o, err := d.inv.Get(ctx, m.Kind, rec.Namespace, m.Name)
-			if err != nil {
-				return reconcile.Result{}, err
-			}
-			if o.Exists {
-				cs.currents[m] = d.inv.SnapshotName(d.opts.Keys.Current().Bytes(), o)
-			}
-			more, err := d.opts.Records.Of(ctx, rec.Namespace, m)
-			if err != nil {
-				return reconcile.Result{}, err
-			}
-			for _, r := range more {
-				if !slices.ContainsFunc(recs, func(o *v1alpha1.ConfigDelivery) bool { return o.Name == r.Name }) {
-					recs = append(recs, r)
-				}
-			}
+		var cs *changeSet
+		if cs, recs, err = d.unplacedSet(ctx, rec, recs); err != nil {
+			return reconcile.Result{}, err
 		}
 		if consumers, err = d.setConsumers(ctx, rec.Namespace, cs); err != nil {
 			return reconcile.Result{}, err
@@ -209,6 +194,32 @@ func (d *deliveries) place(ctx context.Context, rec *v1alpha1.ConfigDelivery, re
 		return reconcile.Result{}, err
 	}
 	return d.take(ctx, rec, delivery.Begin(rec, currents, consumers, time.Now()))
+}
+
+// unplacedSet is the change set of record rec, whose creator stopped
+// before placing it: its members with their content now, and recs with
+// the records of every member added (each once), which it supersedes.
+func (d *deliveries) unplacedSet(ctx context.Context, rec *v1alpha1.ConfigDelivery, recs []*v1alpha1.ConfigDelivery) (*changeSet, []*v1alpha1.ConfigDelivery, error) {
+	cs := &changeSet{members: delivery.Members(rec), currents: revision.Snapshots{}}
+	for _, m := range cs.members {
+		o, err := d.inv.Get(ctx, m.Kind, rec.Namespace, m.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if o.Exists {
+			cs.currents[m] = d.inv.SnapshotName(d.opts.Keys.Current().Bytes(), o)
+		}
+		more, err := d.opts.Records.Of(ctx, rec.Namespace, m)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, r := range more {
+			if !slices.ContainsFunc(recs, func(o *v1alpha1.ConfigDelivery) bool { return o.Name == r.Name }) {
+				recs = append(recs, r)
+			}
+		}
+	}
+	return cs, recs, nil
 }
 
 // consumers lists the top-level workloads that consume src, with the

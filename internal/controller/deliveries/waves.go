@@ -2,6 +2,7 @@ package deliveries
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/reload"
 	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/workload"
@@ -72,42 +74,56 @@ func (d *deliveries) look(ctx context.Context, rec *v1alpha1.ConfigDelivery, now
 			seen.Workloads[t] = w
 		}
 	}
-	if reads.Channels {
-		held, err := channel.List(ctx, d.cache, ns, src.Kind, src.Name)
-		if err != nil {
-			return seen, err
+	if rec.Spec.Hot {
+		for _, m := range delivery.Members(rec) {
+			held, err := channel.List(ctx, d.cache, ns, m.Kind, m.Name)
+			if err != nil {
+				return seen, err
+			}
+			for _, h := range held {
+				seen.Channels[h.Name] = h.Content
+			}
 		}
-		for _, h := range held {
-			seen.Channels[h.Name] = h.Content
-		}
-		for _, i := range delivery.Judged(rec) {
-			name := rec.Status.Waves[i].Channel
-			if _, isChannel := seen.Channels[name]; isChannel {
+		for _, c := range reads.Judged {
+			if _, isChannel := seen.Channels[c.Channel]; isChannel {
 				continue
 			}
-			o, err := d.inv.Get(ctx, src.Kind, ns, name)
+			o, err := d.inv.Get(ctx, c.Config.Kind, ns, c.Channel)
 			if err != nil {
 				return seen, err
 			}
 			if o.Exists {
-				seen.Squatted = append(seen.Squatted, name)
+				seen.Squatted = append(seen.Squatted, c.Channel)
 			}
 		}
 	}
 	key := d.opts.Keys.Current().Bytes()
-	for _, snap := range reads.Snapshots {
-		o, err := d.inv.Get(ctx, src.Kind, ns, snap)
+	for _, s := range reads.Snapshots {
+		o, err := d.inv.Get(ctx, s.Config.Kind, ns, s.Snapshot)
 		if err != nil {
 			return seen, err
 		}
 		if o.Exists {
 			// Reports name a channel's content as its original's.
-			seen.Contents[snap] = reload.ContentID(key, ns, string(src.Kind), src.Name, o.KeyDigests)
+			seen.Contents[s.Snapshot] = reload.ContentID(key, ns, string(s.Config.Kind), s.Config.Name, o.KeyDigests)
 		}
 	}
-	var err error
-	if seen.Pods, err = d.inv.PodsReading(ctx, ns, src.Kind, reads.Names...); err != nil {
-		return seen, err
+	seen.Pods = map[string][]*corev1.Pod{}
+	// Hot config's pods, by the channel they mount; restart-based
+	// config's, by the original (Names).
+	byKind := map[refs.Kind][]string{src.Kind: reads.Names}
+	for _, c := range reads.Channels {
+		byKind[c.Config.Kind] = append(byKind[c.Config.Kind], c.Channel)
+	}
+	for kind, names := range byKind {
+		if len(names) == 0 {
+			continue
+		}
+		pods, err := d.inv.PodsReading(ctx, ns, kind, names...)
+		if err != nil {
+			return seen, err
+		}
+		maps.Copy(seen.Pods, pods)
 	}
 	// A change set's pods: those that read any member, each once, under
 	// the first member's name (delivery.Seen).
@@ -141,22 +157,30 @@ const maxUnplacedSeen = 10000
 func (d *deliveries) reportUnplaced(rec *v1alpha1.ConfigDelivery, seen delivery.Seen) {
 	for _, i := range delivery.Judged(rec) {
 		w := rec.Status.Waves[i]
-		for _, p := range seen.Pods[w.Channel] {
-			if p.DeletionTimestamp != nil || channel.Placed(p, w.Channel, w.Name) {
-				continue
-			}
-			d.mu.Lock()
-			if len(d.unplacedSeen) >= maxUnplacedSeen || d.unplacedSeen == nil {
-				d.unplacedSeen = map[types.UID]bool{}
-			}
-			first := !d.unplacedSeen[p.UID]
-			d.unplacedSeen[p.UID] = true
-			d.mu.Unlock()
-			if first {
-				d.events.Eventf(p, rec, corev1.EventTypeWarning, "ChannelNotPlaced", "Deliver",
-					"pod %s names %s, the channel of wave %s, but configward did not place it there: no gate of delivery %s counts it. Recreate it from its workload, or name the original %s.",
-					p.Name, w.Channel, w.Name, rec.Name, delivery.Delivers(rec).Name)
-			}
+		for _, c := range delivery.WaveChannels(rec, &w) {
+			d.reportUnplacedOn(rec, w.Name, c, seen.Pods[c.Channel])
+		}
+	}
+}
+
+// reportUnplacedOn reports the pods among pods that mount channel c of
+// wave without configward having placed them there.
+func (d *deliveries) reportUnplacedOn(rec *v1alpha1.ConfigDelivery, wave string, c delivery.MemberChannel, pods []*corev1.Pod) {
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || channel.Placed(p, c.Channel, wave) {
+			continue
+		}
+		d.mu.Lock()
+		if len(d.unplacedSeen) >= maxUnplacedSeen || d.unplacedSeen == nil {
+			d.unplacedSeen = map[types.UID]bool{}
+		}
+		first := !d.unplacedSeen[p.UID]
+		d.unplacedSeen[p.UID] = true
+		d.mu.Unlock()
+		if first {
+			d.events.Eventf(p, rec, corev1.EventTypeWarning, "ChannelNotPlaced", "Deliver",
+				"pod %s names %s, the channel of wave %s, but configward did not place it there: no gate of delivery %s counts it. Recreate it from its workload, or name the original %s.",
+				p.Name, c.Channel, wave, rec.Name, c.Config.Name)
 		}
 	}
 }
