@@ -292,7 +292,9 @@ var _ = Describe("a declared set of hot config", func() {
 		Expect(rec.Status.Waves[1].Froms).To(And(ContainSubstring("ConfigMap/flags=flags-"), ContainSubstring("ConfigMap/limits=limits-")))
 		Expect(channelValues(ns, "flags")()).To(Equal(map[string]string{"canary": "debug", "rest": "info"}))
 		Expect(channelValues(ns, "limits")()).To(Equal(map[string]string{"canary": "20", "rest": "10"}))
-		Consistently(func() []string { return []string{channelValues(ns, "flags")()["rest"], channelValues(ns, "limits")()["rest"]} }, 2*time.Second, 250*time.Millisecond).
+		Consistently(func() []string {
+			return []string{channelValues(ns, "flags")()["rest"], channelValues(ns, "limits")()["rest"]}
+		}, 2*time.Second, 250*time.Millisecond).
 			Should(Equal([]string{"info", "10"}), "the rest waits for a person")
 
 		ask(ns, "flags", v1alpha1.ActionPromote, operator)

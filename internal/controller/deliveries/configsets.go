@@ -170,7 +170,9 @@ func (c *configSets) Reconcile(ctx context.Context, req reconcile.Request) (reco
 				return reconcile.Result{}, err
 			}
 			if len(consumers) > 0 {
-				begin = func(rec *v1alpha1.ConfigDelivery) delivery.Step { return delivery.Begin(rec, cs.currents, consumers, time.Now()) }
+				begin = func(rec *v1alpha1.ConfigDelivery) delivery.Step {
+					return delivery.Begin(rec, cs.currents, consumers, time.Now())
+				}
 			}
 		}
 		if begin == nil {
