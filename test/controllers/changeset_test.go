@@ -243,6 +243,36 @@ var _ = Describe("declared config sets", func() {
 	})
 })
 
+var _ = Describe("a change set of hot config", func() {
+	It("delivers two hot ConfigMaps a workload mounts, changed together, as one: one record, one approval for both", func() {
+		ns := policyNamespace("changeset-hot", func(s *v1alpha1.ConfigPolicySpec) {
+			s.Revisions.Enabled, s.Delivery = true, new(hotWaves(true, 60, v1alpha1.FailureHalt))
+		})
+		Eventually(func() string {
+			var n corev1.Namespace
+			Expect(env.Client.Get(ctx, client.ObjectKey{Name: ns}, &n)).To(Succeed())
+			return n.Labels[v1alpha1.HotChannelsLabel]
+		}, 10*time.Second, 100*time.Millisecond).Should(Equal("true"))
+		flags, limits := create1(hotConfigMap(ns, "flags", "info")), create1(hotConfigMap(ns, "limits", "10"))
+		Eventually(channelValues(ns, "limits"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "10", "rest": "10"}))
+		Eventually(channelValues(ns, "flags"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}))
+		cluster(ns, clusterOptions{app: runs})
+		hotWorkloadOf(ns, "a", refs.ConfigMap, []string{"flags", "limits"}, "canary", "rest")
+		Eventually(readyPods(ns), 10*time.Second).Should(Equal(2))
+
+		changeTogether(map[*corev1.ConfigMap]string{flags: "debug", limits: "20"})
+		Eventually(latestDelivery(ns, "flags"), 20*time.Second, 100*time.Millisecond).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
+		Expect(names(deliveries(ns, "limits"))).To(Equal([]string{"configmap-flags-1"}), "one record delivers both")
+		Expect(channelValues(ns, "flags")()).To(Equal(map[string]string{"canary": "debug", "rest": "info"}))
+		Expect(channelValues(ns, "limits")()).To(Equal(map[string]string{"canary": "20", "rest": "10"}))
+
+		ask(ns, "limits", v1alpha1.ActionPromote, operator)
+		Eventually(latestDelivery(ns, "flags"), 20*time.Second, 100*time.Millisecond).Should(HavePrefix("Succeeded/"))
+		Expect(channelValues(ns, "flags")()).To(Equal(map[string]string{"canary": "debug", "rest": "debug"}))
+		Expect(channelValues(ns, "limits")()).To(Equal(map[string]string{"canary": "20", "rest": "20"}))
+	})
+})
+
 var _ = Describe("a declared set of hot config", func() {
 	It("is delivered as one through its members' channels: one record, one approval, and each wave's channels move together", func() {
 		ns := policyNamespace("configset-hot", func(s *v1alpha1.ConfigPolicySpec) {

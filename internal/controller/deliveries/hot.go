@@ -22,13 +22,25 @@ import (
 // reload agents' reports, readiness and restarts.
 
 // maybeStartHot starts a delivery of current once a channel of src holds
-// other content (see start).
+// other content and the batch window since the change was first seen has
+// passed: of src alone, or of the change set it belongs to (gatherSet).
 func (d *deliveries) maybeStartHot(ctx context.Context, req reconcile.Request, src revision.Source, current string, s configpolicy.NamespacePolicy, recs []*v1alpha1.ConfigDelivery, config inventory.Object) (reconcile.Result, error) {
 	cs := single(src, current, config, recs)
 	h, err := d.hotWaves(ctx, req.Namespace, cs.members, cs.currents, s.Delivery.Waves)
 	if err != nil || !h.behind {
 		d.forgetChange(req.NamespacedName)
 		return reconcile.Result{}, err
+	}
+	if wait := d.batchWait(req.NamespacedName); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	if cs, err = d.gatherSet(ctx, req.Namespace, cs, s, true); err != nil {
+		return reconcile.Result{}, err
+	}
+	if cs.set() {
+		if h, err = d.hotWaves(ctx, req.Namespace, cs.members, cs.currents, s.Delivery.Waves); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	return d.start(ctx, req, cs, s, true, h.begin(cs.currents))
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/delivery"
 	"github.com/configward/configward/internal/inventory"
@@ -41,16 +42,17 @@ func single(src revision.Source, current string, config inventory.Object, recs [
 		configs: map[revision.Source]inventory.Object{src: config}, recs: recs}
 }
 
-// gatherSet grows the change of src (restart-based, its batch window
-// passed) into its change set. A config joins when a consumer of a member
-// also reads it, it is delivered restart-based in the namespace, and it
-// changed too: no delivery of its content now has started, and some
-// consumer of the set is behind it. A config an open delivery of a member
+// gatherSet grows the change of src (its batch window passed) into its
+// change set. A config joins when a consumer of a member also reads it, it
+// is delivered the same way in the namespace (hot: through channels;
+// otherwise restart-based), and it changed too: no delivery of its content
+// now has started, and some consumer of the set is behind it (hot: one of
+// its channels holds other content). A config an open delivery of a member
 // also delivers joins as well, with its content now, so superseding that
 // delivery loses none of its members. Members are found transitively, up
 // to delivery.MaxMembers; a flapping config is left to deliver on its own
-// once it settles.
-func (d *deliveries) gatherSet(ctx context.Context, ns string, first *changeSet, s configpolicy.NamespacePolicy) (*changeSet, error) {
+// once it settles, and a declared set's member moves with its set only.
+func (d *deliveries) gatherSet(ctx context.Context, ns string, first *changeSet, s configpolicy.NamespacePolicy, hot bool) (*changeSet, error) {
 	cs := first
 	src := first.members[0]
 	seenRecs := map[string]bool{}
@@ -58,14 +60,14 @@ func (d *deliveries) gatherSet(ctx context.Context, ns string, first *changeSet,
 		seenRecs[r.Name] = true
 	}
 	considered := map[revision.Source]bool{src: true}
-	// join adds c when it is delivered restart-based and, unless forced
-	// (an open delivery of a member delivers it), changed and behind.
+	// join adds c when it is delivered as src is and, unless forced (an
+	// open delivery of a member delivers it), changed and behind.
 	join := func(c revision.Source, forced bool, behind func(current string) bool) (bool, error) {
 		if considered[c] || len(cs.members) >= delivery.MaxMembers {
 			return false, nil
 		}
 		o, err := d.inv.Get(ctx, c.Kind, ns, c.Name)
-		if err != nil || !o.Exists || !delivery.Delivered(o, s) || delivery.Channelled(o, s) {
+		if err != nil || !o.Exists || delivery.Channelled(o, s) != hot || !hot && !delivery.Delivered(o, s) {
 			return false, err
 		}
 		// A declared set's member moves with its set's version only.
@@ -119,7 +121,11 @@ func (d *deliveries) gatherSet(ctx context.Context, ns string, first *changeSet,
 				if other.Kind != refs.ConfigMap && other.Kind != refs.Secret {
 					continue
 				}
-				if _, err := join(other, false, func(current string) bool { return carried[other] != current }); err != nil {
+				behind := func(current string) bool { return carried[other] != current }
+				if hot {
+					behind = func(current string) bool { return d.channelBehind(ctx, ns, other, current) }
+				}
+				if _, err := join(other, false, behind); err != nil {
 					return nil, err
 				}
 			}
@@ -128,6 +134,22 @@ func (d *deliveries) gatherSet(ctx context.Context, ns string, first *changeSet,
 	delivery.SortMembers(cs.members)
 	delivery.SortNewestFirst(cs.recs)
 	return cs, nil
+}
+
+// channelBehind says whether a channel of src holds other content than
+// current (a list the cache cannot answer says no: the config is left to
+// deliver on its own).
+func (d *deliveries) channelBehind(ctx context.Context, ns string, src revision.Source, current string) bool {
+	held, err := channel.List(ctx, d.cache, ns, src.Kind, src.Name)
+	if err != nil {
+		return false
+	}
+	for _, h := range held {
+		if h.Content != current {
+			return true
+		}
+	}
+	return false
 }
 
 // setConsumers lists the top-level workloads that consume any member of

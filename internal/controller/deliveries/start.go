@@ -41,7 +41,7 @@ func (d *deliveries) maybeStart(ctx context.Context, req reconcile.Request, src 
 	if wait := d.batchWait(req.NamespacedName); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	cs, err := d.gatherSet(ctx, req.Namespace, single(src, current, config, recs), s)
+	cs, err := d.gatherSet(ctx, req.Namespace, single(src, current, config, recs), s, false)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
