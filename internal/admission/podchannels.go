@@ -187,7 +187,11 @@ func (c *Channels) owner(ctx context.Context, pod *corev1.Pod) (*delivery.PodOwn
 // inShare says whether wave, which takes a share of owner's pods
 // (podPercent), holds fewer than its share of them: then the new pod joins
 // it. The owner's live pods are listed from the API server, found by its
-// selector.
+// selector, and only those with the new pod's own controller count (a
+// Deployment's: the ReplicaSet of its revision): during a rolling update
+// the old revision's pods are on their way out, and counting them would
+// put the whole new revision into the wave that held the old pods deleted
+// first.
 func (c *Channels) inShare(ctx context.Context, pod *corev1.Pod, owner *delivery.PodOwner, wave v1alpha1.Wave) (bool, error) {
 	sel := owner.Selector
 	if sel == nil {
@@ -201,11 +205,17 @@ func (c *Channels) inShare(ctx context.Context, pod *corev1.Pod, owner *delivery
 	if err := c.Live.List(ctx, &list, client.InNamespace(pod.Namespace), client.MatchingLabelsSelector{Selector: s}); err != nil {
 		return false, fmt.Errorf("listing the pods of %s %s to place a new one in a wave: %w", owner.Kind, owner.Name, err)
 	}
+	controller := metav1.GetControllerOfNoCopy(pod)
 	total, in := 1, 0 // the new pod counts
 	for i := range list.Items {
 		p := &list.Items[i]
 		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
+		}
+		if controller != nil {
+			if other := metav1.GetControllerOfNoCopy(p); other == nil || other.UID != controller.UID {
+				continue // another revision's pod, or one a person made
+			}
 		}
 		total++
 		if p.Annotations[v1alpha1.ChannelWaveAnnotation] == wave.Name {

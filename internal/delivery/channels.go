@@ -16,7 +16,8 @@ import (
 // volumes cannot change while it runs, so its wave is decided once, from
 // facts that do not move under it: its workload's kind, name and labels,
 // and, for a wave that takes a share of a workload's pods, how many of the
-// workload's live pods that wave holds when the pod is created.
+// live pods of the pod's own controller (a Deployment's revision) that
+// wave holds when the pod is created.
 
 // PodOwner is the top-level workload a new pod belongs to, as a wave's
 // selector and percent see it.

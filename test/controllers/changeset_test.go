@@ -326,12 +326,14 @@ var _ = Describe("a declared set of hot config", func() {
 			return []string{channelValues(ns, "flags")()["rest"], channelValues(ns, "limits")()["rest"]}
 		}, 2*time.Second, 250*time.Millisecond).
 			Should(Equal([]string{"info", "10"}), "the rest waits for a person")
+		Expect(statusTable(ns)).To(ContainSubstring("ConfigMap/flags+ConfigMap/limits"), "configward status names the set's members")
 
 		ask(ns, "flags", v1alpha1.ActionPromote, operator)
 		Eventually(latestDelivery(ns, "limits"), 20*time.Second, 100*time.Millisecond).Should(HavePrefix("Succeeded/"))
 		Expect(channelValues(ns, "flags")()).To(Equal(map[string]string{"canary": "debug", "rest": "debug"}))
 		Expect(channelValues(ns, "limits")()).To(Equal(map[string]string{"canary": "20", "rest": "20"}))
 		Expect(env.Kubectl("", "wait", "--for=condition=Ready", "configset/pair", "-n", ns, "--timeout=30s")).To(HaveField("ExitCode", 0))
+		Expect(env.Configward("delivery", "wait", "configset/pair", "-n", ns, "--timeout", "10s")).To(And(HaveField("ExitCode", 0), HaveField("Stdout", ContainSubstring("version v2 is delivered"))))
 	})
 })
 

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/test/framework"
 )
 
 // The change set on the whole cluster: the deployment and replicaset
@@ -105,6 +106,80 @@ delivery:
 		defer mu.Unlock()
 		Expect(samples).To(BeNumerically(">", 30), "sampled all through the delivery")
 		Expect(mixes).To(BeEmpty())
+	})
+
+	It("delivers two hot ConfigMaps changed in one apply as one: one record, each wave's two channels written in one look, and one promote moves both", func() {
+		ns := hotDeliveryNamespace("pair", halfOfA+"- name: rest\n  approval: true\nsoakSeconds: 0\npropagationSeconds: 1\n")
+		apply(hotConfigMap(ns, "limits", map[string]string{"level": "info"}))
+		awaitHotSeen(ns, "limits")
+		Eventually(channelsOf(ns, "limits"), 20*time.Second, 200*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}))
+		// Deployment a again, mounting both: made anew, so that no rolling
+		// update's surge decides where its pods go.
+		Expect(env.Kubectl("", "delete", "deployment", "a", "-n", ns, "--wait")).To(HaveField("ExitCode", 0))
+		Eventually(func() []*corev1.Pod { return livePods(ns, "a") }, rolloutTimeout).Should(BeEmpty())
+		apply(fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: a, namespace: %s, labels: {app: a}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: a}}
+  template:
+    metadata: {labels: {app: a}}
+    spec:
+      containers:
+      - name: app
+        image: registry.example/app:1
+        volumeMounts: [{name: flags, mountPath: /etc/flags}, {name: limits, mountPath: /etc/limits}]
+      volumes: [{name: flags, configMap: {name: flags}}, {name: limits, configMap: {name: limits}}]
+`, ns))
+		rolloutStatus(ns, "deployment/a")
+		// Each pod of a mounts its own wave's channel of both.
+		Eventually(func() map[string]int {
+			out := map[string]int{}
+			for _, p := range livePods(ns, "a") {
+				var named []string
+				for _, v := range p.Spec.Volumes {
+					if v.ConfigMap != nil {
+						named = append(named, v.ConfigMap.Name)
+					}
+				}
+				out[strings.Join(named, "+")]++
+			}
+			return out
+		}, rolloutTimeout).Should(Equal(map[string]int{"flags-ch-canary+limits-ch-canary": 1, "flags-ch-rest+limits-ch-rest": 1}))
+
+		res := env.Kubectl(hotConfigMap(ns, "flags", map[string]string{"level": "debug"})+"---\n"+hotConfigMap(ns, "limits", map[string]string{"level": "debug"}), "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(latestDelivery(ns, "flags"), 2*rolloutTimeout, 500*time.Millisecond).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
+		recs := deliveries(ns, "flags")
+		Expect(recs).To(HaveLen(1))
+		Expect(deliveries(ns, "limits")).To(ConsistOf(HaveField("Name", recs[0].Name)), "one record delivers both")
+		Expect(channelsOf(ns, "flags")()).To(Equal(map[string]string{"canary": "debug", "rest": "info"}))
+		Expect(channelsOf(ns, "limits")()).To(Equal(map[string]string{"canary": "debug", "rest": "info"}))
+
+		res = env.KubectlPlugin("delivery", "promote", "-n", ns, "configmap/limits")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Eventually(latestDelivery(ns, "flags"), 2*rolloutTimeout, 500*time.Millisecond).Should(HavePrefix("Succeeded/"))
+		Expect(channelsOf(ns, "flags")()).To(Equal(map[string]string{"canary": "debug", "rest": "debug"}))
+		Expect(channelsOf(ns, "limits")()).To(Equal(map[string]string{"canary": "debug", "rest": "debug"}))
+
+		By("each wave's two channels were written together, the rest's only after the promote")
+		writes, err := env.AuditEvents(func(ev framework.AuditEvent) bool {
+			return ev.Verb == "update" && ev.ObjectRef.Resource == "configmaps" && ev.ObjectRef.Namespace == ns &&
+				strings.Contains(ev.ObjectRef.Name, "-ch-") && ev.ResponseStatus.Code == 200
+		})
+		Expect(err).NotTo(HaveOccurred())
+		at := map[string][]time.Time{}
+		for _, ev := range writes {
+			at[ev.ObjectRef.Name] = append(at[ev.ObjectRef.Name], ev.StageTimestamp.Time)
+		}
+		for _, wave := range []string{"canary", "rest"} {
+			f, l := at["flags-ch-"+wave], at["limits-ch-"+wave]
+			Expect(f).To(HaveLen(1), "flags' channel of %s written once", wave)
+			Expect(l).To(HaveLen(1), "limits' channel of %s written once", wave)
+			Expect(f[0].Sub(l[0]).Abs()).To(BeNumerically("<", 2*time.Second), "%s's channels written in one look", wave)
+		}
+		Expect(at["flags-ch-rest"][0]).To(BeTemporally(">", at["flags-ch-canary"][0].Add(time.Second)), "the rest waited for the promote")
 	})
 
 	It("warns the author of a ConfigPolicy that would keep no Secret's content where a ConfigSet lists a Secret, and lets the policy in", func() {

@@ -144,6 +144,13 @@ var _ = Describe("hot config delivered through channels", func() {
 		Eventually(mountsOf(ns, "a"), rolloutTimeout, 250*time.Millisecond).Should(And(HaveLen(2), Not(HaveKey(canary)), HaveKeyWithValue(other, "flags-ch-rest")))
 		Expect(countValues(mountsOf(ns, "a")())).To(Equal(map[string]int{"flags-ch-canary": 1, "flags-ch-rest": 1}))
 
+		By("a rolling update of a (a new image) keeps its share: the new revision's pods split as the old ones did")
+		apply(strings.Replace(hotDeployment(ns, "a", 2), "registry.example/app:1", "registry.example/app:2", 1))
+		rolloutStatus(ns, "deployment/a")
+		Eventually(mountsOf(ns, "a"), rolloutTimeout, 250*time.Millisecond).Should(HaveLen(2))
+		Expect(countValues(mountsOf(ns, "a")())).To(Equal(map[string]int{"flags-ch-canary": 1, "flags-ch-rest": 1}),
+			"the old revision's pods, on their way out, do not count against the new one's share")
+
 		By("a workload added later goes where its labels say, and moves no one; the hot Secret it also mounts is pointed at that Secret's channel")
 		apply(fmt.Sprintf(`apiVersion: v1
 kind: Secret
