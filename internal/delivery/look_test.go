@@ -165,19 +165,22 @@ func TestJudgeHot(t *testing.T) {
 			"healthy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := Judge(rec, tc.seen, t0)
-			got := "healthy"
-			switch {
-			case g.Failed != "":
-				got = "failed: " + g.Failed
-			case !g.Healthy():
-				got = "progressing: " + strings.Join(append(g.Progressing, g.Unready...), ", ")
-			}
-			if got != tc.want {
+			if got := gateSaid(Judge(rec, tc.seen, t0)); got != tc.want {
 				t.Errorf("%s, want %s", got, tc.want)
 			}
 		})
 	}
+}
+
+// gateSaid says a gate in one line: healthy, failed or what it waits for.
+func gateSaid(g Gate) string {
+	switch {
+	case g.Failed != "":
+		return "failed: " + g.Failed
+	case !g.Healthy():
+		return "progressing: " + strings.Join(append(g.Progressing, g.Unready...), ", ")
+	}
+	return "healthy"
 }
 
 func TestLookedAndGroups(t *testing.T) {
@@ -310,15 +313,7 @@ func TestJudgeHotSet(t *testing.T) {
 			"failed: Pod p-1: ConfigMap/limits: its program rejected the content: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := Judge(rec, tc.seen, t0)
-			got := "healthy"
-			switch {
-			case g.Failed != "":
-				got = "failed: " + g.Failed
-			case !g.Healthy():
-				got = "progressing: " + strings.Join(append(g.Progressing, g.Unready...), ", ")
-			}
-			if got != tc.want {
+			if got := gateSaid(Judge(rec, tc.seen, t0)); got != tc.want {
 				t.Errorf("%s, want %s", got, tc.want)
 			}
 		})

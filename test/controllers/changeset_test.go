@@ -248,11 +248,7 @@ var _ = Describe("a change set of hot config", func() {
 		ns := policyNamespace("changeset-hot", func(s *v1alpha1.ConfigPolicySpec) {
 			s.Revisions.Enabled, s.Delivery = true, new(hotWaves(true, 60, v1alpha1.FailureHalt))
 		})
-		Eventually(func() string {
-			var n corev1.Namespace
-			Expect(env.Client.Get(ctx, client.ObjectKey{Name: ns}, &n)).To(Succeed())
-			return n.Labels[v1alpha1.HotChannelsLabel]
-		}, 10*time.Second, 100*time.Millisecond).Should(Equal("true"))
+		awaitHotChannels(ns)
 		flags, limits := create1(hotConfigMap(ns, "flags", "info")), create1(hotConfigMap(ns, "limits", "10"))
 		Eventually(channelValues(ns, "limits"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "10", "rest": "10"}))
 		Eventually(channelValues(ns, "flags"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}))
@@ -278,11 +274,7 @@ var _ = Describe("a declared set of hot config", func() {
 		ns := policyNamespace("configset-hot", func(s *v1alpha1.ConfigPolicySpec) {
 			s.Revisions.Enabled, s.Delivery = true, new(hotWaves(true, 60, v1alpha1.FailureHalt))
 		})
-		Eventually(func() string {
-			var n corev1.Namespace
-			Expect(env.Client.Get(ctx, client.ObjectKey{Name: ns}, &n)).To(Succeed())
-			return n.Labels[v1alpha1.HotChannelsLabel]
-		}, 10*time.Second, 100*time.Millisecond).Should(Equal("true"))
+		awaitHotChannels(ns)
 		versioned := func(name, value string) *corev1.ConfigMap {
 			cm := hotConfigMap(ns, name, value)
 			cm.Annotations[v1alpha1.ConfigSetVersionAnnotation] = "v1"

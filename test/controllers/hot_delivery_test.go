@@ -53,11 +53,7 @@ func hotConfigMap(ns, name, value string) *corev1.ConfigMap {
 // pod runs and both channels hold "info".
 func hotNamespace(name string, settings v1alpha1.DeliverySettings, a app) (string, *corev1.ConfigMap) {
 	ns := policyNamespace(name, func(s *v1alpha1.ConfigPolicySpec) { s.Revisions.Enabled, s.Delivery = true, &settings })
-	Eventually(func() string {
-		var n corev1.Namespace
-		Expect(env.Client.Get(ctx, client.ObjectKey{Name: ns}, &n)).To(Succeed())
-		return n.Labels[v1alpha1.HotChannelsLabel]
-	}, 10*time.Second, 100*time.Millisecond).Should(Equal("true"), "the controller sends the namespace's pods to the Pod path")
+	awaitHotChannels(ns)
 	cm := create1(hotConfigMap(ns, "flags", "info"))
 	Eventually(channelValues(ns, "flags"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}))
 	cluster(ns, clusterOptions{app: a})
@@ -65,6 +61,17 @@ func hotNamespace(name string, settings v1alpha1.DeliverySettings, a app) (strin
 	hotWorkload(ns, "b", refs.ConfigMap, "flags", "rest", "rest")
 	Eventually(readyPods(ns), 10*time.Second).Should(Equal(4))
 	return ns, cm
+}
+
+// awaitHotChannels waits until the controller sends the pods of ns to the
+// Pod path (its hot-channels label).
+func awaitHotChannels(ns string) {
+	GinkgoHelper()
+	Eventually(func() string {
+		var n corev1.Namespace
+		Expect(env.Client.Get(ctx, client.ObjectKey{Name: ns}, &n)).To(Succeed())
+		return n.Labels[v1alpha1.HotChannelsLabel]
+	}, 10*time.Second, 100*time.Millisecond).Should(Equal("true"), "the controller sends the namespace's pods to the Pod path")
 }
 
 // hotWorkload creates Deployment name (labelled app=name) whose template
