@@ -267,6 +267,30 @@ var _ = Describe("a change set of hot config", func() {
 		Expect(channelValues(ns, "flags")()).To(Equal(map[string]string{"canary": "debug", "rest": "debug"}))
 		Expect(channelValues(ns, "limits")()).To(Equal(map[string]string{"canary": "20", "rest": "20"}))
 	})
+
+	It("rolls every member's channel of the failed wave back at once, and the rest never see either", func() {
+		ns := policyNamespace("changeset-hot-rollback", func(s *v1alpha1.ConfigPolicySpec) {
+			s.Revisions.Enabled, s.Delivery = true, new(hotWaves(false, 4, v1alpha1.FailureRollback))
+		})
+		awaitHotChannels(ns)
+		flags, limits := create1(hotConfigMap(ns, "flags", "info")), create1(hotConfigMap(ns, "limits", "10"))
+		Eventually(channelValues(ns, "limits"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "10", "rest": "10"}))
+		Eventually(channelValues(ns, "flags"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}))
+		// The application reads flags, its first volume, and does not come
+		// up on "broken".
+		cluster(ns, clusterOptions{app: failsOn("broken", false)})
+		hotWorkloadOf(ns, "a", refs.ConfigMap, []string{"flags", "limits"}, "canary", "rest")
+		Eventually(readyPods(ns), 10*time.Second).Should(Equal(2))
+
+		changeTogether(map[*corev1.ConfigMap]string{flags: "broken", limits: "20"})
+		Eventually(latestDelivery(ns, "flags"), 30*time.Second, 100*time.Millisecond).Should(Equal("Halted/ProgressDeadlineExceeded@canary"))
+		rec := deliveries(ns, "limits")[0]
+		Expect(rec.Spec.Members).To(HaveLen(2))
+		Expect(rec.Status.RolledBack).To(BeTrue())
+		Eventually(channelValues(ns, "flags"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}))
+		Eventually(channelValues(ns, "limits"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "10", "rest": "10"}),
+			"the member the canary did not fail on is rolled back with it")
+	})
 })
 
 var _ = Describe("a declared set of hot config", func() {
