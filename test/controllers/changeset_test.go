@@ -353,6 +353,27 @@ var _ = Describe("a declared set of hot config", func() {
 	})
 })
 
+var _ = Describe("a config set whose members cannot move together", func() {
+	It("is looked at again when a ConfigPolicy change lets them, without a write of the set", func() {
+		ns := policyNamespace("configset-policy", func(s *v1alpha1.ConfigPolicySpec) {
+			s.Revisions.Enabled = true
+			s.Delivery = &v1alpha1.DeliverySettings{Waves: []v1alpha1.Wave{{Name: "all"}}, SoakSeconds: new(int32(0))}
+		})
+		versioned := map[string]string{v1alpha1.ConfigSetVersionAnnotation: "v1"}
+		a := configMap(ns, "a", "1")
+		a.Annotations = versioned
+		create(a, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b", Annotations: versioned}, Data: map[string][]byte{configKey: []byte("1")}})
+		set := &v1alpha1.ConfigSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keys"}, Spec: v1alpha1.ConfigSetSpec{
+			Version: "v1", Members: []v1alpha1.ConfigSetMember{{Kind: "ConfigMap", Name: "a"}, {Kind: "Secret", Name: "b"}}}}
+		create(set)
+		Eventually(configSetCondition(set, v1alpha1.ConditionStalled), 10*time.Second).Should(And(HavePrefix("True/MembersIncompatible:"), ContainSubstring("Secret/b")))
+
+		setPolicy("configset-policy", func(s *v1alpha1.ConfigPolicySpec) { s.Revisions.Secrets = true })
+		Eventually(configSetCondition(set, v1alpha1.ConditionReady), 10*time.Second).Should(HavePrefix("True/"),
+			"the set is judged again with the policy that keeps Secrets")
+	})
+})
+
 var _ = Describe("config sets that claim one config", func() {
 	It("stalls the newer of two sets that list one config, whichever webhook replica let both in", func() {
 		ns := policyNamespace("configset-claims", func(s *v1alpha1.ConfigPolicySpec) {

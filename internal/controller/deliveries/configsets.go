@@ -19,8 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/configset"
@@ -35,7 +37,9 @@ import (
 type configSets struct{ d *deliveries }
 
 // setupConfigSets registers the ConfigSet controller: a set is looked at
-// when it, one of its members, or one of its deliveries changes.
+// when it, one of its members, or one of its deliveries changes, and every
+// set when the ConfigPolicies in force change (delivery turned on or off,
+// revisions.secrets: what decides whether its members can move together).
 func setupConfigSets(mgr ctrl.Manager, d *deliveries) error {
 	c := &configSets{d: d}
 	members := func(kind refs.Kind) handler.MapFunc {
@@ -43,7 +47,15 @@ func setupConfigSets(mgr ctrl.Manager, d *deliveries) error {
 			return c.setsListing(ctx, o.GetNamespace(), revision.Source{Kind: kind, Name: o.GetName()})
 		}
 	}
+	policiesChanged := make(chan event.TypedGenericEvent[*v1alpha1.ConfigSet], 1)
+	d.opts.Policies.OnChange(func() {
+		select {
+		case policiesChanged <- event.TypedGenericEvent[*v1alpha1.ConfigSet]{Object: &v1alpha1.ConfigSet{}}:
+		default: // one pending look covers every change before it
+		}
+	})
 	return ctrl.NewControllerManagedBy(mgr).Named("configset").
+		WatchesRawSource(source.Channel(policiesChanged, handler.TypedEnqueueRequestsFromMapFunc(c.every))).
 		For(&v1alpha1.ConfigSet{}).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(members(refs.ConfigMap))).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(members(refs.Secret))).
@@ -54,6 +66,20 @@ func setupConfigSets(mgr ctrl.Manager, d *deliveries) error {
 			return nil
 		})).
 		Complete(c)
+}
+
+// every asks for a look at every ConfigSet.
+func (c *configSets) every(ctx context.Context, _ *v1alpha1.ConfigSet) []reconcile.Request {
+	var list v1alpha1.ConfigSetList
+	if err := c.d.cache.List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing ConfigSets to look at them after a ConfigPolicy change")
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
 }
 
 // setsListing are the sets of ns that list src.
