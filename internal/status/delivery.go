@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
@@ -20,14 +21,9 @@ import (
 // still works and says what it cannot show.
 func deliveriesOf(ctx context.Context, c client.Reader, in []client.ListOption) (map[string][]string, string, error) {
 	var list v1alpha1.ConfigDeliveryList
-	err := c.List(ctx, &list, in...)
-	switch {
-	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
-		return nil, "", nil
-	case apierrors.IsForbidden(err):
-		return nil, "you may not list configdeliveries.configward.dev: which wave of a config delivery each workload is in does not show", nil
-	case err != nil:
-		return nil, "", fmt.Errorf("listing configdeliveries: %w", err)
+	if read, note, err := listOptional(ctx, c, &list, in, "configdeliveries.configward.dev", "",
+		"which wave of a config delivery each workload is in does not show"); !read {
+		return nil, note, err
 	}
 	byNamespace := map[string][]v1alpha1.ConfigDelivery{}
 	for _, d := range list.Items {
@@ -69,4 +65,21 @@ func checks(cs []v1alpha1.CheckStatus) string {
 		return ""
 	}
 	return "; checks: " + strings.Join(out, "; ")
+}
+
+// listOptional lists what status shows beside workloads, of a kind the
+// cluster may not serve (its CRD not installed: absent says so, "" for
+// nothing to say) or that the user may not read (forbidden says what then
+// does not show). read is false in both cases: status goes on without it.
+func listOptional(ctx context.Context, c client.Reader, list client.ObjectList, in []client.ListOption, resource, absent, forbidden string) (read bool, note string, err error) {
+	err = c.List(ctx, list, in...)
+	switch {
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+		return false, absent, nil
+	case apierrors.IsForbidden(err):
+		return false, "you may not list " + resource + ": " + forbidden, nil
+	case err != nil:
+		return false, "", fmt.Errorf("listing %s: %w", strings.SplitN(resource, ".", 2)[0], err)
+	}
+	return true, "", nil
 }

@@ -2,11 +2,9 @@ package status
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,14 +30,8 @@ type Set struct {
 // them, status still works and says what it cannot show.
 func setsOf(ctx context.Context, c client.Reader, in []client.ListOption) ([]Set, string, error) {
 	var list v1alpha1.ConfigSetList
-	err := c.List(ctx, &list, in...)
-	switch {
-	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
-		return nil, "", nil
-	case apierrors.IsForbidden(err):
-		return nil, "you may not list configsets.configward.dev: where each ConfigSet stands does not show", nil
-	case err != nil:
-		return nil, "", fmt.Errorf("listing configsets: %w", err)
+	if read, note, err := listOptional(ctx, c, &list, in, "configsets.configward.dev", "", "where each ConfigSet stands does not show"); !read {
+		return nil, note, err
 	}
 	out := make([]Set, 0, len(list.Items))
 	for i := range list.Items {

@@ -290,15 +290,11 @@ func itemOf(s drift.Status, fromReport bool) Item {
 // the CRD, or without the right to read Reports, status still works, less
 // well, and says so.
 func readReports(ctx context.Context, c client.Reader, in []client.ListOption) (map[types.UID]*openreports.Report, string, error) {
+	const less = "each workload is compared with its pod template's hash, so a config change not yet stamped, and workloads configward does not roll, do not show"
 	var list openreports.ReportList
-	err := c.List(ctx, &list, append(slices.Clip(in), client.MatchingLabels{report.ManagedByLabel: report.Source})...)
-	switch {
-	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
-		return nil, "the cluster serves no OpenReports Reports (openreports.io/v1alpha1): each workload is compared with its pod template's hash, so a config change not yet stamped, and workloads configward does not roll, do not show", nil
-	case apierrors.IsForbidden(err):
-		return nil, "you may not list reports.openreports.io: each workload is compared with its pod template's hash, so a config change not yet stamped, and workloads configward does not roll, do not show", nil
-	case err != nil:
-		return nil, "", fmt.Errorf("listing reports: %w", err)
+	if read, note, err := listOptional(ctx, c, &list, append(slices.Clip(in), client.MatchingLabels{report.ManagedByLabel: report.Source}), "reports.openreports.io",
+		"the cluster serves no OpenReports Reports (openreports.io/v1alpha1): "+less, less); !read {
+		return nil, note, err
 	}
 	out := make(map[types.UID]*openreports.Report, len(list.Items))
 	for i := range list.Items {
