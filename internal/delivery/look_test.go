@@ -330,4 +330,14 @@ func TestJudgeHotSet(t *testing.T) {
 			t.Errorf("wave %s's channel of %s: want says %s, want %s", tc.wave, tc.config, got, tc.want)
 		}
 	}
+	// A declared set of one member: its waves name no Froms, their From is
+	// the member's.
+	one := hotSet()
+	one.Spec.Members = one.Spec.Members[:1]
+	one.Status.Members = one.Status.Members[:1]
+	one.Status.Waves[1].Froms, one.Status.Waves[1].From = "", "flags-0z"
+	flags := revision.Source{Kind: refs.ConfigMap, Name: "flags"}
+	if got := Want(Ask{Record: one, Config: flags, Current: "flags-2b", Holder: Holder{Wave: "rest"}, Held: "flags-2b"}).Revision; got != "flags-0z" {
+		t.Errorf("the rest's channel of a one-member set: want says %s, want its wave's From flags-0z", got)
+	}
 }

@@ -127,11 +127,18 @@ func WaveChannels(rec *v1alpha1.ConfigDelivery, w *v1alpha1.WaveStatus) []Member
 
 // waveFrom is the snapshot of src the channel of wave w held when rec
 // started ("" when none was kept): for a change set, from the wave's
-// Froms, else the member's From.
+// Froms (a declared set of one member has none: its wave's From is its
+// first member's), else the member's From.
 func waveFrom(rec *v1alpha1.ConfigDelivery, w *v1alpha1.WaveStatus, src revision.Source) string {
 	if !IsSet(rec) {
 		return cmp.Or(w.From, rec.Status.From)
 	}
 	froms, _ := revision.Decode(w.Froms)
-	return cmp.Or(froms[src], member(rec, src).From)
+	if f := froms[src]; f != "" {
+		return f
+	}
+	if src == Delivers(rec) && w.From != "" {
+		return w.From
+	}
+	return member(rec, src).From
 }
