@@ -243,18 +243,25 @@ var _ = Describe("declared config sets", func() {
 	})
 })
 
+// hotPair creates a namespace where ConfigPolicy name turns delivery on
+// with settings, hot ConfigMaps flags ("info") and limits ("10"), and
+// Deployment a, whose two pods (one in the canary, one in the rest) mount
+// both and run a; it returns once they are ready.
+func hotPair(name string, settings v1alpha1.DeliverySettings, a app) (ns string, flags, limits *corev1.ConfigMap) {
+	ns = policyNamespace(name, func(s *v1alpha1.ConfigPolicySpec) { s.Revisions.Enabled, s.Delivery = true, &settings })
+	awaitHotChannels(ns)
+	flags, limits = create1(hotConfigMap(ns, "flags", "info")), create1(hotConfigMap(ns, "limits", "10"))
+	Eventually(channelValues(ns, "limits"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "10", "rest": "10"}))
+	Eventually(channelValues(ns, "flags"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}))
+	cluster(ns, clusterOptions{app: a})
+	hotWorkloadOf(ns, "a", refs.ConfigMap, []string{"flags", "limits"}, "canary", "rest")
+	Eventually(readyPods(ns), 10*time.Second).Should(Equal(2))
+	return ns, flags, limits
+}
+
 var _ = Describe("a change set of hot config", func() {
 	It("delivers two hot ConfigMaps a workload mounts, changed together, as one: one record, one approval for both", func() {
-		ns := policyNamespace("changeset-hot", func(s *v1alpha1.ConfigPolicySpec) {
-			s.Revisions.Enabled, s.Delivery = true, new(hotWaves(true, 60, v1alpha1.FailureHalt))
-		})
-		awaitHotChannels(ns)
-		flags, limits := create1(hotConfigMap(ns, "flags", "info")), create1(hotConfigMap(ns, "limits", "10"))
-		Eventually(channelValues(ns, "limits"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "10", "rest": "10"}))
-		Eventually(channelValues(ns, "flags"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}))
-		cluster(ns, clusterOptions{app: runs})
-		hotWorkloadOf(ns, "a", refs.ConfigMap, []string{"flags", "limits"}, "canary", "rest")
-		Eventually(readyPods(ns), 10*time.Second).Should(Equal(2))
+		ns, flags, limits := hotPair("changeset-hot", hotWaves(true, 60, v1alpha1.FailureHalt), runs)
 
 		changeTogether(map[*corev1.ConfigMap]string{flags: "debug", limits: "20"})
 		Eventually(latestDelivery(ns, "flags"), 20*time.Second, 100*time.Millisecond).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
@@ -269,18 +276,9 @@ var _ = Describe("a change set of hot config", func() {
 	})
 
 	It("rolls every member's channel of the failed wave back at once, and the rest never see either", func() {
-		ns := policyNamespace("changeset-hot-rollback", func(s *v1alpha1.ConfigPolicySpec) {
-			s.Revisions.Enabled, s.Delivery = true, new(hotWaves(false, 4, v1alpha1.FailureRollback))
-		})
-		awaitHotChannels(ns)
-		flags, limits := create1(hotConfigMap(ns, "flags", "info")), create1(hotConfigMap(ns, "limits", "10"))
-		Eventually(channelValues(ns, "limits"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "10", "rest": "10"}))
-		Eventually(channelValues(ns, "flags"), 10*time.Second, 100*time.Millisecond).Should(Equal(map[string]string{"canary": "info", "rest": "info"}))
 		// The application reads flags, its first volume, and does not come
 		// up on "broken".
-		cluster(ns, clusterOptions{app: failsOn("broken", false)})
-		hotWorkloadOf(ns, "a", refs.ConfigMap, []string{"flags", "limits"}, "canary", "rest")
-		Eventually(readyPods(ns), 10*time.Second).Should(Equal(2))
+		ns, flags, limits := hotPair("changeset-hot-rollback", hotWaves(false, 4, v1alpha1.FailureRollback), failsOn("broken", false))
 
 		changeTogether(map[*corev1.ConfigMap]string{flags: "broken", limits: "20"})
 		Eventually(latestDelivery(ns, "flags"), 30*time.Second, 100*time.Millisecond).Should(Equal("Halted/ProgressDeadlineExceeded@canary"))
