@@ -30,6 +30,13 @@ type Gate struct {
 	Kinds []string
 	// Wait is how long a review waits for a stale view to come back.
 	Wait time.Duration
+	// APIServerReady, when set, asks the API server whether it reports
+	// ready (/readyz). One that does not is starting (or cannot reach its
+	// storage): it may already answer lists and watches while it loads,
+	// and holding every review then, all released at once when the view
+	// comes back, on a control plane busy starting, costs more than judging
+	// from the view as it was, as during the outage itself.
+	APIServerReady func(context.Context) bool
 
 	mu      sync.Mutex
 	probing bool
@@ -133,6 +140,22 @@ func (g *Gate) probe() {
 			g.probing = false
 			g.mu.Unlock()
 			return
+		}
+		at := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), askTimeout)
+		ready := g.APIServerReady == nil || g.APIServerReady(ctx)
+		cancel()
+		if !ready {
+			g.mu.Lock()
+			if g.asked == nil {
+				g.asked = map[string]ask{}
+			}
+			for _, s := range stale {
+				g.asked[s.Kind] = ask{served: false, at: at}
+			}
+			g.mu.Unlock()
+			time.Sleep(askEvery)
+			continue
 		}
 		var wg sync.WaitGroup
 		for _, s := range stale {

@@ -168,6 +168,28 @@ func TestGateJudgesDuringAnOutageWaitsAfterItAndThenRefuses(t *testing.T) {
 	}
 }
 
+// An API server that serves lists and watches but does not report ready
+// (it is starting) holds no review: they are judged from the view as it
+// was, as during the outage.
+func TestGateHoldsNoReviewWhileTheAPIServerIsNotReady(t *testing.T) {
+	v := New()
+	api := &switchable{}
+	v.Observe("ConfigPolicy", api)
+	var ready atomic.Bool
+	g := &Gate{Views: v, Kinds: []string{"ConfigPolicy"}, Wait: 2 * time.Second,
+		APIServerReady: func(context.Context) bool { return ready.Load() }}
+	start := time.Now()
+	if err := g.Check(context.Background()); err != nil || time.Since(start) > time.Second {
+		t.Fatalf("a starting API server held a review %v (err %v)", time.Since(start), err)
+	}
+	ready.Store(true)
+	time.Sleep(2 * askEvery) // the gate has asked again
+	start = time.Now()
+	if err := g.Check(context.Background()); err == nil || time.Since(start) < g.Wait {
+		t.Fatalf("once ready, serving ConfigPolicies with the view stale, the review was judged (err %v after %v)", err, time.Since(start))
+	}
+}
+
 // hanging is an API server that takes connections and never answers.
 type hanging struct{}
 

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,8 +48,16 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	log := ctrl.Log.WithName("webhook")
 	views := freshness.New().WithLog(ctrl.Log.WithName("freshness"))
 	freshness.Publish(views)
+	readyz, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("a client for the API server's /readyz: %w", err)
+	}
 	gate := &freshness.Gate{Views: views, Wait: o.StaleViewWait,
-		Kinds: []string{"ConfigPolicy", "ConfigSchema", "ConfigMap", "Secret"}}
+		Kinds: []string{"ConfigPolicy", "ConfigSchema", "ConfigMap", "Secret"},
+		APIServerReady: func(ctx context.Context) bool {
+			// Allowed to everyone (system:public-info-viewer).
+			return readyz.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error() == nil
+		}}
 	srv, err := webhookserver.New(webhookserver.Options{
 		BindAddress:      o.BindAddress,
 		CertDir:          o.CertDir,
