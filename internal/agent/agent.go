@@ -7,7 +7,10 @@
 // reads back what the program applied, and reports it to configward as the
 // pod. It never restarts the program, keeps no value beyond the moment it
 // fingerprints one, and goes on reloading while configward is unreachable:
-// its reports are retried, the latest replacing any not sent yet.
+// its reports are retried, the latest replacing any not sent yet. Where the
+// pod mounts several configs, it first asks configward whether what is on
+// disk holds one set (see ask.go): a change set's members swap in one
+// after the other, and the program is reloaded only once they all have.
 package agent
 
 import (
@@ -50,6 +53,10 @@ type Options struct {
 	// and puts right what configward could not judge when it came (a new
 	// installation key, a content its cache had not seen).
 	Resend time.Duration
+	// AskMax bounds the wait between two questions to configward while
+	// the configs on disk do not hold one set, or configward cannot be
+	// asked.
+	AskMax time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -71,6 +78,9 @@ func (o Options) withDefaults() Options {
 	if o.Resend == 0 {
 		o.Resend = 10 * time.Minute
 	}
+	if o.AskMax == 0 {
+		o.AskMax = 16 * time.Second
+	}
 	return o
 }
 
@@ -80,6 +90,9 @@ type state struct {
 	revision  string
 	swappedAt time.Time
 	result    reload.ConfigReport
+	// set is the set configward last said the config belongs to ("" for
+	// none).
+	set string
 }
 
 // Run runs the agent until ctx ends.
@@ -117,6 +130,7 @@ func Run(ctx context.Context, spec reload.Spec, o Options, log logr.Logger) erro
 		return r
 	}
 	changed := watch(ctx, spec.Configs, o.Poll, log)
+	gate := &setGate{asker: rep, log: log, maxWait: o.AskMax}
 
 	// At start the program reads what is on disk by itself: nothing to
 	// trigger. A check, where there is one, says what it runs (the agent
@@ -153,8 +167,8 @@ func Run(ctx context.Context, spec reload.Spec, o Options, log logr.Logger) erro
 					swapped = append(swapped, s)
 				}
 			}
-			if len(swapped) == 0 {
-				continue
+			if len(swapped) == 0 || !gate.open(ctx, states, swapped) {
+				continue // the poll looks again
 			}
 			r := told(prog.reloadAndCheck(ctx))
 			for _, s := range swapped {
@@ -177,7 +191,7 @@ func (s *state) look(r result, log logr.Logger) {
 	}
 	s.revision, s.swappedAt = c.revision, c.swappedAt
 	s.result = reload.ConfigReport{Config: s.config.ID(), SwappedAt: c.swappedAt, Result: r.what, At: time.Now().UTC(), Message: r.message,
-		AllKeys: s.config.Items == nil}
+		AllKeys: s.config.Items == nil, Set: s.set}
 	log.Info("config", "config", s.config.ID(), "revision", c.revision, "result", r.what, "message", r.message)
 }
 
@@ -322,12 +336,10 @@ func (r *reporter) send() error {
 	r.mu.Lock()
 	configs, parts, revisions := r.latest, r.parts, r.revisions
 	r.mu.Unlock()
-	token, err := os.ReadFile(r.spec.TokenFile)
+	token, key, err := r.token()
 	if err != nil {
-		return fmt.Errorf("reading the agent's token: %w", err)
+		return err
 	}
-	token = bytes.TrimSpace(token)
-	key := reload.FingerprintKey(token)
 	var rep reload.Report
 	for _, c := range configs {
 		got, err := read(c)
@@ -341,26 +353,43 @@ func (r *reporter) send() error {
 	if len(rep.Configs) == 0 {
 		return nil // nothing learnt yet, or each content is on its way out
 	}
-	body, err := json.Marshal(rep)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
+	_, err = r.post(ctx, token, rep)
+	return err
+}
+
+// token reads the agent's token now (tokens rotate) and the key its
+// fingerprints are made under.
+func (r *reporter) token() (token, key []byte, err error) {
+	token, err = os.ReadFile(r.spec.TokenFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the agent's token: %w", err)
+	}
+	token = bytes.TrimSpace(token)
+	return token, reload.FingerprintKey(token), nil
+}
+
+// post sends rep as the pod and returns configward's answer.
+func (r *reporter) post(ctx context.Context, token []byte, rep reload.Report) ([]byte, error) {
+	body, err := json.Marshal(rep)
+	if err != nil {
+		return nil, err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.spec.Report, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+string(token))
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<10))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("configward answered %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
+		return nil, fmt.Errorf("configward answered %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
 	}
-	return nil
+	return msg, nil
 }

@@ -66,6 +66,10 @@ type configward struct {
 	reports []reload.Report
 	tokens  []string
 	refuse  bool
+	// answer answers a report that asks (nil: every set holds); asks
+	// counts them.
+	answer func(rep reload.Report, key []byte) reload.Answer
+	asks   int
 }
 
 func newConfigward(t *testing.T) *configward {
@@ -80,6 +84,16 @@ func newConfigward(t *testing.T) *configward {
 		var rep reload.Report
 		if r.URL.Path != reload.ReportPath || json.NewDecoder(r.Body).Decode(&rep) != nil {
 			http.Error(w, "bad report", http.StatusBadRequest)
+			return
+		}
+		if rep.Ask {
+			c.asks++
+			ans := reload.Answer{Holds: true}
+			if c.answer != nil {
+				ans = c.answer(rep, reload.FingerprintKey([]byte(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))))
+			}
+			ans.Outcome = reload.Asked
+			_ = json.NewEncoder(w).Encode(ans)
 			return
 		}
 		c.reports = append(c.reports, rep)
@@ -404,5 +418,115 @@ func TestCallsAreTriedAgain(t *testing.T) {
 	}
 	if took := time.Since(start); took < 30*time.Millisecond {
 		t.Errorf("gave up after %s: it did not wait between tries", took)
+	}
+}
+
+// A pod that mounts two configs of one set: its program is reloaded only
+// once configward says both hold the set's content, and, while configward
+// cannot be asked, a config it said is in a set waits; one it never said
+// so reloads as before.
+func TestReloadWaitsForTheWholeSet(t *testing.T) {
+	cw := newConfigward(t)
+	a, b := t.TempDir(), t.TempDir()
+	read := func(dir string) string {
+		v, _ := os.ReadFile(filepath.Join(dir, "v"))
+		return string(v)
+	}
+	var mu sync.Mutex
+	var reloads []string // what the program read at each reload: "<a>/<b>"
+	program := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		reloads = append(reloads, read(a)+"/"+read(b))
+		fmt.Fprint(w, "reloaded")
+	}))
+	defer program.Close()
+	inSet := true
+	// configward's side: the set holds when both configs hold one version.
+	cw.answer = func(rep reload.Report, key []byte) reload.Answer {
+		if !inSet {
+			return reload.Answer{Holds: true}
+		}
+		ans := reload.Answer{Sets: map[string]string{}}
+		version := map[string]string{}
+		for _, p := range rep.Configs {
+			ans.Sets[p.Config] = "configset-pair-2@v2"
+			for _, v := range []string{"1", "2", "3", "4"} {
+				if reload.Matches(key, p.Keys, p.AllKeys, digest.KeyDigests(map[string]string{"v": v}, nil)) {
+					version[p.Config] = v
+				}
+			}
+		}
+		ans.Holds = version["ConfigMap/cfg0"] == version["ConfigMap/cfg1"]
+		if !ans.Holds {
+			ans.WaitingFor = []string{"ConfigMap/cfg1"}
+		}
+		return ans
+	}
+	project(t, a, map[string]string{"v": "1"})
+	project(t, b, map[string]string{"v": "1"})
+	run(t, spec(t, cw, program.URL+"/-/reload", "", a, b), fast)
+	appliedContent(t, cw, "ConfigMap/cfg1", reload.Seen, map[string]string{"v": "1"})
+	reloaded := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), reloads...)
+	}
+	asks := func() int {
+		cw.mu.Lock()
+		defer cw.mu.Unlock()
+		return cw.asks
+	}
+
+	project(t, a, map[string]string{"v": "2"})
+	for deadline := time.Now().Add(5 * time.Second); asks() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // several polls
+	if got := reloaded(); len(got) != 0 || asks() == 0 {
+		t.Fatalf("after one member swapped: reloads %v, %d questions; want none, and a question", got, asks())
+	}
+	project(t, b, map[string]string{"v": "2"})
+	p := appliedContent(t, cw, "ConfigMap/cfg0", reload.Applied, map[string]string{"v": "2"})
+	if p.Set != "configset-pair-2@v2" {
+		t.Errorf("the report names set %q, want configset-pair-2@v2", p.Set)
+	}
+	if got := reloaded(); len(got) != 1 || got[0] != "2/2" {
+		t.Fatalf("reloads %v, want one on 2/2", got)
+	}
+
+	// configward unreachable: members wait, whatever is on disk.
+	cw.mu.Lock()
+	cw.refuse = true
+	cw.mu.Unlock()
+	project(t, a, map[string]string{"v": "3"})
+	project(t, b, map[string]string{"v": "3"})
+	time.Sleep(1500 * time.Millisecond)
+	if got := reloaded(); len(got) != 1 {
+		t.Fatalf("reloads %v while configward could not be asked; want none more", got)
+	}
+	cw.mu.Lock()
+	cw.refuse = false
+	cw.mu.Unlock()
+	appliedContent(t, cw, "ConfigMap/cfg0", reload.Applied, map[string]string{"v": "3"})
+	if got := reloaded(); len(got) != 2 || got[1] != "3/3" {
+		t.Fatalf("reloads %v, want a second one on 3/3", got)
+	}
+
+	// Configs configward never said are in a set reload while it is down.
+	cw.mu.Lock()
+	inSet = false
+	cw.mu.Unlock()
+	project(t, a, map[string]string{"v": "4"})
+	appliedContent(t, cw, "ConfigMap/cfg0", reload.Applied, map[string]string{"v": "4"})
+	cw.mu.Lock()
+	cw.refuse = true
+	cw.mu.Unlock()
+	project(t, b, map[string]string{"v": "4"})
+	for deadline := time.Now().Add(5 * time.Second); len(reloaded()) < 4 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := reloaded(); len(got) != 4 || got[3] != "4/4" {
+		t.Fatalf("reloads %v: configs in no set must reload while configward is down", got)
 	}
 }

@@ -41,10 +41,10 @@ func Name(original, wave string) string {
 // meta is the metadata of every channel: configward's label, the original
 // and the wave, the snapshot whose content it holds, the hot reload mode
 // (a channel is hot config: its pods' agents watch it, and the rules for
-// hot config hold for it), none of the original's labels (no ConfigSchema
-// or selector picks a channel up) and no owner: the channels controller
-// deletes channels nobody mounts any more.
-func meta(namespace, original, wave, content string) metav1.ObjectMeta {
+// hot config hold for it), the note of its write (see Note), none of the
+// original's labels (no ConfigSchema or selector picks a channel up) and no
+// owner: the channels controller deletes channels nobody mounts any more.
+func meta(namespace, original, wave, content string, note Note) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Namespace: namespace,
 		Name:      Name(original, wave),
@@ -54,25 +54,27 @@ func meta(namespace, original, wave, content string) metav1.ObjectMeta {
 			v1alpha1.ChannelWaveAnnotation:    wave,
 			v1alpha1.ChannelContentAnnotation: content,
 			v1alpha1.ReloadAnnotation:         v1alpha1.ReloadHot,
+			v1alpha1.ChannelSetAnnotation:     note.Encode(),
 		},
 	}
 }
 
 // ConfigMap is the channel of original for wave holding the content of
-// snapshot (a snapshot of original, read from the API server).
-func ConfigMap(snapshot *corev1.ConfigMap, original, wave string) *corev1.ConfigMap {
+// snapshot (a snapshot of original, read from the API server), written
+// with note.
+func ConfigMap(snapshot *corev1.ConfigMap, original, wave string, note Note) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
-		ObjectMeta: meta(snapshot.Namespace, original, wave, snapshot.Name),
+		ObjectMeta: meta(snapshot.Namespace, original, wave, snapshot.Name, note),
 		Data:       snapshot.Data,
 		BinaryData: snapshot.BinaryData,
 	}
 }
 
 // Secret is the channel of original for wave holding the content of
-// snapshot.
-func Secret(snapshot *corev1.Secret, original, wave string) *corev1.Secret {
+// snapshot, written with note.
+func Secret(snapshot *corev1.Secret, original, wave string, note Note) *corev1.Secret {
 	return &corev1.Secret{
-		ObjectMeta: meta(snapshot.Namespace, original, wave, snapshot.Name),
+		ObjectMeta: meta(snapshot.Namespace, original, wave, snapshot.Name, note),
 		Type:       snapshot.Type,
 		Data:       snapshot.Data,
 	}

@@ -24,7 +24,7 @@ func TestName(t *testing.T) {
 func TestConfigMapIsAHotChannel(t *testing.T) {
 	snap := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "flags-0123456789", Labels: map[string]string{"team": "x"}},
 		Data: map[string]string{"k": "v"}}
-	ch := ConfigMap(snap, "flags", "canary")
+	ch := ConfigMap(snap, "flags", "canary", Note{})
 	of, wave, ok := Of(ch.Labels, ch.Annotations)
 	if !ok || of != "flags" || wave != "canary" || ch.Name != "flags-ch-canary" || ch.Namespace != "shop" {
 		t.Fatalf("channel %+v: of %q wave %q ok %v", ch.ObjectMeta, of, wave, ok)

@@ -32,6 +32,8 @@ type PodEntry struct {
 	Message   string    `json:"message,omitempty"`
 	SwappedAt time.Time `json:"swappedAt"`
 	At        time.Time `json:"at"`
+	// Set is the set the agent applied the content with (Answer.Sets).
+	Set string `json:"set,omitempty"`
 }
 
 // ContentID names the content of a ConfigMap or Secret (its key digests)

@@ -15,7 +15,31 @@ const ReportPath = "/reload-agent/report"
 // the program made of it.
 type Report struct {
 	Configs []ConfigReport `json:"configs"`
+	// Ask, set, makes the report a question, answered with an Answer and
+	// kept nowhere: do the configs on disk hold one set? The agent asks
+	// before it triggers a reload of a pod that mounts several configs.
+	Ask bool `json:"ask,omitempty"`
 }
+
+// Answer is configward's answer to a report that asks.
+type Answer struct {
+	Outcome string `json:"outcome"`
+	// Holds: no config on the pod's disk is bound to another it mounts
+	// with other content than configward's newest write of them together
+	// (channel.Expected); the program may read them.
+	Holds bool `json:"holds"`
+	// WaitingFor names ("Kind/name", by the config the pod mounts) those
+	// whose content on disk is not yet what their set holds.
+	WaitingFor []string `json:"waitingFor,omitempty"`
+	// Sets maps each config the pod mounts that is bound to another to the
+	// set it is delivered with ("<record>" or "<record>@<version>"): the
+	// agent reports the set it applied, and holds reloads of these while
+	// configward cannot be asked.
+	Sets map[string]string `json:"sets,omitempty"`
+}
+
+// Outcome of a report that asks.
+const Asked = "asked"
 
 // Results of a reload.
 const (
@@ -49,6 +73,9 @@ type ConfigReport struct {
 	Result  string    `json:"result"`
 	At      time.Time `json:"at"`
 	Message string    `json:"message,omitempty"`
+	// Set is the set configward said the content belongs to when the
+	// agent triggered the reload ("" for config bound to no other).
+	Set string `json:"set,omitempty"`
 }
 
 // Withheld stands for a program's message where a hot Secret is among the

@@ -46,7 +46,7 @@ import (
 var (
 	agentReports = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_reload_reports_total",
-		Help: "Reports of reload agents, by outcome: recorded, unchanged (what the pod said is already on it), ignored (about no config the pod reads), refused (see reason), invalid (a body that is not a report, or one sent too slowly or too large: see reason), busy (its pod has a report in flight, or every source together as many as they may: the agent tries again), unavailable (the token could not be reviewed or the pod not written: the agent tries again). reason says why a report was refused, invalid or busy: no-token, not-agent-token, not-pod-token, pod-gone, not-json, too-slow, too-large, pod, all-sources.",
+		Help: "Reports of reload agents, by outcome: recorded, unchanged (what the pod said is already on it), asked (an agent asked whether its pod's configs hold one set, before a reload), ignored (about no config the pod reads), refused (see reason), invalid (a body that is not a report, or one sent too slowly or too large: see reason), busy (its pod has a report in flight, or every source together as many as they may: the agent tries again), unavailable (the token could not be reviewed or the pod not written: the agent tries again). reason says why a report was refused, invalid or busy: no-token, not-agent-token, not-pod-token, pod-gone, not-json, too-slow, too-large, pod, all-sources.",
 	}, []string{"outcome", "reason"})
 	refusedConns = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configward_reload_report_connections_refused_total",
@@ -156,6 +156,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not a report: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	if rep.Ask {
+		ans, err := h.answer(ctx, pod, []byte(token), rep)
+		if err != nil {
+			count("unavailable", "")
+			ctrl.Log.WithName("reload-reports").Error(err, "answering an agent", "pod", client.ObjectKeyFromObject(pod))
+			http.Error(w, "not answered: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		count(reload.Asked, "")
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(ans)
+		return
+	}
 	outcome, err := h.record(ctx, pod, []byte(token), rep)
 	if err != nil {
 		count("unavailable", "")
@@ -201,10 +214,7 @@ func first(v authenticationv1.ExtraValue) string {
 // record keeps what rep says of pod on the pod's ConfigReload condition,
 // when it changes.
 func (h *Handler) record(ctx context.Context, pod *corev1.Pod, token []byte, rep reload.Report) (string, error) {
-	consumed := map[string]bool{}
-	for _, c := range refs.ConsumedBy(&pod.Spec) {
-		consumed[string(c.Kind)+"/"+c.Name] = true
-	}
+	consumed := consumedBy(pod)
 	fingerprintKey := reload.FingerprintKey(token)
 	key := h.Keys.Current().Bytes()
 	previous := reload.EntriesOf(pod)
@@ -228,7 +238,8 @@ func (h *Handler) record(ctx context.Context, pod *corev1.Pod, token []byte, rep
 		if err != nil {
 			return "", err
 		}
-		e := reload.PodEntry{Config: kind + "/" + named, Result: part.Result, Message: reload.Cut(part.Message), SwappedAt: part.SwappedAt.UTC(), At: part.At.UTC()}
+		e := reload.PodEntry{Config: kind + "/" + named, Result: part.Result, Message: reload.Cut(part.Message), SwappedAt: part.SwappedAt.UTC(), At: part.At.UTC(),
+			Set: reload.Cut(part.Set)}
 		if !shareable && e.Message != "" {
 			e.Message = reload.Withheld
 		}
@@ -286,20 +297,24 @@ func (h *Handler) contentOf(ctx context.Context, kind refs.Kind, namespace, name
 	if h.Live == nil {
 		return nil, time.Time{}, nil
 	}
-	// One live read per config and cached content in liveEvery: reports
-	// of fingerprints nobody has (a pod's agent may send any) would
-	// otherwise each cost a GET.
-	kd, at, err := h.live.read(cachedContent(o), string(kind)+"/"+namespace+"/"+name, time.Now(), func() (map[string]string, time.Time, error) {
-		obj, kd, err := inventory.ReadLive(ctx, h.Live, kind, types.NamespacedName{Namespace: namespace, Name: name})
-		if err != nil {
-			return nil, time.Time{}, client.IgnoreNotFound(err)
-		}
-		return kd, writtenAt(obj), nil
-	})
-	if err != nil || kd == nil || !matches(kd) {
+	live, err := h.readLive(ctx, o, kind, namespace, name)
+	if err != nil || live.kd == nil || !matches(live.kd) {
 		return nil, time.Time{}, err
 	}
-	return kd, at, nil
+	return live.kd, live.when, nil
+}
+
+// readLive reads a config from the API server: one live read per config
+// and cached content in liveEvery, since reports of fingerprints nobody has
+// (a pod's agent may send any) would otherwise each cost a GET.
+func (h *Handler) readLive(ctx context.Context, cached inventory.Object, kind refs.Kind, namespace, name string) (liveContent, error) {
+	return h.live.read(cachedContent(cached), string(kind)+"/"+namespace+"/"+name, time.Now(), func() (liveContent, error) {
+		obj, kd, err := inventory.ReadLive(ctx, h.Live, kind, types.NamespacedName{Namespace: namespace, Name: name})
+		if err != nil {
+			return liveContent{}, client.IgnoreNotFound(err)
+		}
+		return liveContent{kd: kd, when: writtenAt(obj), note: obj.GetAnnotations()[v1alpha1.ChannelSetAnnotation]}, nil
+	})
 }
 
 // cachedContent names what the cache holds of a config: its key digests, or

@@ -57,21 +57,7 @@ func TestReloadReports(t *testing.T) {
 	web := mounted("web-1", "uid-web-1", flagsVolume)
 	vault := mounted("vault-1", "uid-vault-1", flagsVolume, credsVolume)
 	cache := inventorytest.Cache(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS}}, flags, creds, web, vault)
-	// The API server's TokenReview: each token names a pod, or nothing.
-	tokens := map[string]*corev1.Pod{"token-web": web, "token-vault": vault}
-	reviews := fake.NewClientBuilder().WithScheme(testScheme).WithInterceptorFuncs(interceptor.Funcs{
-		Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
-			tr := obj.(*authenticationv1.TokenReview)
-			p, ok := tokens[tr.Spec.Token]
-			if !ok || len(tr.Spec.Audiences) != 1 || tr.Spec.Audiences[0] != reload.Audience {
-				return nil // not authenticated
-			}
-			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: tr.Spec.Audiences, User: authenticationv1.UserInfo{
-				Username: "system:serviceaccount:" + testNS + ":default",
-				Extra:    map[string]authenticationv1.ExtraValue{"authentication.kubernetes.io/pod-name": {p.Name}, "authentication.kubernetes.io/pod-uid": {string(p.UID)}}}}
-			return nil
-		},
-	}).Build()
+	reviews := tokenReviews(map[string]*corev1.Pod{"token-web": web, "token-vault": vault})
 	writer := fake.NewClientBuilder().WithScheme(testScheme).WithObjects(web.DeepCopy(), vault.DeepCopy()).WithStatusSubresource(&corev1.Pod{}).Build()
 	key := []byte("installation key")
 	recorded := events.NewFakeRecorder(100)
@@ -192,6 +178,24 @@ func TestReloadReports(t *testing.T) {
 			t.Errorf("%d live reads for 20 reports of unknown content, want 1", n)
 		}
 	})
+}
+
+// tokenReviews stands for the API server's TokenReview: each token names a
+// pod, or nothing.
+func tokenReviews(tokens map[string]*corev1.Pod) client.Client {
+	return fake.NewClientBuilder().WithScheme(testScheme).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
+			tr := obj.(*authenticationv1.TokenReview)
+			p, ok := tokens[tr.Spec.Token]
+			if !ok || len(tr.Spec.Audiences) != 1 || tr.Spec.Audiences[0] != reload.Audience {
+				return nil // not authenticated
+			}
+			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: tr.Spec.Audiences, User: authenticationv1.UserInfo{
+				Username: "system:serviceaccount:" + testNS + ":default",
+				Extra:    map[string]authenticationv1.ExtraValue{"authentication.kubernetes.io/pod-name": {p.Name}, "authentication.kubernetes.io/pod-uid": {string(p.UID)}}}}
+			return nil
+		},
+	}).Build()
 }
 
 // watchedBody says whether it was read.

@@ -157,8 +157,9 @@ func (o *onceEach) first(key string, now time.Time) bool {
 // within seconds of each other, and the first one's read tells the rest.
 const liveEvery = 2 * time.Second
 
-// liveReads keeps the latest live read of each config (its key digests,
-// never a value) with the cached content it was made against.
+// liveReads keeps the latest live read of each config (its key digests
+// and a channel's note, never a value) with the cached content it was made
+// against.
 type liveReads struct {
 	mu    sync.Mutex
 	reads map[string]liveRead
@@ -167,29 +168,38 @@ type liveReads struct {
 type liveRead struct {
 	cached string // the cache's content when it was read
 	at     time.Time
-	kd     map[string]string
-	when   time.Time // the content's write
+	live   liveContent
 	err    error
 }
 
-// read returns the config's live key digests, from a read made against
-// the same cached content less than liveEvery ago, or from get. Reads of
-// one config are made one at a time, so a burst of reports makes one.
-func (l *liveReads) read(cached, config string, now time.Time, get func() (map[string]string, time.Time, error)) (map[string]string, time.Time, error) {
+// liveContent is what a live read of a config tells: its key digests (nil
+// when it is gone), when it was written, and a channel's note (the
+// annotation's value).
+type liveContent struct {
+	kd   map[string]string
+	when time.Time
+	note string
+}
+
+// read returns what a live read of the config tells, from a read made
+// against the same cached content less than liveEvery ago, or from get.
+// Reads of one config are made one at a time, so a burst of reports makes
+// one.
+func (l *liveReads) read(cached, config string, now time.Time, get func() (liveContent, error)) (liveContent, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.reads == nil {
 		l.reads = map[string]liveRead{}
 	}
 	if r, ok := l.reads[config]; ok && r.cached == cached && now.Sub(r.at) < liveEvery {
-		return r.kd, r.when, r.err
+		return r.live, r.err
 	}
 	for k, r := range l.reads {
 		if now.Sub(r.at) >= liveEvery {
 			delete(l.reads, k)
 		}
 	}
-	kd, when, err := get()
-	l.reads[config] = liveRead{cached: cached, at: now, kd: kd, when: when, err: err}
-	return kd, when, err
+	live, err := get()
+	l.reads[config] = liveRead{cached: cached, at: now, live: live, err: err}
+	return live, err
 }

@@ -161,6 +161,11 @@ const (
 	// ChannelContentAnnotation on a channel names the snapshot whose
 	// content it holds.
 	ChannelContentAnnotation = "configward.dev/channel-content"
+	// ChannelSetAnnotation on a channel says, as of its last write, what
+	// each config delivered with it holds in its wave (channel.Note): the
+	// one place a pod's reload agent learns, through configward, whether
+	// the channels it mounts hold one change set or a mix.
+	ChannelSetAnnotation = "configward.dev/channel-set"
 	// HotChannelsLabel is "true" on a Namespace where delivery is on: the
 	// Pod path's second webhook (pod-channels) is sent that namespace's
 	// pods, so their hot config can be pointed at channels.

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -192,28 +193,44 @@ func (c *channels) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	rec, err := c.sync(ctx, ns, src, policy)
-	if err != nil || rec == nil || !rec.Spec.Hot || !delivery.IsSet(rec) {
+	first, err := c.plan(ctx, ns, src, policy)
+	if err != nil || first == nil {
 		return reconcile.Result{}, err
 	}
-	// The channels of a change set's members are written in this one
-	// look, whichever member woke it: a wave's channels never wait on the
-	// queue for each other.
+	plans := []*plan{first}
 	var errs []error
-	for _, m := range delivery.Members(rec) {
-		if m == src {
-			continue
+	if rec := first.record; rec != nil && rec.Spec.Hot && delivery.IsSet(rec) {
+		// The channels of a change set's members are written in this one
+		// look, whichever member woke it: a wave's channels never wait on
+		// the queue for each other, and each carries the note of them all.
+		for _, m := range delivery.Members(rec) {
+			if m == src {
+				continue
+			}
+			p, err := c.plan(ctx, ns, m, policy)
+			if err != nil {
+				errs = append(errs, err)
+			} else if p != nil {
+				plans = append(plans, p)
+			}
 		}
-		if _, err := c.sync(ctx, ns, m, policy); err != nil {
-			errs = append(errs, err)
-		}
+	}
+	at := time.Now()
+	for _, p := range plans {
+		errs = append(errs, c.apply(ctx, ns, p, func(wave string) channel.Note { return noteOf(plans, p, wave, at) }))
 	}
 	return reconcile.Result{}, errors.Join(errs...)
 }
 
-// sync brings the channels of src to what they should hold, and returns
-// src's latest delivery (nil: none, or src is not channelled).
-func (c *channels) sync(ctx context.Context, ns string, src revision.Source, policy configpolicy.NamespacePolicy) (*v1alpha1.ConfigDelivery, error) {
+// plan is what one config's channels should hold, by wave.
+type plan struct {
+	look
+	want map[string]string
+}
+
+// plan looks at src's channels and decides what each should hold; nil when
+// src has none and is not channelled.
+func (c *channels) plan(ctx context.Context, ns string, src revision.Source, policy configpolicy.NamespacePolicy) (*plan, error) {
 	o, err := c.inv.Get(ctx, src.Kind, ns, src.Name)
 	if err != nil {
 		return nil, err
@@ -250,18 +267,42 @@ func (c *channels) sync(ctx context.Context, ns string, src revision.Source, pol
 		}
 		l.waves = policy.Delivery.Waves
 	}
-	want := contents(l)
+	return &plan{look: l, want: contents(l)}, nil
+}
+
+// noteOf is the note p's channel of wave is written with: what every
+// config planned with it under the same delivery holds in that wave.
+func noteOf(plans []*plan, p *plan, wave string, at time.Time) channel.Note {
+	n := channel.Note{At: at, Holds: revision.Snapshots{p.config: p.want[wave]}}
+	if p.record == nil {
+		return n
+	}
+	n.Record = p.record.Name
+	if s := p.record.Spec.ConfigSet; s != nil {
+		n.Version = s.Version
+	}
+	for _, q := range plans {
+		if snap, ok := q.want[wave]; ok && q.record != nil && q.record.Name == p.record.Name {
+			n.Holds[q.config] = snap
+		}
+	}
+	return n
+}
+
+// apply writes p's channels that hold other than they should, each with
+// its wave's note, and deletes those it keeps none of.
+func (c *channels) apply(ctx context.Context, ns string, p *plan, note func(wave string) channel.Note) error {
 	var errs []error
-	for wave, snap := range want {
-		if h, ok := held[wave]; ok && h.Content == snap {
+	for wave, snap := range p.want {
+		if h, ok := p.held[wave]; ok && h.Content == snap {
 			continue
 		}
-		if err := c.write(ctx, ns, src, wave, snap, l.current, held[wave]); err != nil {
+		if err := c.write(ctx, ns, p.config, wave, snap, p.current, p.held[wave], note(wave)); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	for wave, h := range held {
-		if _, kept := want[wave]; kept {
+	for wave, h := range p.held {
+		if _, kept := p.want[wave]; kept {
 			continue
 		}
 		if err := c.client.Delete(ctx, h.Object); client.IgnoreNotFound(err) != nil {
@@ -270,13 +311,13 @@ func (c *channels) sync(ctx context.Context, ns string, src revision.Source, pol
 		}
 		channelWrites.WithLabelValues("deleted").Inc()
 	}
-	return l.record, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // write makes the channel of src for wave hold the content of snapshot
 // snap: read from the original itself when snap is its current content,
 // from the snapshot otherwise.
-func (c *channels) write(ctx context.Context, ns string, src revision.Source, wave, snap, current string, held channel.Held) error {
+func (c *channels) write(ctx context.Context, ns string, src revision.Source, wave, snap, current string, held channel.Held, note channel.Note) error {
 	from := snap
 	if snap == current {
 		from = src.Name
@@ -290,10 +331,10 @@ func (c *channels) write(ctx context.Context, ns string, src revision.Source, wa
 	switch o := read.(type) {
 	case *corev1.Secret:
 		o.Name = snap
-		obj = channel.Secret(o, src.Name, wave)
+		obj = channel.Secret(o, src.Name, wave, note)
 	case *corev1.ConfigMap:
 		o.Name = snap
-		obj = channel.ConfigMap(o, src.Name, wave)
+		obj = channel.ConfigMap(o, src.Name, wave, note)
 	}
 	if from == src.Name && revision.SnapshotName(c.opts.Keys.Current().Bytes(), ns, src.Kind, src.Name, digest.Content(content, nil)) != snap {
 		return fmt.Errorf("the content of %s %s/%s changed again before its channel %s was written", src.Kind, ns, src.Name, obj.GetName())
