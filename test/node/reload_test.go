@@ -333,11 +333,15 @@ func reloadDeployment(ns string, m reloadMode) *appsv1.Deployment {
 // (they inject the agent only for a pod that mounts hot config): a dry-run
 // pod mounting it with subPath is refused, again and again.
 func awaitHot(ns, name string) {
+	awaitHotVolume(ns, corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}})
+}
+
+// awaitHotVolume is awaitHot for the ConfigMap or Secret of a volume.
+func awaitHotVolume(ns string, src corev1.VolumeSource) {
 	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hot-probe"}, Spec: corev1.PodSpec{
 		Containers: []corev1.Container{{Name: "app", Image: framework.ReloadAppImage,
 			VolumeMounts: []corev1.VolumeMount{{Name: "c", MountPath: "/config/settings/x", SubPath: "x"}}}},
-		Volumes: []corev1.Volume{{Name: "c", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}},
+		Volumes: []corev1.Volume{{Name: "c", VolumeSource: src}},
 	}}
 	Eventually(func() string {
 		err := env.Client.Create(context.Background(), probe.DeepCopy(), client.DryRunAll)

@@ -121,11 +121,11 @@ var _ = BeforeSuite(func() {
 	agentsAddr, err = node.ServeService(env, releaseNamespace, release+"-webhook", agentPort)
 	Expect(err).NotTo(HaveOccurred())
 
-	By("helm install, as the README says, with two controller replicas and config revisions on")
+	By("helm install, as the README says, with two controller replicas and config revisions on, of Secrets too (a set's Secret member is channelled)")
 	started := time.Now()
 	res := env.Helm("install", release, filepath.Join(framework.RepoRoot(), "charts", "configward"),
 		"-n", releaseNamespace, "--create-namespace", "--wait", "--timeout", "3m",
-		"--set", "controller.replicas=2", "--set", "revisions.enabled=true",
+		"--set", "controller.replicas=2", "--set", "revisions.enabled=true", "--set", "revisions.secrets=true",
 		"--set", "webhooks.excludedNamespaces={"+unmanagedNamespace+"}",
 		"--set", "reloadAgent.reportURL=https://"+agentsAddr, "--set", "reloadAgent.serverName="+agentServerName)
 	Expect(res.ExitCode).To(Equal(0), func() string {

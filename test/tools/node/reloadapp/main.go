@@ -22,6 +22,16 @@
 //	applied <settings>
 //	rejected <error>
 //
+// With -also DIR it reads DIR/settings too at each reload, as a program
+// does whose config is two objects that must match (a ConfigMap and a
+// Secret of one set): the two must hold the same settings, and a reload
+// that reads two different ones prints
+//
+//	mixed <settings> <other settings>
+//
+// and counts it in reloadapp_mixed_reloads_total (it applies the first: a
+// program cannot tell which is right).
+//
 // It exits on SIGTERM or SIGINT.
 package main
 
@@ -45,13 +55,15 @@ var valid = regexp.MustCompile(`^level=[A-Za-z]+$`)
 
 // app holds what the program runs on.
 type app struct {
-	dir string
+	dir, also string
 
 	mu sync.Mutex
 	// applied is the last good settings, lastErr why the last reload was
 	// rejected (nil when it succeeded).
 	applied string
 	lastErr error
+	// mixes counts the reloads that read two settings that differ (-also).
+	mixes int
 }
 
 // reload reads the settings again: applied when valid, else rejected and
@@ -62,8 +74,17 @@ func (a *app) reload() (string, error) {
 	if err == nil && !valid.MatchString(content) {
 		err = fmt.Errorf("invalid settings %q: want level=<word>", content)
 	}
+	var other string
+	if a.also != "" {
+		b, _ := os.ReadFile(filepath.Join(a.also, "settings"))
+		other = strings.TrimSpace(string(b))
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.also != "" && err == nil && other != content {
+		a.mixes++
+		fmt.Printf("mixed %s %s\n", content, other)
+	}
 	if err != nil && a.applied != "" {
 		err = fmt.Errorf("%w; keeping %s", err, a.applied)
 	}
@@ -87,6 +108,7 @@ func main() {
 	dir := flag.String("config", "/config", "the directory holding the file settings")
 	listen := flag.String("listen", ":8080", "where to serve /config/version, /metrics and /-/reload")
 	watch := flag.Bool("watch", false, "reload whenever the directory's ..data link changes (a program that watches its files)")
+	also := flag.String("also", "", "a second directory whose file settings must hold the same settings, read at each reload")
 	flag.Parse()
 
 	stop := make(chan os.Signal, 1)
@@ -95,7 +117,7 @@ func main() {
 	signal.Notify(hup, syscall.SIGHUP)
 
 	fmt.Println("started")
-	a := &app{dir: *dir}
+	a := &app{dir: *dir, also: *also}
 	if _, err := a.reload(); err != nil {
 		os.Exit(1)
 	}
@@ -115,9 +137,14 @@ func main() {
 		if err != nil {
 			ok = 0
 		}
+		a.mu.Lock()
+		mixes := a.mixes
+		a.mu.Unlock()
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		fmt.Fprintf(w, "# HELP reloadapp_config_last_reload_successful Whether the last reload applied its settings.\n"+
-			"# TYPE reloadapp_config_last_reload_successful gauge\nreloadapp_config_last_reload_successful %d\n", ok)
+			"# TYPE reloadapp_config_last_reload_successful gauge\nreloadapp_config_last_reload_successful %d\n"+
+			"# HELP reloadapp_mixed_reloads_total Reloads that read two settings that differ (-also).\n"+
+			"# TYPE reloadapp_mixed_reloads_total counter\nreloadapp_mixed_reloads_total %d\n", ok, mixes)
 	})
 	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
 		applied, err := a.reload()
