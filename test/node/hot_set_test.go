@@ -99,6 +99,7 @@ var _ = Describe("a hot ConfigMap and Secret of one set, mounted as two volumes,
 						"-o", "custom-columns=NAME:.metadata.name,STATE:.status.state,WAVE:.status.currentWave,MESSAGE:.status.message,SET:.metadata.annotations.configward\\.dev/channel-set").Stdout +
 						controllerSays(ns)
 				})
+				Expect(output(&p)()).NotTo(ContainElement(HavePrefix("mixed ")), "the program of %s read a mix", p.Name)
 				entries := reload.EntriesOf(podNamed(ns, p.Name))
 				set := entries["ConfigMap/"+pairConfigMap].Set
 				Expect(set).NotTo(BeEmpty(), "the agent reports the set it applied: %+v", entries)
