@@ -5,6 +5,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -166,6 +167,9 @@ func (h *ConfigHash) Review(ctx context.Context, r *webhookserver.Review[*worklo
 		warnings = append(warnings, fmt.Sprintf("[config-hash] %s %s/%s: the config hash was reset to the current config's. "+
 			"A rollback does not bring back old ConfigMap or Secret content; change the config itself to go back.",
 			kind, r.Namespace, r.Name()))
+	}
+	if mix, err := setMixWarning(ctx, h.Inventory, policy, w, r.Namespace, r.Name(), spec); err != nil || mix != "" {
+		warnings = append(warnings, cmp.Or(mix, fmt.Sprintf("[config-set] configward could not read the hot config of %s %s/%s (%v) to say whether its pods could read a set as a mix", kind, r.Namespace, r.Name(), err)))
 	}
 	ops := stampOps(w, d.Want)
 	if len(ops) == 0 {

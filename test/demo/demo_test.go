@@ -125,8 +125,12 @@ wait:
 		"✓ 16 as expected",
 		"✓ 17 as expected",
 		"✓ 18 as expected",
+		"[config-set] Deployment demo-hot/banner mounts hot ConfigMap/banner-text, ConfigMap/banner-style",
+		"holds=false waitingFor=[ConfigMap/banner-style-ch-canary]",
+		"holds=true sets=map[ConfigMap/banner-style-ch-canary:configmap-banner-style-",
+		"✓ 19 as expected",
 		`denied the request: [subpath-config] Pod demo/checkout-forged`,
-		"✓ all 18 steps went as expected",
+		"✓ all 19 steps went as expected",
 	} {
 		if !strings.Contains(strings.ToLower(walk), strings.ToLower(want)) {
 			t.Errorf("the walkthrough does not show %q", want)

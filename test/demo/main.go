@@ -10,6 +10,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -334,6 +335,9 @@ func (w *walkthrough) steps() {
 	w.step("18", "Config that must change together moves as one: a ConfigMap and the Secret it names, changed in one apply, reach the canary together and are promoted once", func() bool {
 		return w.changeSet()
 	})
+	w.step("19", "A hot set in the pod: the reload agent reloads the app only once every member it mounts holds the set's content", func() bool {
+		return w.hotSet()
+	})
 }
 
 // keepLog copies configward's log, which cleanup deletes with the
@@ -558,12 +562,12 @@ func (w *walkthrough) hotWaves() bool {
 	fmt.Println("  each pod mounts the channel of its wave, a copy only configward writes; the template still names banner-text:")
 	ok := w.expect(w.kubectl("get", "pods", "-n", hotNamespace, "-l", "app=banner", "-o", "custom-columns=POD:.metadata.name,WAVE:.metadata.annotations.configward\\.dev/channel-wave,READS:.spec.volumes[0].configMap.name"),
 		0, "banner-text-ch-canary", "banner-text-ch-rest")
-	ok = w.agentsReportIn(hotNamespace, "banner", "banner-text", func(int) (string, string) { return reload.Applied, "reloaded" }) && ok
+	ok = w.agentsReportIn(hotNamespace, "banner", []string{"banner-text"}, func(int) (string, string) { return reload.Applied, "reloaded" }) && ok
 	if !w.apply("16-banner-change.yaml", 0) {
 		return false
 	}
 	fmt.Println("  the canary pod's channel takes the change first; its agent reports that the app applied it (the demo plays the agents), and the rest waits for a person:")
-	ok = w.agentsReportIn(hotNamespace, "banner", "banner-text", func(i int) (string, string) {
+	ok = w.agentsReportIn(hotNamespace, "banner", []string{"banner-text"}, func(i int) (string, string) {
 		if w.waveOf(i) == "canary" {
 			return reload.Applied, "reloaded"
 		}
@@ -574,10 +578,88 @@ func (w *walkthrough) hotWaves() bool {
 	ok = w.expect(w.kubectl(channels...), 0, "Welcome back") && ok
 	w.kubectl("get", "configdeliveries", "-n", hotNamespace)
 	ok = w.expect(w.show(w.env.KubectlPlugin("delivery", "promote", "-n", hotNamespace, "configmap/banner-text")), 0) && ok
-	ok = w.agentsReportIn(hotNamespace, "banner", "banner-text", func(int) (string, string) { return reload.Applied, "reloaded" }) && ok
+	ok = w.agentsReportIn(hotNamespace, "banner", []string{"banner-text"}, func(int) (string, string) { return reload.Applied, "reloaded" }) && ok
 	ok = w.waitFor(60*time.Second, func() bool { return w.hotDeliveryAt("Succeeded/rest") }) && ok
 	w.kubectl("get", "configdeliveries", "-n", hotNamespace)
 	return w.expect(w.kubectl(channels...), 0, "banner-text-ch-rest") && ok
+}
+
+// hotSet walks through step 19: banner mounts its text and its style, both
+// hot; a change of both is one delivery, and the canary pod's agent (played
+// here: kwok runs none) asks configward before it reloads the app.
+func (w *walkthrough) hotSet() bool {
+	cms := []string{"banner-text", "banner-style"}
+	if !w.apply("20-banner-style.yaml", 0) || !w.expect(w.quietKubectl("rollout", "status", "deployment/banner", "-n", hotNamespace, "--timeout=60s"), 0, "successfully rolled out") {
+		return false
+	}
+	ok := w.agentsReportIn(hotNamespace, "banner", cms, func(int) (string, string) { return reload.Applied, "reloaded" })
+	sample, err := os.ReadFile(filepath.Join(samples, "20-banner-style.yaml"))
+	if err != nil {
+		fmt.Println("  ✗", err)
+		return false
+	}
+	watching := strings.Replace(string(sample), `configward.dev/reload-agent: "http://localhost:8080/-/reload"`, `configward.dev/reload-agent: watch`, 1)
+	fmt.Println("  had banner's app watched its own files (a server-side dry run), the agent could not hold its reload back, and the write is warned:")
+	warned := "[config-set] Deployment demo-hot/banner mounts hot ConfigMap/banner-text, ConfigMap/banner-style"
+	w.waitFor(30*time.Second, func() bool {
+		return strings.Contains(w.env.Kubectl(watching, "apply", "--dry-run=server", "-f", "-").Stderr, warned)
+	})
+	ok = w.expect(w.show(w.env.Kubectl(watching, "apply", "--dry-run=server", "-f", "-")), 0, warned) && ok
+	if !w.apply("20-banner-set-change.yaml", 0) {
+		return false
+	}
+	pods, listed := w.podsOf(hotNamespace, "banner")
+	canary := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Annotations["configward.dev/channel-wave"] == "canary" })
+	if !listed || canary < 0 {
+		fmt.Println("  ✗ no canary pod of banner")
+		return false
+	}
+	p := &pods[canary]
+	held, found := w.mountedContent(p, cms)
+	if !found {
+		return false
+	}
+	fmt.Println("  one delivery writes the canary's channels of both, each with a note of what the set holds:")
+	w.kubectl("get", "configmap", "banner-text-ch-canary", "-n", hotNamespace, "-o", `jsonpath={.metadata.annotations.configward\.dev/channel-set}{"\n"}`)
+	token, err := w.env.PodToken(w.ctx, p, reload.Audience)
+	if err != nil {
+		fmt.Println("  ✗", err)
+		return false
+	}
+	ask := func(configs map[string]map[string]string) reload.Answer {
+		q := framework.AgentReportOf(token, configs, "", "")
+		q.Ask = true
+		var ans reload.Answer
+		status, body, err := w.env.PostReport(token, q)
+		if err == nil && status == http.StatusOK {
+			err = json.Unmarshal([]byte(body), &ans)
+		}
+		if err != nil || status != http.StatusOK {
+			fmt.Printf("  ✗ the question of pod %s: %d %s %v\n", p.Name, status, body, err)
+		}
+		return ans
+	}
+	mix := maps.Clone(held)
+	mix["ConfigMap/banner-style-ch-canary"] = map[string]string{"style": "color: blue"}
+	fmt.Println("  its kubelet has swapped in the new text, not yet the new style; the agent asks before it reloads the app:")
+	ans := ask(mix)
+	fmt.Printf("  holds=%v waitingFor=%v: the agent waits, the app keeps what it runs\n", ans.Holds, ans.WaitingFor)
+	ok = !ans.Holds && slices.Equal(ans.WaitingFor, []string{"ConfigMap/banner-style-ch-canary"}) && ok
+	fmt.Println("  the style arrives at the kubelet's next sync; the agent asks again:")
+	ans = ask(held)
+	fmt.Printf("  holds=%v sets=%v: the agent reloads the app once, on both\n", ans.Holds, ans.Sets)
+	ok = ans.Holds && ans.Sets["ConfigMap/banner-text-ch-canary"] != "" && ok
+	ok = w.agentsReportIn(hotNamespace, "banner", cms, func(i int) (string, string) {
+		if i == canary {
+			return reload.Applied, "reloaded"
+		}
+		return "", ""
+	}) && ok
+	ok = w.waitFor(60*time.Second, func() bool { return w.hotDeliveryAt("WaitingForApproval/rest") }) && ok
+	w.kubectl("get", "configdeliveries", "-n", hotNamespace)
+	ok = w.expect(w.show(w.env.KubectlPlugin("delivery", "promote", "-n", hotNamespace, "configmap/banner-style")), 0) && ok
+	ok = w.agentsReportIn(hotNamespace, "banner", cms, func(int) (string, string) { return reload.Applied, "reloaded" }) && ok
+	return w.waitFor(60*time.Second, func() bool { return w.hotDeliveryAt("Succeeded/rest") }) && ok
 }
 
 // waveOf is the wave of the i-th pod of banner, by name.
@@ -625,45 +707,34 @@ func (w *walkthrough) forgedOwner(file string) bool {
 // (kwok runs no agent): that the pod has storefront-flags as stored now,
 // and what result says the app made of it (nothing, for "").
 func (w *walkthrough) agentsReport(result func(i int) (string, string)) bool {
-	return w.agentsReportIn(wavesNamespace, "storefront", "storefront-flags", result)
+	return w.agentsReportIn(wavesNamespace, "storefront", []string{"storefront-flags"}, result)
 }
 
 // agentsReportIn reports, for each pod of app in ns, what its agent would
 // (kwok runs no agent): that the pod has the content of what it mounts of
-// ConfigMap cm (cm itself, or the channel of its wave where delivery is
-// on) once that holds cm's content as stored now, and what result says
-// the app made of it (nothing, for "").
-func (w *walkthrough) agentsReportIn(ns, app, cm string, result func(i int) (string, string)) bool {
-	var original corev1.ConfigMap
-	var pods corev1.PodList
-	if err := w.env.Client.Get(w.ctx, client.ObjectKey{Namespace: ns, Name: cm}, &original); err != nil {
-		fmt.Println("  ✗", err)
+// each ConfigMap of cms (the ConfigMap itself, or the channel of its wave
+// where delivery is on) once that holds its content as stored now, all in
+// one report, and what result says the app made of it (nothing, for "").
+func (w *walkthrough) agentsReportIn(ns, app string, cms []string, result func(i int) (string, string)) bool {
+	pods, ok := w.podsOf(ns, app)
+	if !ok {
 		return false
 	}
-	if err := w.env.Client.List(w.ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
-		fmt.Println("  ✗", err)
-		return false
-	}
-	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
-	for i := range pods.Items {
+	for i := range pods {
 		what, message := result(i)
 		if what == "" {
 			continue
 		}
-		p := &pods.Items[i]
-		mounted := mountedName(p, cm)
-		var held corev1.ConfigMap
-		if !w.waitFor(30*time.Second, func() bool {
-			return w.env.Client.Get(w.ctx, client.ObjectKey{Namespace: ns, Name: mounted}, &held) == nil && maps.Equal(held.Data, original.Data)
-		}) {
-			fmt.Printf("  ✗ %s, which pod %s mounts, did not get the content of %s\n", mounted, p.Name, cm)
+		p := &pods[i]
+		held, ok := w.mountedContent(p, cms)
+		if !ok {
 			return false
 		}
 		token, err := w.env.PodToken(w.ctx, p, reload.Audience)
 		if err == nil {
 			var status int
 			var body string
-			status, body, err = w.env.PostReport(token, framework.AgentReport(token, "ConfigMap/"+mounted, held.Data, what, message))
+			status, body, err = w.env.PostReport(token, framework.AgentReportOf(token, held, what, message))
 			if err == nil && status != http.StatusOK {
 				err = fmt.Errorf("%d %s", status, body)
 			}
@@ -676,8 +747,40 @@ func (w *walkthrough) agentsReportIn(ns, app, cm string, result func(i int) (str
 	return true
 }
 
-// mountedName is the ConfigMap pod mounts in place of cm: the channel of
-// its wave where delivery is on, cm otherwise.
+// podsOf lists the pods of app in ns, by name.
+func (w *walkthrough) podsOf(ns, app string) ([]corev1.Pod, bool) {
+	var pods corev1.PodList
+	if err := w.env.Client.List(w.ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
+		fmt.Println("  ✗", err)
+		return nil, false
+	}
+	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
+	return pods.Items, true
+}
+
+// mountedContent is what pod p has of each ConfigMap of cms, by what it
+// mounts ("ConfigMap/<channel>"): the original's content as stored now,
+// once the ConfigMap it mounts holds it.
+func (w *walkthrough) mountedContent(p *corev1.Pod, cms []string) (map[string]map[string]string, bool) {
+	out := map[string]map[string]string{}
+	for _, cm := range cms {
+		var original, held corev1.ConfigMap
+		if err := w.env.Client.Get(w.ctx, client.ObjectKey{Namespace: p.Namespace, Name: cm}, &original); err != nil {
+			fmt.Println("  ✗", err)
+			return nil, false
+		}
+		mounted := mountedName(p, cm)
+		if !w.waitFor(30*time.Second, func() bool {
+			return w.env.Client.Get(w.ctx, client.ObjectKey{Namespace: p.Namespace, Name: mounted}, &held) == nil && maps.Equal(held.Data, original.Data)
+		}) {
+			fmt.Printf("  ✗ %s, which pod %s mounts, did not get the content of %s\n", mounted, p.Name, cm)
+			return nil, false
+		}
+		out["ConfigMap/"+mounted] = held.Data
+	}
+	return out, true
+}
+
 func mountedName(pod *corev1.Pod, cm string) string {
 	for _, v := range pod.Spec.Volumes {
 		if v.ConfigMap != nil && (v.ConfigMap.Name == cm || strings.HasPrefix(v.ConfigMap.Name, cm+"-ch-")) {

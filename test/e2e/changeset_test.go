@@ -117,21 +117,34 @@ delivery:
 		// update's surge decides where its pods go.
 		Expect(env.Kubectl("", "delete", "deployment", "a", "-n", ns, "--wait")).To(HaveField("ExitCode", 0))
 		Eventually(func() []*corev1.Pod { return livePods(ns, "a") }, rolloutTimeout).Should(BeEmpty())
-		apply(fmt.Sprintf(`apiVersion: apps/v1
+		deployment := func(agent string) string {
+			return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
 metadata: {name: a, namespace: %s, labels: {app: a}}
 spec:
   replicas: 2
   selector: {matchLabels: {app: a}}
   template:
-    metadata: {labels: {app: a}}
+    metadata: {labels: {app: a}%s}
     spec:
       containers:
       - name: app
         image: registry.example/app:1
         volumeMounts: [{name: flags, mountPath: /etc/flags}, {name: limits, mountPath: /etc/limits}]
       volumes: [{name: flags, configMap: {name: flags}}, {name: limits, configMap: {name: limits}}]
-`, ns))
+`, ns, agent)
+		}
+		By("a workload that mounts two channelled hot configs without the agent is warned that its pods could read a mix")
+		res := env.Kubectl(deployment(""), "apply", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(res.Stderr).To(And(ContainSubstring("[config-set] Deployment "+ns+"/a mounts hot ConfigMap/flags, ConfigMap/limits"),
+			ContainSubstring("without the reload agent")))
+		res = env.Kubectl(deployment(`, annotations: {configward.dev/reload-agent: watch}`), "apply", "--dry-run=server", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(res.Stderr).To(ContainSubstring("reload-agent: watch, whose program reloads by itself"))
+		res = env.Kubectl(deployment(`, annotations: {configward.dev/reload-agent: "http://localhost:8080/-/reload"}`), "apply", "--dry-run=server", "-f", "-")
+		Expect(res.ExitCode).To(Equal(0), res.Stderr)
+		Expect(res.Stderr).NotTo(ContainSubstring("[config-set]"), "an agent that triggers the reload holds it until the set is whole")
 		rolloutStatus(ns, "deployment/a")
 		// Each pod of a mounts its own wave's channel of both.
 		Eventually(func() map[string]int {
@@ -148,7 +161,7 @@ spec:
 			return out
 		}, rolloutTimeout).Should(Equal(map[string]int{"flags-ch-canary+limits-ch-canary": 1, "flags-ch-rest+limits-ch-rest": 1}))
 
-		res := env.Kubectl(hotConfigMap(ns, "flags", map[string]string{"level": "debug"})+"---\n"+hotConfigMap(ns, "limits", map[string]string{"level": "debug"}), "apply", "-f", "-")
+		res = env.Kubectl(hotConfigMap(ns, "flags", map[string]string{"level": "debug"})+"---\n"+hotConfigMap(ns, "limits", map[string]string{"level": "debug"}), "apply", "-f", "-")
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
 		Eventually(latestDelivery(ns, "flags"), 2*rolloutTimeout, 500*time.Millisecond).Should(Equal("WaitingForApproval/ApprovalRequired@rest"))
 		recs := deliveries(ns, "flags")

@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -44,13 +46,23 @@ func (e *Env) PodToken(ctx context.Context, p *corev1.Pod, audience string) (str
 // config ("ConfigMap/flags", every key projected) and what its program made
 // of it.
 func AgentReport(token, config string, data map[string]string, result, message string) reload.Report {
-	values := map[string][]byte{}
-	for k, v := range data {
-		values[k] = []byte(v)
-	}
+	return AgentReportOf(token, map[string]map[string]string{config: data}, result, message)
+}
+
+// AgentReportOf is AgentReport for several configs (config to its data):
+// one report, as an agent sends for every config its pod mounts.
+func AgentReportOf(token string, configs map[string]map[string]string, result, message string) reload.Report {
 	now := time.Now().UTC()
-	return reload.Report{Configs: []reload.ConfigReport{{Config: config, AllKeys: true, Keys: reload.Fingerprints(reload.FingerprintKey([]byte(token)), values),
-		SwappedAt: now.Truncate(time.Second), Result: result, At: now, Message: message}}}
+	var rep reload.Report
+	for _, config := range slices.Sorted(maps.Keys(configs)) {
+		values := map[string][]byte{}
+		for k, v := range configs[config] {
+			values[k] = []byte(v)
+		}
+		rep.Configs = append(rep.Configs, reload.ConfigReport{Config: config, AllKeys: true, Keys: reload.Fingerprints(reload.FingerprintKey([]byte(token)), values),
+			SwappedAt: now.Truncate(time.Second), Result: result, At: now, Message: message})
+	}
+	return rep
 }
 
 // PostReport posts rep with token to the in-process webhook's agent
