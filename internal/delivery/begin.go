@@ -42,7 +42,7 @@ func Begin(rec *v1alpha1.ConfigDelivery, to revision.Snapshots, consumers []Cons
 			s.Members = append(s.Members, v1alpha1.MemberStatus{Kind: string(m.Kind), Name: m.Name, To: to[m], From: MostCommon(froms(consumers, m, true))})
 			named = append(named, m.String()+" "+to[m])
 		}
-		what = "the change set " + strings.Join(named, ", ")
+		what, s.MemberList = "the change set "+strings.Join(named, ", "), memberList(rec)
 	}
 	msg := fmt.Sprintf("delivering %s to %d workloads in %d waves", what, len(consumers), len(s.Waves))
 	if s.From == "" {

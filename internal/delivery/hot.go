@@ -41,7 +41,7 @@ func BeginHot(rec *v1alpha1.ConfigDelivery, to, from revision.Snapshots, waves [
 			s.Members = append(s.Members, v1alpha1.MemberStatus{Kind: string(m.Kind), Name: m.Name, To: to[m], From: from[m]})
 			named = append(named, m.String()+" "+to[m])
 		}
-		what = "the hot change set " + strings.Join(named, ", ")
+		what, s.MemberList = "the hot change set "+strings.Join(named, ", "), memberList(rec)
 	}
 	msg := fmt.Sprintf("delivering %s to %d pods in %d waves through their channels", what, pods, len(waves))
 	if len(outside) > 0 {

@@ -36,6 +36,16 @@ func Members(rec *v1alpha1.ConfigDelivery) []revision.Source {
 // IsSet says whether rec delivers a change set.
 func IsSet(rec *v1alpha1.ConfigDelivery) bool { return len(rec.Spec.Members) > 0 }
 
+// memberList names rec's members for `kubectl get`: "a,b" ("" for one
+// config).
+func memberList(rec *v1alpha1.ConfigDelivery) string {
+	names := make([]string, 0, len(rec.Spec.Members))
+	for _, m := range rec.Spec.Members {
+		names = append(names, m.Name)
+	}
+	return strings.Join(names, ",")
+}
+
 // SortMembers orders the members of a change set: by kind, then name.
 func SortMembers(srcs []revision.Source) {
 	slices.SortFunc(srcs, func(a, b revision.Source) int {

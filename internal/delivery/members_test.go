@@ -52,6 +52,9 @@ func TestChangeSetWant(t *testing.T) {
 	if rec.Status.To != "a-2" || rec.Status.From != "a-1" {
 		t.Errorf("to %s from %s: want the first member's", rec.Status.To, rec.Status.From)
 	}
+	if rec.Status.MemberList != "a,b" {
+		t.Errorf("memberList %q: want a,b (what kubectl get shows)", rec.Status.MemberList)
+	}
 	ask := func(src revision.Source, current, name, held string) Wanted {
 		return Want(Ask{Record: rec, Config: src, Current: current, Holder: Holder{Kind: "Deployment", Name: name}, Held: held})
 	}

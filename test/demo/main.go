@@ -659,7 +659,9 @@ func (w *walkthrough) hotSet() bool {
 	w.kubectl("get", "configdeliveries", "-n", hotNamespace)
 	ok = w.expect(w.show(w.env.KubectlPlugin("delivery", "promote", "-n", hotNamespace, "configmap/banner-style")), 0) && ok
 	ok = w.agentsReportIn(hotNamespace, "banner", cms, func(int) (string, string) { return reload.Applied, "reloaded" }) && ok
-	return w.waitFor(60*time.Second, func() bool { return w.hotDeliveryAt("Succeeded/rest") }) && ok
+	ok = w.waitFor(60*time.Second, func() bool { return w.hotDeliveryAt("Succeeded/rest") }) && ok
+	w.kubectl("get", "configdeliveries", "-n", hotNamespace)
+	return ok
 }
 
 // waveOf is the wave of the i-th pod of banner, by name.
@@ -673,9 +675,10 @@ func (w *walkthrough) waveOf(i int) string {
 }
 
 // hotDeliveryAt says whether the newest ConfigDelivery of demo-hot is at
-// "State/wave".
+// "State/wave": by creation, since sequences count per config and step 19's
+// record is the first of banner-style.
 func (w *walkthrough) hotDeliveryAt(stateWave string) bool {
-	res := w.quietKubectl("get", "configdeliveries", "-n", hotNamespace, "--sort-by=.spec.sequence",
+	res := w.quietKubectl("get", "configdeliveries", "-n", hotNamespace, "--sort-by=.metadata.creationTimestamp",
 		"-o", `jsonpath={range .items[*]}{.status.state}/{.status.currentWave}{"\n"}{end}`)
 	lines := strings.Fields(res.Stdout)
 	return len(lines) > 0 && lines[len(lines)-1] == stateWave

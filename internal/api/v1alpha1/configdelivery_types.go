@@ -110,7 +110,7 @@ type Wave struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=cfd,categories=configward
 // +kubebuilder:printcolumn:name="Config",type=string,JSONPath=`.spec.config.name`
-// +kubebuilder:printcolumn:name="Members",type=string,JSONPath=`.spec.members[*].name`
+// +kubebuilder:printcolumn:name="Members",type=string,JSONPath=`.status.memberList`
 // +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.config.kind`,priority=1
 // +kubebuilder:printcolumn:name="Wave",type=string,JSONPath=`.status.currentWave`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
@@ -278,6 +278,11 @@ type ConfigDeliveryStatus struct {
 	// member's are also To and From).
 	// +optional
 	Members []MemberStatus `json:"members,omitempty"`
+	// MemberList, for a change set, names its members, comma-separated, as
+	// `kubectl get` shows them (a printer column shows one value of a
+	// list, so .spec.members[*].name would show the first alone).
+	// +optional
+	MemberList string `json:"memberList,omitempty"`
 	// CurrentWave is the name of the wave rolling, soaking or waiting.
 	// +optional
 	CurrentWave string `json:"currentWave,omitempty"`
