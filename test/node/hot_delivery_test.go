@@ -38,9 +38,8 @@ var _ = Describe("hot config in waves, with the reload agent and a real program 
 
 	BeforeAll(func() {
 		ns = namespace(nil)
-		policy := &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{Name: "node-hot-waves-" + ns}, Spec: v1alpha1.ConfigPolicySpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			Revisions:         v1alpha1.RevisionSettings{Enabled: true},
+		deliveryPolicy("node-hot-waves-"+ns, ns, v1alpha1.ConfigPolicySpec{
+			Revisions: v1alpha1.RevisionSettings{Enabled: true},
 			Delivery: &v1alpha1.DeliverySettings{
 				Waves: []v1alpha1.Wave{
 					{Name: "canary", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "hot-a"}}, PodPercent: new(int32(50))},
@@ -48,14 +47,7 @@ var _ = Describe("hot config in waves, with the reload agent and a real program 
 				},
 				ProgressDeadlineSeconds: 120, SoakSeconds: new(int32(2)), PropagationSeconds: new(int32(30)), OnFailure: v1alpha1.FailureRollback,
 			},
-		}}
-		Expect(env.Client.Create(ctx, policy)).To(Succeed())
-		DeferCleanup(func() { Expect(client.IgnoreNotFound(env.Client.Delete(context.Background(), policy))).To(Succeed()) })
-		Eventually(func() string {
-			var n corev1.Namespace
-			Expect(env.Client.Get(ctx, client.ObjectKey{Name: ns}, &n)).To(Succeed())
-			return n.Labels[v1alpha1.HotChannelsLabel]
-		}, 30*time.Second, 200*time.Millisecond).Should(Equal("true"))
+		})
 		*cm = corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: settingsConfigMap,
 			Annotations: map[string]string{v1alpha1.ReloadAnnotation: v1alpha1.ReloadHot}}, Data: map[string]string{settingsKey: "level=info"}}
 		Expect(env.Client.Create(ctx, cm)).To(Succeed())
@@ -166,6 +158,21 @@ var _ = Describe("hot config in waves, with the reload agent and a real program 
 		Expect(res.Stdout).To(ContainSubstring("Halted"))
 	})
 })
+
+// deliveryPolicy creates ConfigPolicy name with spec for namespace ns alone,
+// deleted when the spec ends, and waits until configward points the
+// namespace's pods at channels.
+func deliveryPolicy(name, ns string, spec v1alpha1.ConfigPolicySpec) {
+	spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
+	policy := &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	Expect(env.Client.Create(context.Background(), policy)).To(Succeed())
+	DeferCleanup(func() { Expect(client.IgnoreNotFound(env.Client.Delete(context.Background(), policy))).To(Succeed()) })
+	Eventually(func() string {
+		var n corev1.Namespace
+		Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: ns}, &n)).To(Succeed())
+		return n.Labels[v1alpha1.HotChannelsLabel]
+	}, 30*time.Second, 200*time.Millisecond).Should(Equal("true"))
+}
 
 // hotPods are the live pods of the hot delivery spec's Deployments.
 func hotPods(ns string) []corev1.Pod {

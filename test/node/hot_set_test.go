@@ -36,9 +36,8 @@ var _ = Describe("a hot ConfigMap and Secret of one set, mounted as two volumes,
 
 	BeforeAll(func() {
 		ns = namespace(nil)
-		policy := &v1alpha1.ConfigPolicy{ObjectMeta: metav1.ObjectMeta{Name: "node-hot-set-" + ns}, Spec: v1alpha1.ConfigPolicySpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			Revisions:         v1alpha1.RevisionSettings{Enabled: true, Secrets: true},
+		deliveryPolicy("node-hot-set-"+ns, ns, v1alpha1.ConfigPolicySpec{
+			Revisions: v1alpha1.RevisionSettings{Enabled: true, Secrets: true},
 			// Changes a minute apart, several: not a writer that flaps.
 			Rollouts: v1alpha1.RolloutSettings{Flapping: &v1alpha1.FlappingSettings{Changes: 20, Window: metav1.Duration{Duration: 10 * time.Minute}}},
 			Delivery: &v1alpha1.DeliverySettings{
@@ -48,14 +47,7 @@ var _ = Describe("a hot ConfigMap and Secret of one set, mounted as two volumes,
 				},
 				ProgressDeadlineSeconds: 120, SoakSeconds: new(int32(1)), PropagationSeconds: new(int32(30)), OnFailure: v1alpha1.FailureHalt,
 			},
-		}}
-		Expect(env.Client.Create(ctx, policy)).To(Succeed())
-		DeferCleanup(func() { Expect(client.IgnoreNotFound(env.Client.Delete(context.Background(), policy))).To(Succeed()) })
-		Eventually(func() string {
-			var n corev1.Namespace
-			Expect(env.Client.Get(ctx, client.ObjectKey{Name: ns}, &n)).To(Succeed())
-			return n.Labels[v1alpha1.HotChannelsLabel]
-		}, 30*time.Second, 200*time.Millisecond).Should(Equal("true"))
+		})
 		hot := func(name string) metav1.ObjectMeta {
 			return metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{v1alpha1.ReloadAnnotation: v1alpha1.ReloadHot}}
 		}
