@@ -130,6 +130,17 @@ func (g *Gate) servable(stale []StaleView) (kind string, known bool) {
 	return "", known
 }
 
+// answered keeps what a probe begun at at learnt of kind: whether its API
+// server serves it.
+func (g *Gate) answered(kind string, served bool, at time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.asked == nil {
+		g.asked = map[string]ask{}
+	}
+	g.asked[kind] = ask{served: served, at: at}
+}
+
 // probe asks the API server about every stale kind while any is stale.
 func (g *Gate) probe() {
 	for {
@@ -146,14 +157,9 @@ func (g *Gate) probe() {
 		ready := g.APIServerReady == nil || g.APIServerReady(ctx)
 		cancel()
 		if !ready {
-			g.mu.Lock()
-			if g.asked == nil {
-				g.asked = map[string]ask{}
-			}
 			for _, s := range stale {
-				g.asked[s.Kind] = ask{served: false, at: at}
+				g.answered(s.Kind, false, at)
 			}
-			g.mu.Unlock()
 			time.Sleep(askEvery)
 			continue
 		}
@@ -166,12 +172,7 @@ func (g *Gate) probe() {
 				ctx, cancel := context.WithTimeout(context.Background(), askTimeout)
 				served := g.Views.CanWatch(ctx, s.Kind)
 				cancel()
-				g.mu.Lock()
-				if g.asked == nil {
-					g.asked = map[string]ask{}
-				}
-				g.asked[s.Kind] = ask{served: served, at: at}
-				g.mu.Unlock()
+				g.answered(s.Kind, served, at)
 			}()
 		}
 		wg.Wait()
