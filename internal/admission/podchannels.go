@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
@@ -120,6 +121,7 @@ func (c *Channels) point(ctx context.Context, inv *inventory.Inventory, pod *cor
 	if err != nil {
 		return nil, nil, "", err
 	}
+	var unwritten []string
 	for src, channelled := range hot {
 		if !channelled {
 			continue
@@ -134,6 +136,15 @@ func (c *Channels) point(ctx context.Context, inv *inventory.Inventory, pod *cor
 		if _, _, isChannel := channel.Of(o.Labels, o.Annotations); o.Exists && !isChannel {
 			hot[src] = false
 		}
+		// Where configward cannot write snapshots (a quota, RBAC, a
+		// webhook: the namespace's mark), a channel not written yet may
+		// never be, and a pod that mounts it would wait for it forever:
+		// the pod reads the original, as a revision's pods read originals
+		// there.
+		if !o.Exists && policy.SnapshotsBlocked != "" {
+			hot[src] = false
+			unwritten = append(unwritten, channel.Name(src.Name, wave))
+		}
 	}
 	pointed := map[revision.Source]string{}
 	ops := revision.Repoint(&pod.Spec, func(r refs.Ref) string {
@@ -144,9 +155,15 @@ func (c *Channels) point(ctx context.Context, inv *inventory.Inventory, pod *cor
 		pointed[src] = channel.Name(r.Name, wave)
 		return pointed[src]
 	})
+	var note string
+	if len(unwritten) > 0 {
+		slices.Sort(unwritten)
+		note = fmt.Sprintf("not pointed at channels %s, which configward cannot write yet (%s): those read the originals",
+			strings.Join(unwritten, ", "), policy.SnapshotsBlocked)
+	}
 	if len(pointed) == 0 {
 		channelReviews.WithLabelValues("none").Inc()
-		return nil, nil, "", nil
+		return nil, nil, note, nil
 	}
 	channelReviews.WithLabelValues("pointed").Inc()
 	marks := map[string]string{v1alpha1.ChannelWaveAnnotation: wave}
@@ -162,7 +179,7 @@ func (c *Channels) point(ctx context.Context, inv *inventory.Inventory, pod *cor
 			}
 		}
 	}
-	return ops, pointed, fmt.Sprintf("hot config pointed at the channels of wave %s", wave), nil
+	return ops, pointed, strings.TrimSuffix(fmt.Sprintf("hot config pointed at the channels of wave %s; %s", wave, note), "; "), nil
 }
 
 func anyTrue(m map[revision.Source]bool) bool {

@@ -267,3 +267,54 @@ soakSeconds: 1
 		Eventually(namespaceAnnotation(ns, v1alpha1.SnapshotsBlockedAnnotation), 40*time.Second).Should(BeEmpty())
 	})
 })
+
+// A channel configward cannot write is never mounted: where snapshots are
+// blocked (here a ResourceQuota full), a new hot ConfigMap gets no
+// channels, and a pod pointed at one would wait for it forever.
+var _ = Describe("hot config whose channels cannot be written", func() {
+	It("points no pod at a channel configward cannot write: the pod reads the original, and its other hot config its channel", func() {
+		ns := hotDeliveryNamespace("blocked-channels", halfOfA+"- name: rest\nsoakSeconds: 0\n")
+		var cms corev1.ConfigMapList
+		Expect(env.Client.List(context.Background(), &cms, client.InNamespace(ns))).To(Succeed())
+		// Room for the pipeline's banner, none for its snapshot or channels.
+		quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "configmaps"},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/configmaps": *resource.NewQuantity(int64(len(cms.Items)+1), resource.DecimalSI)}}}
+		Expect(env.Client.Create(context.Background(), quota)).To(Succeed())
+		Eventually(func() corev1.ResourceList {
+			Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(quota), quota)).To(Succeed())
+			return quota.Status.Hard
+		}, 10*time.Second).ShouldNot(BeEmpty(), "the quota controller has counted the namespace")
+		apply(hotConfigMap(ns, "banner", map[string]string{"text": "hello"}))
+		Eventually(namespaceAnnotation(ns, v1alpha1.SnapshotsBlockedAnnotation), 30*time.Second).Should(ContainSubstring("quota"))
+		apply(fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: c, namespace: %s, labels: {app: c}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: c}}
+  template:
+    metadata: {labels: {app: c}}
+    spec:
+      containers:
+      - name: app
+        image: registry.example/app:1
+        volumeMounts: [{name: flags, mountPath: /etc/flags}, {name: banner, mountPath: /etc/banner}]
+      volumes: [{name: flags, configMap: {name: flags}}, {name: banner, configMap: {name: banner}}]
+`, ns))
+		rolloutStatus(ns, "deployment/c")
+		pods := livePods(ns, "c")
+		Expect(pods).To(HaveLen(1))
+		var named []string
+		for _, v := range pods[0].Spec.Volumes {
+			if v.ConfigMap != nil {
+				named = append(named, v.ConfigMap.Name)
+			}
+		}
+		Expect(named).To(ConsistOf("flags-ch-rest", "banner"), "flags' channels exist; banner's cannot be written")
+		var list corev1.ConfigMapList
+		Expect(env.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.ChannelLabel: "true"})).To(Succeed())
+		for _, c := range list.Items {
+			Expect(c.Name).NotTo(HavePrefix("banner-ch-"), "no channel of banner was written")
+		}
+	})
+})
