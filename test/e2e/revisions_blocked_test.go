@@ -210,15 +210,7 @@ soakSeconds: 1
 	It("starts a new workload's pods when a ResourceQuota refuses its snapshots, says so, and pins again once the quota allows", func() {
 		ns := revisionsNamespace("blocked-quota", "enabled: true")
 		apply(configMap(ns, "cfg", map[string]string{"level": "info"}, nil))
-		var cms corev1.ConfigMapList
-		Expect(env.Client.List(context.Background(), &cms, client.InNamespace(ns))).To(Succeed())
-		quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "configmaps"},
-			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/configmaps": *resource.NewQuantity(int64(len(cms.Items)), resource.DecimalSI)}}}
-		Expect(env.Client.Create(context.Background(), quota)).To(Succeed())
-		Eventually(func() corev1.ResourceList {
-			Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(quota), quota)).To(Succeed())
-			return quota.Status.Hard
-		}, 10*time.Second).ShouldNot(BeEmpty(), "the quota controller has counted the namespace")
+		quota := configMapQuota(ns, 0)
 
 		apply(replicatedDeployment(ns, "web", "cfg", 2))
 		rolloutStatus(ns, "deployment/web")
@@ -274,16 +266,8 @@ soakSeconds: 1
 var _ = Describe("hot config whose channels cannot be written", func() {
 	It("points no pod at a channel configward cannot write: the pod reads the original, and its other hot config its channel", func() {
 		ns := hotDeliveryNamespace("blocked-channels", halfOfA+"- name: rest\nsoakSeconds: 0\n")
-		var cms corev1.ConfigMapList
-		Expect(env.Client.List(context.Background(), &cms, client.InNamespace(ns))).To(Succeed())
 		// Room for the pipeline's banner, none for its snapshot or channels.
-		quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "configmaps"},
-			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/configmaps": *resource.NewQuantity(int64(len(cms.Items)+1), resource.DecimalSI)}}}
-		Expect(env.Client.Create(context.Background(), quota)).To(Succeed())
-		Eventually(func() corev1.ResourceList {
-			Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(quota), quota)).To(Succeed())
-			return quota.Status.Hard
-		}, 10*time.Second).ShouldNot(BeEmpty(), "the quota controller has counted the namespace")
+		configMapQuota(ns, 1)
 		apply(hotConfigMap(ns, "banner", map[string]string{"text": "hello"}))
 		Eventually(namespaceAnnotation(ns, v1alpha1.SnapshotsBlockedAnnotation), 30*time.Second).Should(ContainSubstring("quota"))
 		apply(fmt.Sprintf(`apiVersion: apps/v1
@@ -318,3 +302,19 @@ spec:
 		}
 	})
 })
+
+// configMapQuota creates a ResourceQuota that lets ns hold room more
+// ConfigMaps than it holds now, and waits until the quota controller has
+// counted the namespace.
+func configMapQuota(ns string, room int) *corev1.ResourceQuota {
+	var cms corev1.ConfigMapList
+	Expect(env.Client.List(context.Background(), &cms, client.InNamespace(ns))).To(Succeed())
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "configmaps"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/configmaps": *resource.NewQuantity(int64(len(cms.Items)+room), resource.DecimalSI)}}}
+	Expect(env.Client.Create(context.Background(), quota)).To(Succeed())
+	Eventually(func() corev1.ResourceList {
+		Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(quota), quota)).To(Succeed())
+		return quota.Status.Hard
+	}, 10*time.Second).ShouldNot(BeEmpty(), "the quota controller has counted the namespace")
+	return quota
+}
