@@ -349,7 +349,17 @@ spec:
 
 	It("restarts nothing on install: a workload that predates configward is stamped only when its config changes", func() {
 		ns := newNamespace("preexisting", map[string]string{unmanagedLabel: "true"})
-		apply(configMap(ns, "cfg", map[string]string{"k": "1"}, nil), deployment(ns, "old", "", fmt.Sprintf(envFromSpec, "cfg")))
+		// The config exists a second before the workload, as config a
+		// workload predates configward with does: created in the same
+		// second, the order is unknown (creation times are to the second),
+		// and configward counts the creation as the change it may be
+		// (rollouts.consumer.startedWithout) whenever the ConfigMap's event
+		// reaches it after the Deployment's, as under load.
+		apply(configMap(ns, "cfg", map[string]string{"k": "1"}, nil))
+		var cfg corev1.ConfigMap
+		Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "cfg"}, &cfg)).To(Succeed())
+		time.Sleep(time.Until(cfg.CreationTimestamp.Truncate(time.Second).Add(time.Second)))
+		apply(deployment(ns, "old", "", fmt.Sprintf(envFromSpec, "cfg")))
 		Expect(stateOf("Deployment", ns, "old")()).To(Equal(templateState{Generation: 1}))
 
 		By("configward now governs the namespace")
