@@ -139,7 +139,7 @@ func (h *PodConfig) Review(ctx context.Context, r *webhookserver.Review[string])
 			ops, why = append(ops, channelled...), why+"; "+note
 		}
 	}
-	if _, asks := pod.Annotations[v1alpha1.ReloadAgentAnnotation]; asks && h.Agent != nil {
+	if AsksForAgent(pod.Annotations) && h.Agent != nil {
 		inject, note, err := h.Agent.inject(ctx, h.Inventory, pod, pointed)
 		if err != nil {
 			return admission.Errored(500, fmt.Errorf("configward: injecting the reload agent into Pod %s/%s: %w", r.Namespace, r.Name(), err))
@@ -158,7 +158,7 @@ func (h *PodConfig) Review(ctx context.Context, r *webhookserver.Review[string])
 func (h *PodConfig) pin(ctx context.Context, r *webhookserver.Review[string], pod *corev1.Pod) ([]jsonpatch.Operation, *admission.Response, string) {
 	value, ok := pod.Annotations[v1alpha1.ConfigSnapshotsAnnotation]
 	if !ok || value == "" {
-		if _, agent := pod.Annotations[v1alpha1.ReloadAgentAnnotation]; agent {
+		if AsksForAgent(pod.Annotations) {
 			// Pods sent for their channels alone (pod-channels) are no
 			// revision's: configward_channel_pod_reviews_total counts them.
 			podReviews.WithLabelValues("unnamed").Inc()

@@ -46,6 +46,19 @@ const (
 
 // ParseReloadAnnotations checks a pod template's reload annotations.
 func ParseReloadAnnotations(annotations map[string]string) error {
+	if c, ok := annotations[v1alpha1.ServingCertAnnotation]; ok {
+		if _, err := reload.ParseServingCerts(c); err != nil {
+			return fmt.Errorf("%s: %w", v1alpha1.ServingCertAnnotation, err)
+		}
+	}
+	if v, ok := annotations[v1alpha1.OnStaleCertAnnotation]; ok {
+		if v != v1alpha1.OnStaleCertRestart {
+			return fmt.Errorf("%s: %q is not %s (or leave it out: configward then only reports a stale certificate)", v1alpha1.OnStaleCertAnnotation, v, v1alpha1.OnStaleCertRestart)
+		}
+		if _, checked := annotations[v1alpha1.ServingCertAnnotation]; !checked {
+			return fmt.Errorf("%s is set without %s: say which port serves the certificate", v1alpha1.OnStaleCertAnnotation, v1alpha1.ServingCertAnnotation)
+		}
+	}
 	v, ok := annotations[v1alpha1.ReloadAgentAnnotation]
 	if !ok {
 		if _, check := annotations[v1alpha1.ReloadCheckAnnotation]; check {
@@ -62,6 +75,14 @@ func ParseReloadAnnotations(annotations map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// AsksForAgent says whether annotations (a pod's, or a template's) ask for
+// the reload agent: to reload hot config, or to check a served certificate.
+func AsksForAgent(annotations map[string]string) bool {
+	_, reloads := annotations[v1alpha1.ReloadAgentAnnotation]
+	_, certs := annotations[v1alpha1.ServingCertAnnotation]
+	return reloads || certs
 }
 
 // inject returns the patch that adds the agent to pod, or why it adds none.
@@ -82,12 +103,32 @@ func (a *ReloadAgent) inject(ctx context.Context, inv *inventory.Inventory, pod 
 			return nil, fmt.Sprintf("no reload agent: %s names container %s, which the pod does not have", v1alpha1.ReloadAgentAnnotation, trigger.Container), nil
 		}
 	}
-	configs, mounts, err := hotDirectories(ctx, inv, pod, pointed)
-	if err != nil || len(configs) == 0 {
-		return nil, "no reload agent: the pod mounts no hot ConfigMap or Secret as a directory", err
+	var configs []reload.Config
+	var mounts []corev1.VolumeMount
+	if _, reloads := pod.Annotations[v1alpha1.ReloadAgentAnnotation]; reloads {
+		var err error
+		if configs, mounts, err = hotDirectories(ctx, inv, pod, pointed); err != nil {
+			return nil, "", err
+		}
+	}
+	certs, err := servingCerts(ctx, inv, pod.Namespace, pod.Annotations, &pod.Spec)
+	if err != nil {
+		return nil, "no reload agent: " + v1alpha1.ServingCertAnnotation + ": " + err.Error(), nil
+	}
+	if len(configs) == 0 && len(certs) == 0 {
+		return nil, "no reload agent: the pod mounts no hot ConfigMap or Secret as a directory", nil
+	}
+	var certVolumes []corev1.Volume
+	for _, c := range certs {
+		v, m := certVolume(c)
+		certVolumes, mounts = append(certVolumes, v), append(mounts, m)
 	}
 	spec := reload.Spec{Trigger: pod.Annotations[v1alpha1.ReloadAgentAnnotation], Check: pod.Annotations[v1alpha1.ReloadCheckAnnotation],
-		Report: a.ReportURL, ServerName: a.ServerName, TokenFile: agentTokenDir + "/token", Configs: configs}
+		Report: a.ReportURL, ServerName: a.ServerName, TokenFile: agentTokenDir + "/token", Configs: configs, Certificates: certs}
+	if len(configs) == 0 {
+		// Nothing to reload: the agent only checks certificates.
+		spec.Trigger, spec.Check = "", ""
+	}
 	if a.CA != nil {
 		spec.CA = a.CA()
 	}
@@ -96,6 +137,11 @@ func (a *ReloadAgent) inject(ctx context.Context, inv *inventory.Inventory, pod 
 		return nil, "", err
 	}
 	c := a.container(string(specJSON), append(mounts, corev1.VolumeMount{Name: agentTokenVolume, MountPath: agentTokenDir, ReadOnly: true}))
+	if len(certs) > 0 {
+		// Where nothing answers on localhost, the agent dials the pod's
+		// own address.
+		c.Env = append(c.Env, corev1.EnvVar{Name: reload.PodIPEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}})
+	}
 	if target >= 0 {
 		// Signals need the program's user: the agent runs as the
 		// container it signals does, where that is set.
@@ -110,9 +156,12 @@ func (a *ReloadAgent) inject(ctx context.Context, inv *inventory.Inventory, pod 
 		ops = append(ops, jsonpatch.Operation{Operation: "add", Path: "/spec/serviceAccountName", Value: "default"})
 	}
 	ops = appendItem(ops, "/spec/initContainers", len(pod.Spec.InitContainers), c)
-	ops = appendItem(ops, "/spec/volumes", len(pod.Spec.Volumes), corev1.Volume{Name: agentTokenVolume, VolumeSource: corev1.VolumeSource{
+	volumes := append([]corev1.Volume{{Name: agentTokenVolume, VolumeSource: corev1.VolumeSource{
 		Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
-			Audience: reload.Audience, ExpirationSeconds: ptr.To[int64](agentTokenSeconds), Path: "token"}}}}}})
+			Audience: reload.Audience, ExpirationSeconds: ptr.To[int64](agentTokenSeconds), Path: "token"}}}}}}}, certVolumes...)
+	for i, v := range volumes {
+		ops = appendItem(ops, "/spec/volumes", len(pod.Spec.Volumes)+i, v)
+	}
 	if target >= 0 {
 		// The agent finds the program's processes, and signals them, in the
 		// pod's one process namespace.
@@ -120,7 +169,7 @@ func (a *ReloadAgent) inject(ctx context.Context, inv *inventory.Inventory, pod 
 		ops = appendItem(ops, fmt.Sprintf("/spec/containers/%d/env", target), len(pod.Spec.Containers[target].Env),
 			corev1.EnvVar{Name: reload.ContainerEnv, Value: trigger.Container})
 	}
-	return ops, fmt.Sprintf("reload agent injected for %d hot configs", len(configs)), nil
+	return ops, fmt.Sprintf("reload agent injected for %d hot configs and %d served certificates", len(configs), len(certs)), nil
 }
 
 // container is the agent's container: restricted (non-root, read-only

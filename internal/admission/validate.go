@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configward/configward/internal/channel"
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"
@@ -124,6 +125,12 @@ func (h *ValidateWorkloads) Review(ctx context.Context, r *webhookserver.Review[
 		// Found at the pod's creation instead, it would leave the pod
 		// without its agent, and nobody would read why.
 		return admission.Denied(fmt.Sprintf("[reload-agent] %s %s/%s: %v. Fix the annotation and apply again.", kind, r.Namespace, name, err))
+	}
+	if _, err := servingCerts(ctx, h.Inventory, r.Namespace, w.TemplateAnnotations(), spec); err != nil {
+		// Which Secret each port presents is read from the template's
+		// volumes: a template that says it wrong is told now, not by a
+		// pod without its check.
+		return admission.Denied(fmt.Sprintf("[serving-cert] %s %s/%s: %s: %v. Fix the annotation and apply again.", kind, r.Namespace, name, v1alpha1.ServingCertAnnotation, err))
 	}
 	ns, err := configpolicy.LookupNamespace(ctx, h.Namespaces, r.Namespace)
 	if err != nil {

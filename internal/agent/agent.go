@@ -57,6 +57,14 @@ type Options struct {
 	// the configs on disk do not hold one set, or configward cannot be
 	// asked.
 	AskMax time.Duration
+	// CertEvery is how often a served certificate is checked besides after
+	// each swap of the mounted one; CertTimeout bounds one dial and
+	// handshake.
+	CertEvery   time.Duration
+	CertTimeout time.Duration
+	// PodIP is the pod's address (reload.PodIPEnv), dialed when nothing
+	// answers on localhost.
+	PodIP string
 }
 
 func (o Options) withDefaults() Options {
@@ -81,6 +89,15 @@ func (o Options) withDefaults() Options {
 	if o.AskMax == 0 {
 		o.AskMax = 16 * time.Second
 	}
+	if o.CertEvery == 0 {
+		o.CertEvery = 10 * time.Minute
+	}
+	if o.CertTimeout == 0 {
+		o.CertTimeout = 5 * time.Second
+	}
+	if o.PodIP == "" {
+		o.PodIP = podIP()
+	}
 	return o
 }
 
@@ -98,6 +115,19 @@ type state struct {
 // Run runs the agent until ctx ends.
 func Run(ctx context.Context, spec reload.Spec, o Options, log logr.Logger) error {
 	o = o.withDefaults()
+	rep, err := newReporter(spec, o.RetryMax, o.Resend, log)
+	if err != nil {
+		return err
+	}
+	if len(spec.Certificates) > 0 {
+		go checkCerts(ctx, spec.Certificates, o, rep, log)
+	}
+	if len(spec.Configs) == 0 {
+		// Injected for the certificate check alone: no program to reload.
+		<-ctx.Done()
+		rep.stop()
+		return nil
+	}
 	trigger, err := reload.ParseTrigger(spec.Trigger)
 	if err != nil {
 		return err
@@ -109,10 +139,6 @@ func Run(ctx context.Context, spec reload.Spec, o Options, log logr.Logger) erro
 			return err
 		}
 		prog.check = &c
-	}
-	rep, err := newReporter(spec, o.RetryMax, o.Resend, log)
-	if err != nil {
-		return err
 	}
 	states := make([]*state, len(spec.Configs))
 	var ids []string
@@ -257,6 +283,7 @@ type reporter struct {
 	latest    []reload.Config
 	parts     map[string]reload.ConfigReport
 	revisions map[string]string
+	certs     []certSnapshot
 	wake      chan struct{}
 	done      chan struct{}
 	once      sync.Once
@@ -292,6 +319,24 @@ func (r *reporter) update(states []*state) {
 		r.parts[s.config.ID()], r.revisions[s.config.ID()] = s.result, s.revision
 	}
 	r.mu.Unlock()
+	r.poke()
+}
+
+// updateCerts queues the checks' findings with the next report.
+func (r *reporter) updateCerts(checks []*certCheck) {
+	var certs []certSnapshot
+	for _, c := range checks {
+		if c.last.Result != "" {
+			certs = append(certs, certSnapshot{report: c.last, pemBytes: c.pemBytes})
+		}
+	}
+	r.mu.Lock()
+	r.certs = certs
+	r.mu.Unlock()
+	r.poke()
+}
+
+func (r *reporter) poke() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -334,7 +379,7 @@ func (r *reporter) loop() {
 // follows.
 func (r *reporter) send() error {
 	r.mu.Lock()
-	configs, parts, revisions := r.latest, r.parts, r.revisions
+	configs, parts, revisions, certs := r.latest, r.parts, r.revisions, r.certs
 	r.mu.Unlock()
 	token, key, err := r.token()
 	if err != nil {
@@ -350,7 +395,8 @@ func (r *reporter) send() error {
 		part.Keys = reload.Fingerprints(key, got.values)
 		rep.Configs = append(rep.Configs, part)
 	}
-	if len(rep.Configs) == 0 {
+	rep.Certificates = certReports(certs, key)
+	if len(rep.Configs) == 0 && len(rep.Certificates) == 0 {
 		return nil // nothing learnt yet, or each content is on its way out
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

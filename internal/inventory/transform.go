@@ -11,6 +11,7 @@ package inventory
 import (
 	"strings"
 
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -56,6 +57,14 @@ func TransformSecret(obj any) (any, error) {
 	data := map[string][]byte{packedKey: []byte(pack(KeyDigestsOf(s)))}
 	meta := slimMeta(s.ObjectMeta)
 	meta.Annotations, meta.Labels = onlyConfigward(s.Annotations), onlyConfigward(s.Labels)
+	if name, ok := s.Annotations[cmapi.CertificateNameKey]; ok {
+		// The Certificate that issues the Secret: a name, shown beside a
+		// pod that serves a stale certificate.
+		if meta.Annotations == nil {
+			meta.Annotations = map[string]string{}
+		}
+		meta.Annotations[cmapi.CertificateNameKey] = name
+	}
 	meta.ManagedFields = lastWriter(s.ManagedFields)
 	out := &corev1.Secret{
 		TypeMeta:   s.TypeMeta,

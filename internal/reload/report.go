@@ -19,6 +19,8 @@ type Report struct {
 	// kept nowhere: do the configs on disk hold one set? The agent asks
 	// before it triggers a reload of a pod that mounts several configs.
 	Ask bool `json:"ask,omitempty"`
+	// Certificates are what the ports the agent checks present.
+	Certificates []CertReport `json:"certificates,omitempty"`
 }
 
 // Answer is configward's answer to a report that asks.

@@ -28,7 +28,15 @@ type Spec struct {
 	// Configs are the hot ConfigMaps and Secrets the pod mounts as
 	// directories, where the agent sees them.
 	Configs []Config `json:"configs"`
+	// Certificates are the ports whose served certificate the agent
+	// checks (v1alpha1.ServingCertAnnotation), each with its Secret and
+	// where the agent finds its certificate.
+	Certificates []ServingCert `json:"certificates,omitempty"`
 }
+
+// PodIPEnv holds the pod's address (the downward API's status.podIP): the
+// agent dials a port there when nothing answers on localhost.
+const PodIPEnv = "CONFIGWARD_POD_IP"
 
 // Config is one hot ConfigMap or Secret a pod mounts.
 type Config struct {
@@ -60,8 +68,12 @@ func ParseSpec(v string) (Spec, error) {
 	if err := json.Unmarshal([]byte(v), &s); err != nil {
 		return s, fmt.Errorf("%s is not an agent spec: %w", SpecEnv, err)
 	}
-	if _, err := ParseTrigger(s.Trigger); err != nil {
-		return s, err
+	if s.Trigger != "" || len(s.Certificates) == 0 {
+		// An agent injected for the certificate check alone has no
+		// program to reload.
+		if _, err := ParseTrigger(s.Trigger); err != nil {
+			return s, err
+		}
 	}
 	if s.Check != "" {
 		if _, err := ParseCheck(s.Check); err != nil {

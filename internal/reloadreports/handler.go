@@ -95,6 +95,9 @@ type Handler struct {
 	rejections onceEach
 	// live are the recent live reads, per config.
 	live liveReads
+	// stale are the pods, ports and leaves a ServedCertificateStale Event
+	// was recorded for.
+	stale onceEach
 }
 
 // maxReport bounds a report's body: a few configs' fingerprints. The
@@ -266,17 +269,34 @@ func (h *Handler) record(ctx context.Context, pod *corev1.Pod, token []byte, rep
 		}
 		entries = append(entries, e)
 	}
-	if len(entries) == 0 {
-		return "ignored", nil // nothing the pod reads: nothing to keep
+	certs, err := h.certEntries(ctx, pod, fingerprintKey, rep.Certificates, time.Now().UTC())
+	if err != nil {
+		return "", err
 	}
-	cond := reload.Condition(entries)
-	if old := podCondition(pod, v1alpha1.ReloadConditionType); old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message {
-		return "unchanged", nil
+	var conds []corev1.PodCondition
+	if len(entries) > 0 {
+		conds = append(conds, reload.Condition(entries))
+	}
+	if len(certs) > 0 {
+		conds = append(conds, reload.CertCondition(certs))
+	}
+	if len(conds) == 0 {
+		return "ignored", nil // nothing the pod reads or serves: nothing to keep
 	}
 	before := pod.DeepCopy()
-	setPodCondition(pod, cond)
+	changed := false
+	for _, cond := range conds {
+		if old := podCondition(pod, cond.Type); old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message {
+			continue
+		}
+		setPodCondition(pod, cond)
+		changed = true
+	}
+	if !changed {
+		return "unchanged", nil
+	}
 	if err := h.Writer.Status().Patch(ctx, pod, client.StrategicMergeFrom(before)); err != nil {
-		return "", fmt.Errorf("writing the pod's %s condition: %w", v1alpha1.ReloadConditionType, err)
+		return "", fmt.Errorf("writing the pod's conditions: %w", err)
 	}
 	return "recorded", nil
 }

@@ -94,6 +94,28 @@ const (
 	ReloadCheckAnnotation = "configward.dev/reload-check"
 )
 
+// ServingCertAnnotation on a pod template (or bare Pod) asks the reload
+// agent to check that the program serves the certificate it mounts:
+// "<port>[@<container>][;sni=<name>][;secret=<name>]", several separated
+// by commas. The agent dials the port in its own pod after every swap of
+// the certificate and periodically, and reports whether the leaf presented
+// is the one mounted (ServingCertConditionType). It injects the agent by
+// itself, hot config or not.
+const ServingCertAnnotation = "configward.dev/serving-cert"
+
+// OnStaleCertAnnotation set to OnStaleCertRestart on a pod template lets
+// configward evict (Eviction API) the pods that still present a stale
+// certificate after a grace; without it configward only reports them.
+const (
+	OnStaleCertAnnotation = "configward.dev/on-stale-cert"
+	OnStaleCertRestart    = "Restart"
+)
+
+// ServingCertConditionType is the Pod condition configward keeps from its
+// reload agent's certificate checks: per port, whether the leaf the
+// program presents is the one mounted.
+const ServingCertConditionType = "configward.dev/ServingCertificate"
+
 // ReloadConditionType is the Pod condition configward keeps from its reload
 // agent's reports: which content of each hot config the program applied or
 // rejected.
