@@ -120,7 +120,7 @@ func (a *ReloadAgent) inject(ctx context.Context, inv *inventory.Inventory, pod 
 	}
 	var certVolumes []corev1.Volume
 	for _, c := range certs {
-		v, m := certVolume(c)
+		v, m := reload.CertVolume(c)
 		certVolumes, mounts = append(certVolumes, v), append(mounts, m)
 	}
 	spec := reload.Spec{Trigger: pod.Annotations[v1alpha1.ReloadAgentAnnotation], Check: pod.Annotations[v1alpha1.ReloadCheckAnnotation],

@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/inventory"
@@ -22,14 +20,6 @@ import (
 // reads it back (reload.ServingCertsOf). The agent gets a volume of its
 // own per port that projects the certificate alone: tls.crt, and ca.crt
 // where the Secret has one; never tls.key.
-
-const (
-	agentCertDir = "/var/run/configward/cert/"
-	// tlsCert and caCert are the keys of a kubernetes.io/tls Secret (and
-	// of cert-manager's) the agent reads.
-	tlsCert = "tls.crt"
-	caCert  = "ca.crt"
-)
 
 // servingCerts resolves the ports pod's annotation names to the Secret
 // each container mounts its certificate from; an error says what the
@@ -60,7 +50,7 @@ func servingCerts(ctx context.Context, inv *inventory.Inventory, namespace strin
 				continue
 			}
 			secrets = append(secrets, r.Name)
-			if r.Keys != nil && !slices.Contains(r.Keys, tlsCert) {
+			if r.Keys != nil && !slices.Contains(r.Keys, reload.TLSCert) {
 				continue // its items project no certificate
 			}
 			o, err := inv.Get(ctx, refs.Secret, namespace, r.Name)
@@ -69,7 +59,7 @@ func servingCerts(ctx context.Context, inv *inventory.Inventory, namespace strin
 			}
 			// A Secret not there yet (cert-manager issues it after the
 			// workload is applied) may well hold one.
-			if !o.Exists || o.KeyDigests[tlsCert] != "" {
+			if !o.Exists || o.KeyDigests[reload.TLSCert] != "" {
 				candidates = append(candidates, r.Name)
 			}
 		}
@@ -80,26 +70,14 @@ func servingCerts(ctx context.Context, inv *inventory.Inventory, namespace strin
 		case len(candidates) == 1:
 			c.Secret = candidates[0]
 		case len(candidates) == 0:
-			return nil, fmt.Errorf("port %d: container %s mounts no Secret with a %s as a volume", c.Port, container, tlsCert)
+			return nil, fmt.Errorf("port %d: container %s mounts no Secret with a %s as a volume", c.Port, container, reload.TLSCert)
 		default:
 			return nil, fmt.Errorf("port %d: container %s mounts several certificates (%s): say which the port presents with %d@%s;secret=<name>",
 				c.Port, container, strings.Join(candidates, ", "), c.Port, container)
 		}
 		c.Container = container
-		c.Dir = agentCertDir + strconv.Itoa(c.Port)
+		c.Dir = reload.CertDir(c.Port)
 		certs[i] = c
 	}
 	return certs, nil
-}
-
-// certVolume is the agent's volume of port c: the Secret's certificate
-// (and CA, where there is one), nothing else.
-func certVolume(c reload.ServingCert) (corev1.Volume, corev1.VolumeMount) {
-	name := "configward-cert-" + strconv.Itoa(c.Port)
-	v := corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
-		{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: c.Secret}, Items: []corev1.KeyToPath{{Key: tlsCert, Path: tlsCert}}}},
-		// Optional: the kubelet then skips a key the Secret does not have.
-		{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: c.Secret}, Items: []corev1.KeyToPath{{Key: caCert, Path: caCert}}, Optional: ptr.To(true)}},
-	}}}}
-	return v, corev1.VolumeMount{Name: name, MountPath: c.Dir, ReadOnly: true}
 }

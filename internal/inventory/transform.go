@@ -103,15 +103,16 @@ func TransformPod(obj any) (any, error) {
 
 // readyCondition keeps a pod's Ready condition, and restarts each
 // container's restart count: a delivery's health gate reads them. It keeps
-// configward's reload condition too, which says what the pod's program
-// applied (configward writes it from its reload agent's reports).
+// configward's reload conditions too, which say what the pod's program
+// applied and which certificate it serves (configward writes them from its
+// reload agent's reports).
 func readyCondition(cs []corev1.PodCondition) []corev1.PodCondition {
 	var out []corev1.PodCondition
 	for _, c := range cs {
 		switch c.Type {
 		case corev1.PodReady:
 			out = append(out, corev1.PodCondition{Type: c.Type, Status: c.Status})
-		case v1alpha1.ReloadConditionType:
+		case v1alpha1.ReloadConditionType, v1alpha1.ServingCertConditionType:
 			out = append(out, c)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 )
@@ -219,26 +220,55 @@ func CertEntriesOf(pod *corev1.Pod) map[int]CertEntry {
 	return out
 }
 
-// ServingCertsOf are the ports pod's agent checks, as the injection wrote
-// them into the agent's spec (each with its Secret): the one record of
-// which certificate goes with which port. None for a pod without the
-// agent or the check.
+// The agent's certificate volumes are the one record of which Secret goes
+// with which port: the injection adds one per port (CertVolume), the report
+// endpoint reads them back (ServingCertsOf), and they survive the caches'
+// trimming of pods, which keeps volumes and drops env values.
+const (
+	certVolumePrefix = "configward-cert-"
+	certDirPrefix    = "/var/run/configward/cert/"
+	// TLSCert and CACert are the keys of a kubernetes.io/tls Secret (and
+	// of cert-manager's) the agent reads; never tls.key.
+	TLSCert = "tls.crt"
+	CACert  = "ca.crt"
+)
+
+// CertDir is where the agent finds port's certificate.
+func CertDir(port int) string { return certDirPrefix + strconv.Itoa(port) }
+
+// CertVolume is the agent's volume for c: the Secret's certificate (and CA,
+// where it has one), nothing else, with its mount.
+func CertVolume(c ServingCert) (corev1.Volume, corev1.VolumeMount) {
+	name := certVolumePrefix + strconv.Itoa(c.Port)
+	ref := corev1.LocalObjectReference{Name: c.Secret}
+	v := corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+		{Secret: &corev1.SecretProjection{LocalObjectReference: ref, Items: []corev1.KeyToPath{{Key: TLSCert, Path: TLSCert}}}},
+		// Optional: the kubelet then skips a key the Secret does not have.
+		{Secret: &corev1.SecretProjection{LocalObjectReference: ref, Items: []corev1.KeyToPath{{Key: CACert, Path: CACert}}, Optional: ptr.To(true)}},
+	}}}}
+	return v, corev1.VolumeMount{Name: name, MountPath: CertDir(c.Port), ReadOnly: true}
+}
+
+// ServingCertsOf are the ports pod's agent checks, each with its Secret, as
+// the injection set them up (CertVolume); none for a pod without the agent.
 func ServingCertsOf(pod *corev1.Pod) []ServingCert {
-	for _, c := range pod.Spec.InitContainers {
-		if c.Name != AgentContainer {
+	i := slices.IndexFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == AgentContainer })
+	if i < 0 {
+		return nil
+	}
+	var out []ServingCert
+	for _, m := range pod.Spec.InitContainers[i].VolumeMounts {
+		port, err := strconv.Atoi(strings.TrimPrefix(m.Name, certVolumePrefix))
+		if !strings.HasPrefix(m.Name, certVolumePrefix) || err != nil {
 			continue
 		}
-		for _, e := range c.Env {
-			if e.Name != SpecEnv {
-				continue
-			}
-			var s Spec
-			if json.Unmarshal([]byte(e.Value), &s) == nil {
-				return s.Certificates
+		for _, v := range pod.Spec.Volumes {
+			if v.Name == m.Name && v.Projected != nil && len(v.Projected.Sources) > 0 && v.Projected.Sources[0].Secret != nil {
+				out = append(out, ServingCert{Port: port, Secret: v.Projected.Sources[0].Secret.Name, Dir: m.MountPath})
 			}
 		}
 	}
-	return nil
+	return out
 }
 
 // StaleFor is how long e has presented a stale leaf at now (0 when it

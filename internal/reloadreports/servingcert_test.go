@@ -20,19 +20,26 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/hashkey"
+	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/inventory/inventorytest"
 	"github.com/configward/configward/internal/reload"
 	"github.com/configward/configward/internal/workload"
 )
 
-// servingPod is a pod whose agent the injection set up to check ports.
+// servingPod is a pod whose agent the injection set up to check ports, as
+// the webhook's Pod cache holds it (trimmed: no env values).
 func servingPod(name string, uid types.UID, certs ...reload.ServingCert) *corev1.Pod {
 	spec, _ := json.Marshal(reload.Spec{Report: "https://configward", TokenFile: "/token", Certificates: certs})
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: uid, Annotations: map[string]string{v1alpha1.ServingCertAnnotation: "8443"}},
-		Spec: corev1.PodSpec{
-			InitContainers: []corev1.Container{{Name: reload.AgentContainer, Env: []corev1.EnvVar{{Name: reload.SpecEnv, Value: string(spec)}}}},
-			Containers:     []corev1.Container{{Name: "web", Image: "web:1"}},
-		}}
+	agent := corev1.Container{Name: reload.AgentContainer, Env: []corev1.EnvVar{{Name: reload.SpecEnv, Value: string(spec)}}}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: uid, Annotations: map[string]string{v1alpha1.ServingCertAnnotation: "8443"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web:1"}}}}
+	for _, c := range certs {
+		v, m := reload.CertVolume(c)
+		p.Spec.Volumes, agent.VolumeMounts = append(p.Spec.Volumes, v), append(agent.VolumeMounts, m)
+	}
+	p.Spec.InitContainers = []corev1.Container{agent}
+	trimmed, _ := inventory.TransformPod(p)
+	return trimmed.(*corev1.Pod)
 }
 
 // What an agent says its ports present becomes the pod's ServingCertificate
