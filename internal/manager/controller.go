@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -167,6 +168,7 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, writeReports bool) 
 	}
 	if err := reports.Setup(mgr, inv, reports.Options{
 		Keys: keys, Causes: causes, Reports: writeReports, Policies: inForce, Records: deliveryRecords, Flapping: tracker,
+		Certs: report.CertSettings{Grace: cmp.Or(o.StaleCertGrace, DefaultStaleCertGrace), Warning: cmp.Or(o.CertExpiryWarning, DefaultCertExpiryWarning)},
 	}); err != nil {
 		return err
 	}

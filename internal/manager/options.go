@@ -388,6 +388,14 @@ type Controller struct {
 	// AnalysisAllowedAddresses, when set, is the only places delivery
 	// checks may connect to: CIDRs, IPs or host[:port].
 	AnalysisAllowedAddresses []string
+	// CertExpiryWarning is how long before the presented certificate's end
+	// the certificate-served result warns; StaleCertGrace how long a pod
+	// may present a stale certificate before the result fails and, where
+	// the template asks, the pod is evicted; StaleCertEvictionsPerMinute
+	// bounds those evictions across the cluster.
+	CertExpiryWarning           time.Duration
+	StaleCertGrace              time.Duration
+	StaleCertEvictionsPerMinute float64
 	// Restartable lets a second controller process be built in the same Go
 	// process once the first has stopped (controller-runtime refuses two
 	// controllers of one name in a process otherwise). Tests that stop and
@@ -426,9 +434,22 @@ func (c *Controller) AddFlags(fs *pflag.FlagSet) {
 		"Name of a Secret in configward's namespace (--hash-key-namespace) with the credentials of --analysis-prometheus-address: key token (bearer), or username and password, and optionally ca.crt, labelled configward.dev/analysis-credentials=true. Read when a check runs, never kept or logged.")
 	fs.StringSliceVar(&c.AnalysisAllowedAddresses, "analysis-allowed-addresses", nil,
 		"Where delivery checks (Prometheus queries and webhooks) may connect: CIDRs, IPs or host[:port], comma-separated. Held on the address a name resolves to when the controller connects, so a policy's author cannot reach past it; with a list set, checks use no HTTP proxy. Empty: anywhere.")
+	fs.DurationVar(&c.CertExpiryWarning, "cert-expiry-warning", DefaultCertExpiryWarning,
+		"How long before the certificate a pod presents ends (configward.dev/serving-cert) its workload's certificate-served result warns. Judged on the presented certificate, not the Secret's.")
+	fs.DurationVar(&c.StaleCertGrace, "stale-cert-grace", DefaultStaleCertGrace,
+		"How long a pod may present an older certificate than the one it mounts before its workload's certificate-served result fails and, where its template carries configward.dev/on-stale-cert: Restart, the pod is evicted.")
+	fs.Float64Var(&c.StaleCertEvictionsPerMinute, "stale-cert-evictions-per-minute", DefaultStaleCertEvictionsPerMinute,
+		"Most pods evicted per minute, across the cluster, for presenting a stale certificate (configward.dev/on-stale-cert: Restart). 0 evicts none.")
 	fs.StringVar(&c.Reports, "reports", ReportsAuto,
 		"Write one OpenReports Report (openreports.io/v1alpha1) per stamped workload saying whether its pods run its current config: auto writes them when the Report CRD is served when the controller starts (install it later and restart), off never does.")
 }
+
+// Defaults of the served-certificate settings.
+const (
+	DefaultCertExpiryWarning           = 14 * 24 * time.Hour
+	DefaultStaleCertGrace              = 5 * time.Minute
+	DefaultStaleCertEvictionsPerMinute = 6
+)
 
 // DefaultChangeRecords is the ConfigMap of change records unless
 // --change-records-configmap names another.
@@ -462,6 +483,9 @@ func (c *Controller) Validate() error {
 	}
 	if c.SnapshotGrace < 0 {
 		return fmt.Errorf("--snapshot-grace must not be negative")
+	}
+	if c.CertExpiryWarning < 0 || c.StaleCertGrace < 0 || c.StaleCertEvictionsPerMinute < 0 {
+		return fmt.Errorf("--cert-expiry-warning, --stale-cert-grace and --stale-cert-evictions-per-minute must not be negative")
 	}
 	if c.Reports != "" && c.Reports != ReportsAuto && c.Reports != ReportsOff {
 		return fmt.Errorf("--reports must be %s or %s, not %q", ReportsAuto, ReportsOff, c.Reports)

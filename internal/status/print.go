@@ -61,6 +61,9 @@ func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time
 	if err := printReloads(w, res, allNamespaces); err != nil {
 		return err
 	}
+	if err := printCertificates(w, res, allNamespaces, now); err != nil {
+		return err
+	}
 	if err := printSets(w, res, allNamespaces); err != nil {
 		return err
 	}
@@ -102,6 +105,19 @@ func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time
 			if n := h.Pods[reload.StateNoAgent]; n > 0 && n < h.Total() {
 				note(it, fmt.Sprintf("%d pod(s) run no reload agent (created while configward's Pod path was down, or before the workload asked for it): nothing says which content of %s they applied", n, h.Config))
 			}
+		}
+	}
+	for _, it := range res.Items {
+		if it.Certificates == nil {
+			continue
+		}
+		for _, p := range it.Certificates.Stale {
+			from := "Secret " + p.Secret
+			if p.Certificate != "" {
+				from += " (Certificate " + p.Certificate + ")"
+			}
+			note(it, fmt.Sprintf("pod %s port %d presents certificate serial %s, mounts serial %s from %s: stale for %s",
+				p.Pod, p.Port, p.Presented, p.Mounted, from, duration.HumanDuration(now.Sub(p.Since))))
 		}
 	}
 	for _, s := range res.Sets {
@@ -168,6 +184,48 @@ func printReloads(w io.Writer, res Result, allNamespaces bool) error {
 			}
 			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
+	}
+	return tw.Flush()
+}
+
+// printCertificates writes, per workload whose pods' agents check ports,
+// how many pods present the certificate they mount and when the earliest
+// presented one ends.
+func printCertificates(w io.Writer, res Result, allNamespaces bool, now time.Time) error {
+	if !slices.ContainsFunc(res.Items, func(it Item) bool { return it.Certificates != nil }) {
+		return nil
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Served certificates (pods by their worst port, as their reload agents read it):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := []string{"WORKLOAD"}
+	for _, s := range reload.CertStates {
+		header = append(header, strings.ToUpper(s))
+	}
+	header = append(header, "EXPIRES IN")
+	if allNamespaces {
+		header = append([]string{"NAMESPACE"}, header...)
+	}
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, it := range res.Items {
+		if it.Certificates == nil {
+			continue
+		}
+		row := []string{it.Kind + "/" + it.Name}
+		for _, s := range reload.CertStates {
+			row = append(row, fmt.Sprint(it.Certificates.Pods[s]))
+		}
+		expires := "-"
+		if e := it.Certificates.Expires; e != nil {
+			if expires = duration.HumanDuration(e.Sub(now)); !e.After(now) {
+				expires = "expired"
+			}
+		}
+		row = append(row, expires)
+		if allNamespaces {
+			row = append([]string{it.Namespace}, row...)
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	return tw.Flush()
 }

@@ -77,3 +77,32 @@ func TestPrintTableShowsConfigSets(t *testing.T) {
 		t.Errorf("a Ready set gets a note:\n%s", got)
 	}
 }
+
+// Served certificates get a table of their own: pods by their worst port,
+// when the earliest presented certificate ends, and a note per stale port
+// naming the serials and the cert-manager Certificate.
+func TestPrintTableShowsServedCertificates(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	soon, gone := now.Add(49*time.Hour), now.Add(-time.Hour)
+	res := Result{Items: []Item{
+		{Kind: "Deployment", Name: "web", State: HotOnly, Certificates: &reload.CertTally{
+			Pods: map[string]int{reload.CertCurrent: 1, reload.CertStale: 1}, Expires: &soon,
+			Stale: []reload.StalePort{{Pod: "web-b", Port: 8443, Secret: "web-tls", Certificate: "web", Presented: "0A", Mounted: "0B", Since: now.Add(-7 * time.Minute)}}}},
+		{Kind: "Deployment", Name: "old", State: HotOnly, Certificates: &reload.CertTally{Pods: map[string]int{reload.CertCurrent: 1}, Expires: &gone}},
+	}}
+	var out bytes.Buffer
+	if err := PrintTable(&out, res, false, false, now); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"WORKLOAD        CURRENT  STALE  OTHER  UNREACHABLE  PENDING  EXPIRES IN",
+		"Deployment/web  1        1      0      0            0        2d1h",
+		"Deployment/old  1        0      0      0            0        expired",
+		"Deployment/web: pod web-b port 8443 presents certificate serial 0A, mounts serial 0B from Secret web-tls (Certificate web): stale for 7m",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the table lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -76,6 +76,10 @@ type Item struct {
 	// reload agents report it. A workload whose config is all hot carries
 	// no config hash: its State is HotOnly.
 	Reloads []Reload `json:"reloads,omitempty"`
+	// Certificates say where the pods stand with the certificates they
+	// serve, where their reload agents check ports
+	// (configward.dev/serving-cert); nil otherwise.
+	Certificates *reload.CertTally `json:"certificates,omitempty"`
 }
 
 // HotOnly is the State of a workload whose config is all reloaded in
@@ -208,10 +212,14 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 				continue
 			}
 			reloads := reloadsOf(reports[obj.GetUID()], live[obj.GetUID()])
+			var certs *reload.CertTally
+			if c := reload.CountCerts(live[obj.GetUID()]); c.Checked() > 0 {
+				certs = &c
+			}
 			if !stamped {
-				if len(reloads) > 0 {
+				if len(reloads) > 0 || certs != nil {
 					res.Items = append(res.Items, Item{APIVersion: k.GroupVersionKind().GroupVersion().String(), Kind: k.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
-						State: HotOnly, Message: "its config is all reloaded in place: see its reloads", FromReport: true, Reloads: reloads,
+						State: HotOnly, Message: "its config is all reloaded in place: see its reloads", FromReport: true, Reloads: reloads, Certificates: certs,
 						Deliveries: waves[obj.GetNamespace()+"/"+t.RecordKind()+"/"+obj.GetName()]})
 				}
 				continue
@@ -243,7 +251,7 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 			if r != nil {
 				it.Unpinned = r.Properties[report.PropUnpinned]
 			}
-			it.Reloads = reloads
+			it.Reloads, it.Certificates = reloads, certs
 			it.Deliveries = waves[obj.GetNamespace()+"/"+t.RecordKind()+"/"+obj.GetName()]
 			if o.Name != "" {
 				if it.Revisions, err = revisionsOf(ctx, c, obj, byWorkload[obj.GetUID()]); err != nil {

@@ -28,7 +28,7 @@ import (
 // workloads, pods and config the specs write as other controllers would.
 // reports_test.go holds the decisions that need no cluster.
 
-var suite = framework.NewControllerSuite(manager.Controller{RolloutBatchWindow: 500 * time.Millisecond})
+var suite = framework.NewControllerSuite(manager.Controller{RolloutBatchWindow: 500 * time.Millisecond, StaleCertGrace: 3 * time.Second})
 
 func TestAgainstAPIServer(t *testing.T) {
 	suite.Run(t, "the drift controller against kube-apiserver and etcd")
@@ -168,6 +168,54 @@ var _ = Describe("the drift controller", func() {
 		// progressing (nothing replaces the pods here).
 		Eventually(results(d), 10*time.Second).Should(ContainElements(MatchRegexp("^config-current fail (pending|progressing)$"), HavePrefix("config-reload warn")))
 		Expect(framework.Leaks(reportsIn(ns), values...)).To(BeEmpty())
+	})
+})
+
+var _ = Describe("served certificates", func() {
+	It("reports pods presenting a stale certificate: warn within the grace, fail past it with nothing else changing, the gauges per workload", func() {
+		ns := suite.Namespace(nil)
+		tlsSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-tls", Annotations: map[string]string{v1alpha1.ReloadAnnotation: "hot"}},
+			Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": []byte("cert"), "tls.key": []byte("CANARY-served-key")}}
+		suite.Create(tlsSecret)
+		cert := reload.ServingCert{Port: 8443, Secret: "web-tls"}
+		certVolume, certMount := reload.CertVolume(cert)
+		d := stamped(ns, "web", "", corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: reload.AgentContainer, Image: framework.AgentImage, RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+				VolumeMounts: []corev1.VolumeMount{certMount}}},
+			Containers: []corev1.Container{{Name: "web", Image: "web:1", VolumeMounts: []corev1.VolumeMount{{Name: "tls", MountPath: "/etc/tls"}}}},
+			Volumes:    []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "web-tls"}}}, certVolume},
+		})
+		delete(d.Spec.Template.Annotations, v1alpha1.ConfigHashAnnotation)
+		d.Spec.Template.Annotations[v1alpha1.ServingCertAnnotation] = "8443"
+		suite.Create(d)
+		rs := replicaSet(d)
+		suite.Create(rs)
+
+		day := time.Now().UTC().Truncate(time.Second)
+		renewed := reload.Leaf{Serial: "0B", NotBefore: day.Add(-time.Hour), NotAfter: day.Add(90 * 24 * time.Hour), SHA256: "bb"}
+		old := reload.Leaf{Serial: "0A", NotBefore: day.Add(-48 * time.Hour), NotAfter: day.Add(30 * 24 * time.Hour), SHA256: "aa"}
+		for name, e := range map[string]reload.CertEntry{
+			"web-1-a": {Port: 8443, Secret: "web-tls", Result: reload.CertCurrent, Presented: &renewed, Mounted: renewed, MountedCurrent: true, Since: day},
+			"web-1-b": {Port: 8443, Secret: "web-tls", Result: reload.CertStale, Presented: &old, Mounted: renewed, MountedCurrent: true, Since: time.Now().UTC()},
+		} {
+			p := podOf(rs, name, "")
+			suite.Create(p)
+			p.Status.Conditions = []corev1.PodCondition{reload.CertCondition([]reload.CertEntry{e})}
+			Expect(suite.Env.Client.Status().Update(ctx, p)).To(Succeed())
+		}
+		Eventually(results(d), 10*time.Second).Should(ContainElement(HavePrefix("certificate-served warn")))
+		labels := map[string]string{"namespace": ns, "workload": "Deployment/web"}
+		Expect(framework.Metric("configward_served_certificate_stale_pods", labels)).To(Equal(1.0))
+		Expect(framework.Metric("configward_served_certificate_expiry_timestamp_seconds", labels)).To(Equal(float64(old.NotAfter.Unix())))
+
+		By("the grace passes and nothing is written: the result fails by time alone")
+		Eventually(results(d), 10*time.Second).Should(ContainElement(HavePrefix("certificate-served fail")))
+		Expect(framework.Leaks(reportsIn(ns), "CANARY-served-key")).To(BeEmpty())
+
+		By("the stale pod replaced by one presenting the renewal, it passes and the gauge says none")
+		Expect(suite.Env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-1-b"}})).To(Succeed())
+		Eventually(results(d), 10*time.Second).Should(ContainElement(HavePrefix("certificate-served pass")))
+		Eventually(func() float64 { return framework.Metric("configward_served_certificate_stale_pods", labels) }, 10*time.Second).Should(Equal(0.0))
 	})
 })
 

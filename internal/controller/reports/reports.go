@@ -89,6 +89,8 @@ type Options struct {
 	Records *deliveryrecords.Reader
 	// Flapping tells the config whose changes hold its consumers' rollouts.
 	Flapping *flapping.Tracker
+	// Certs judge what pods serve (configward.dev/serving-cert).
+	Certs report.CertSettings
 }
 
 // Setup registers the drift controller, which reconciles namespaces.
@@ -165,6 +167,8 @@ type driftController struct {
 	// findings evaluates rules and schemas on existing objects, for the
 	// Reports; nil when Reports are off.
 	findings *findingsEvaluator
+	// served are the served-certificate series published.
+	served servedSeries
 }
 
 func (d *driftController) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -185,12 +189,21 @@ func (d *driftController) Reconcile(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{}, err
 	}
 	publishGauges(ns, statuses)
-	reloads, err := d.reloads(ctx, ns, objs, drift.LivePods(pods, drift.OwnersOf(rss, jobs)))
+	livePods := drift.LivePods(pods, drift.OwnersOf(rss, jobs))
+	reloads, err := d.reloads(ctx, ns, objs, livePods)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	now := time.Now()
+	served, changes := d.servedCerts(ns, objs, livePods, now)
+	// A verdict that changes by time alone (a stale certificate's grace
+	// ends, a presented one nears its end) is judged again then.
+	var again reconcile.Result
+	if !changes.IsZero() {
+		again.RequeueAfter = changes.Sub(now) + time.Second
+	}
 	if !d.opts.Reports {
-		return reconcile.Result{}, nil
+		return again, nil
 	}
 	results, err := d.findings.namespace(ctx, ns, objs)
 	if err != nil {
@@ -205,10 +218,10 @@ func (d *driftController) Reconcile(ctx context.Context, req reconcile.Request) 
 		results[uid] = append(results[uid], subjectResults{subject: report.Subject(s.APIVersion, s.Kind, ns, s.Name, uid),
 			results: append([]openreports.ReportResult{report.ConfigCurrentResult(s)}, delivered[i]...)})
 	}
-	for _, r := range reloads {
+	for _, r := range append(reloads, served...) {
 		results[r.subject.UID] = append(results[r.subject.UID], r)
 	}
-	return reconcile.Result{}, d.writeReports(ctx, ns, results, reports)
+	return again, d.writeReports(ctx, ns, results, reports)
 }
 
 // subjectResults are results about one object.
