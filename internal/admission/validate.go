@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/channel"
 	"github.com/configward/configward/internal/configpolicy"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/refs"

@@ -254,7 +254,12 @@ func TestServedCertificateEdges(t *testing.T) {
 				return
 			}
 			held.Add(1)
-			go func() { defer held.Done(); defer c.Close(); _, _ = c.Read(make([]byte, 1<<16)); time.Sleep(time.Second) }()
+			go func() {
+				defer held.Done()
+				defer c.Close()
+				_, _ = c.Read(make([]byte, 1<<16))
+				time.Sleep(time.Second)
+			}()
 		}
 	}()
 	silentPort := silent.Addr().(*net.TCPAddr).Port

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/configward/configward/internal/controller/certrestarts"
 	"github.com/configward/configward/internal/controller/changerecords"
 	"github.com/configward/configward/internal/controller/channels"
 	"github.com/configward/configward/internal/controller/deliveries"
@@ -170,6 +171,10 @@ func setupControllers(mgr ctrlmanager.Manager, o Controller, writeReports bool) 
 		Keys: keys, Causes: causes, Reports: writeReports, Policies: inForce, Records: deliveryRecords, Flapping: tracker,
 		Certs: report.CertSettings{Grace: cmp.Or(o.StaleCertGrace, DefaultStaleCertGrace), Warning: cmp.Or(o.CertExpiryWarning, DefaultCertExpiryWarning)},
 	}); err != nil {
+		return err
+	}
+	if err := certrestarts.Setup(mgr, certrestarts.Options{Grace: cmp.Or(o.StaleCertGrace, DefaultStaleCertGrace),
+		PerMinute: o.StaleCertEvictionsPerMinute, Kinds: inv.Registry()}); err != nil {
 		return err
 	}
 	grace := o.SnapshotGrace

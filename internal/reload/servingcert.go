@@ -168,7 +168,7 @@ type CertEntry struct {
 	// Since is when configward first heard the port present this leaf
 	// with this result (its own clock).
 	Since   time.Time `json:"since"`
-	Message    string     `json:"message,omitempty"`
+	Message string    `json:"message,omitempty"`
 }
 
 // Reasons of the ServingCertConditionType condition.
