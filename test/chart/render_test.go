@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -270,6 +271,38 @@ var _ = Describe("the chart, rendered", func() {
 			}
 			Expect(registered).To(ContainElement(base), "%s is queried but configward has no such metric", name)
 		}
+	})
+
+	It("fires the served-certificate alerts on the certificate pods present, evaluated by Prometheus' engine over recorded samples", func() {
+		objs := render("--set", "metrics.prometheusRule.enabled=true")
+		var rules []byte
+		for _, o := range objs {
+			if o.GetKind() == "PrometheusRule" {
+				var err error
+				rules, err = sigsyaml.Marshal(o.Object["spec"])
+				Expect(err).NotTo(HaveOccurred())
+			}
+		}
+		now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+		firing := func(expiresIn time.Duration, stalePods float64) []string {
+			labels := func(name string) map[string]string {
+				return map[string]string{"__name__": name, "namespace": "shop", "workload": "Deployment/web"}
+			}
+			input, err := json.Marshal(map[string]any{"rules": string(rules), "time": now.Unix(), "samples": []map[string]any{
+				{"labels": labels("configward_served_certificate_expiry_timestamp_seconds"), "value": float64(now.Add(expiresIn).Unix())},
+				{"labels": labels("configward_served_certificate_stale_pods"), "value": stalePods},
+			}})
+			Expect(err).NotTo(HaveOccurred())
+			return slices.DeleteFunc(promrules("fires", input), func(a string) bool { return !strings.HasPrefix(a, "ConfigwardServedCertificate") })
+		}
+		By("presented far from its end, every pod current: none")
+		Expect(firing(60*24*time.Hour, 0)).To(BeEmpty())
+		By("presented ending in three days, whatever the Secret holds: expiring")
+		Expect(firing(72*time.Hour, 0)).To(ConsistOf("ConfigwardServedCertificateExpiring"))
+		By("presented expired an hour ago: expired (and expiring)")
+		Expect(firing(-time.Hour, 0)).To(ConsistOf("ConfigwardServedCertificateExpiring", "ConfigwardServedCertificateExpired"))
+		By("a pod presenting an older certificate than it mounts: stale")
+		Expect(firing(60*24*time.Hour, 1)).To(ConsistOf("ConfigwardServedCertificateStale"))
 	})
 
 	It("passes helm lint with default and non-default values", func() {

@@ -5,6 +5,14 @@
 //
 //	promrules rules < groups.yaml    # a rule file: groups of rules
 //	promrules exprs < queries.json   # a JSON array of PromQL expressions
+//	promrules fires < case.json      # which alerts' expressions select
+//	                                 # something over recorded samples
+//
+// fires reads {"rules": "<a rule file>", "time": <Unix seconds>,
+// "samples": [{"labels": {"__name__": ..., ...}, "value": v}]}, records
+// each sample at time in a TSDB of its own, evaluates every alert's
+// expression there with Prometheus' engine, and prints the names of those
+// that select a series (their "for" aside).
 package main
 
 import (
@@ -39,6 +47,8 @@ func run(args []string, in io.Reader, out io.Writer) error {
 	p := parser.NewParser(parser.Options{})
 	var exprs []string
 	switch args[0] {
+	case "fires":
+		return fires(input, p, out)
 	case "rules":
 		groups, errs := rulefmt.Parse(input, false, model.UTF8Validation, p, slog.New(slog.DiscardHandler))
 		if len(errs) > 0 {
