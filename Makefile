@@ -315,14 +315,19 @@ export CONFIGWARD_NODE_DIR ?= $(NODE_DIR)
 # that reloads its config in place). They have a folder of their own, keyed
 # by their sources, so that changing or adding one rebuilds the images (in
 # seconds) and never the kubelet and containerd.
-NODE_IMAGE_PROGRAMS := pause app reloadapp
+NODE_IMAGE_PROGRAMS := pause app reloadapp tlsonce
 NODE_IMAGE_SOURCES   = $(sort $(foreach p,$(NODE_IMAGE_PROGRAMS),$(wildcard $(TOOLS)/node/$(p)/*.go)) \
                        $(filter-out %_test.go,$(wildcard $(TOOLS)/image/*.go)))
 NODE_IMAGES := $(BIN)/node-images-$(shell cat $(NODE_IMAGE_SOURCES) $(TOOLS)/node/go.mod $(TOOLS)/node/go.sum $(TOOLS)/image/go.mod $(TOOLS)/image/go.sum | sha256sum | cut -c1-8)
 export CONFIGWARD_NODE_IMAGES ?= $(NODE_IMAGES)
 
+# Prometheus as a node image (unmodified, from the binary `make prometheus`
+# builds), for the specs that run it on the real node: keyed by its pins.
+NODE_PROMETHEUS_IMAGE := $(PROMETHEUS_DIR)/prometheus-image.tar
+export CONFIGWARD_NODE_PROMETHEUS_IMAGE ?= $(NODE_PROMETHEUS_IMAGE)
+
 .PHONY: node
-node: $(NODE_DIR)/.complete $(NODE_IMAGES)/.complete ## Build the real node's kubelet, containerd, runc, CNI plugins (cached; cold about 10 minutes) and its test images (cached by their sources).
+node: $(NODE_DIR)/.complete $(NODE_IMAGES)/.complete $(NODE_PROMETHEUS_IMAGE) ## Build the real node's kubelet, containerd, runc, CNI plugins (cached; cold about 10 minutes) and its test images (cached by their sources).
 
 $(NODE_DIR)/.complete:
 	@echo "Building the kubelet $(K8S_VERSION), containerd, runc and the CNI plugins into $(NODE_DIR)"
@@ -346,6 +351,11 @@ $(NODE_IMAGES)/.complete:
 	for i in $(NODE_IMAGE_PROGRAMS); do (cd $(TOOLS)/image && $(GO) run . -image localhost/configward-test/$$i:test -title $$i -path /$$i \
 		-created 0 -bin linux/$$($(GO) env GOARCH)=$(NODE_IMAGES)/$$i -out $(NODE_IMAGES)/$$i.tar); done
 	touch $@
+
+$(NODE_PROMETHEUS_IMAGE): $(PROMETHEUS)
+	cd $(TOOLS)/image && $(GO) run . -image localhost/configward-test/prometheus:test -title prometheus -path /prometheus \
+		-created 0 -bin linux/$$($(GO) env GOARCH)=$(PROMETHEUS) -out $@.tmp
+	mv $@.tmp $@
 
 .PHONY: helm
 helm: $(HELM) ## Build helm (cached).

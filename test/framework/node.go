@@ -57,10 +57,20 @@ const (
 	// reloads its config in place (on SIGHUP, POST /-/reload or, with
 	// -watch, a swap of its directory).
 	ReloadAppImage = "localhost/configward-test/reloadapp:test"
+	// TLSOnceImage runs test/tools/node/tlsonce, a program that loads its
+	// serving certificate once, at start.
+	TLSOnceImage = "localhost/configward-test/tlsonce:test"
+	// PrometheusImage runs the Prometheus server of test/tools/prometheus
+	// (`make node` assembles it from the binary `make prometheus` builds;
+	// a spec imports it with Node.ImportImage from PrometheusImageEnv).
+	PrometheusImage = "localhost/configward-test/prometheus:test"
 )
 
+// PrometheusImageEnv names the tarball of PrometheusImage.
+const PrometheusImageEnv = "CONFIGWARD_NODE_PROMETHEUS_IMAGE"
+
 // nodeImages are the images each node imports, by their tarballs' names.
-var nodeImages = []string{"pause", "app", "reloadapp"}
+var nodeImages = []string{"pause", "app", "reloadapp", "tlsonce"}
 
 // nodeHostPaths are the places outside its root a node writes to, whatever
 // it is told: the kubelet's device-plugin socket folder and container log
