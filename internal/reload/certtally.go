@@ -95,3 +95,13 @@ func (t CertTally) Checked() int {
 	}
 	return n
 }
+
+// CertSource names where a port's certificate comes from, for people:
+// "Secret web-tls (Certificate web)", the Certificate where cert-manager
+// issues it.
+func CertSource(secret, certificate string) string {
+	if certificate == "" {
+		return "Secret " + secret
+	}
+	return "Secret " + secret + " (Certificate " + certificate + ")"
+}

@@ -119,11 +119,7 @@ func (h *Handler) staleCert(ctx context.Context, pod *corev1.Pod, e reload.CertE
 	if w, ok, _ := h.Kinds.TopWorkloadOf(ctx, h.Pods, pod); ok {
 		regarding = w.Obj
 	}
-	from := "Secret " + e.Secret
-	if e.Certificate != "" {
-		from += " (Certificate " + e.Certificate + ")"
-	}
 	h.Events.Eventf(regarding, pod, corev1.EventTypeWarning, "ServedCertificateStale", "CheckServedCertificate",
 		"pod %s port %d presents certificate serial %s (not after %s) while it mounts serial %s (not after %s) from %s: its program has not read the renewed certificate",
-		pod.Name, e.Port, e.Presented.Serial, e.Presented.NotAfter.Format(time.RFC3339), e.Mounted.Serial, e.Mounted.NotAfter.Format(time.RFC3339), from)
+		pod.Name, e.Port, e.Presented.Serial, e.Presented.NotAfter.Format(time.RFC3339), e.Mounted.Serial, e.Mounted.NotAfter.Format(time.RFC3339), reload.CertSource(e.Secret, e.Certificate))
 }

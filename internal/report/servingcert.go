@@ -53,7 +53,7 @@ func CertificateResult(t reload.CertTally, s CertSettings, now time.Time) openre
 	case late != nil:
 		res.Result, res.Severity = "fail", "high"
 		res.Description = fmt.Sprintf("pod %s port %d has presented certificate serial %s since %s while it mounts serial %s from %s: its program has not read the renewed certificate",
-			late.Pod, late.Port, late.Presented, late.Since.UTC().Format(time.RFC3339), late.Mounted, secretOf(late.Secret, late.Certificate))
+			late.Pod, late.Port, late.Presented, late.Since.UTC().Format(time.RFC3339), late.Mounted, reload.CertSource(late.Secret, late.Certificate))
 	case t.Expires != nil && !now.Before(*t.Expires):
 		res.Result, res.Severity = "fail", "critical"
 		res.Description = fmt.Sprintf("a pod presents a certificate that expired at %s", t.Expires.UTC().Format(time.RFC3339))
@@ -61,7 +61,7 @@ func CertificateResult(t reload.CertTally, s CertSettings, now time.Time) openre
 		p := t.Stale[0]
 		res.Result, res.Severity = "warn", "medium"
 		res.Description = fmt.Sprintf("pod %s port %d presents certificate serial %s while it mounts serial %s from %s (since %s; the grace ends %s)",
-			p.Pod, p.Port, p.Presented, p.Mounted, secretOf(p.Secret, p.Certificate), p.Since.UTC().Format(time.RFC3339), p.Since.Add(s.Grace).UTC().Format(time.RFC3339))
+			p.Pod, p.Port, p.Presented, p.Mounted, reload.CertSource(p.Secret, p.Certificate), p.Since.UTC().Format(time.RFC3339), p.Since.Add(s.Grace).UTC().Format(time.RFC3339))
 	case t.Expires != nil && t.Expires.Sub(now) <= s.Warning:
 		res.Result, res.Severity = "warn", "medium"
 		res.Description = fmt.Sprintf("the earliest certificate a pod presents expires at %s", t.Expires.UTC().Format(time.RFC3339))
@@ -99,11 +99,4 @@ func NextCertChange(t reload.CertTally, s CertSettings, now time.Time) time.Time
 		consider(*t.Expires)
 	}
 	return next
-}
-
-func secretOf(secret, certificate string) string {
-	if certificate == "" {
-		return "Secret " + secret
-	}
-	return "Secret " + secret + " (Certificate " + certificate + ")"
 }

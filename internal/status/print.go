@@ -112,12 +112,8 @@ func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time
 			continue
 		}
 		for _, p := range it.Certificates.Stale {
-			from := "Secret " + p.Secret
-			if p.Certificate != "" {
-				from += " (Certificate " + p.Certificate + ")"
-			}
 			note(it, fmt.Sprintf("pod %s port %d presents certificate serial %s, mounts serial %s from %s: stale for %s",
-				p.Pod, p.Port, p.Presented, p.Mounted, from, duration.HumanDuration(now.Sub(p.Since))))
+				p.Pod, p.Port, p.Presented, p.Mounted, reload.CertSource(p.Secret, p.Certificate), duration.HumanDuration(now.Sub(p.Since))))
 		}
 	}
 	for _, s := range res.Sets {

@@ -10,7 +10,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -117,7 +119,8 @@ func run() int {
 		return 1
 	}
 	defer app.Close()
-	if _, err := env.StartController(manager.Controller{RolloutBatchWindow: 2 * time.Second, RolloutRate: manager.DefaultRolloutRate, AnalysisPrometheus: prom.URL}); err != nil {
+	if _, err := env.StartController(manager.Controller{RolloutBatchWindow: 2 * time.Second, RolloutRate: manager.DefaultRolloutRate, AnalysisPrometheus: prom.URL,
+		CertExpiryWarning: manager.DefaultCertExpiryWarning, StaleCertGrace: demoStaleCertGrace, StaleCertEvictionsPerMinute: manager.DefaultStaleCertEvictionsPerMinute}); err != nil {
 		fmt.Fprintln(os.Stderr, "demo: starting the controller:", err)
 		cleanup()
 		return 1
@@ -337,6 +340,9 @@ func (w *walkthrough) steps() {
 	})
 	w.step("19", "A hot set in the pod: the reload agent reloads the app only once every member it mounts holds the set's content", func() bool {
 		return w.hotSet()
+	})
+	w.step("20", "Served certificates: after a renewal, a pod still presenting the old certificate is reported and evicted", func() bool {
+		return w.servedCerts()
 	})
 }
 
@@ -662,6 +668,129 @@ func (w *walkthrough) hotSet() bool {
 	ok = w.waitFor(60*time.Second, func() bool { return w.hotDeliveryAt("Succeeded/rest") }) && ok
 	w.kubectl("get", "configdeliveries", "-n", hotNamespace)
 	return ok
+}
+
+const certsNamespace = "demo-certs"
+
+// demoStaleCertGrace is the controller's --stale-cert-grace in the demo,
+// which would otherwise wait the default 5 minutes to evict.
+const demoStaleCertGrace = 20 * time.Second
+
+// servedCerts walks through the served-certificate check: web's two pods
+// present the certificate they mount; cert-manager (played by a sample)
+// renews it; one pod's program reads it again, the other does not, is
+// reported stale and, after the grace, evicted; its replacement is current.
+func (w *walkthrough) servedCerts() bool {
+	if !w.apply("21-web-tls.yaml", 0) ||
+		!w.expect(w.quietKubectl("rollout", "status", "deployment/web", "-n", certsNamespace, "--timeout=60s"), 0, "successfully rolled out") {
+		return false
+	}
+	fmt.Println("  configward injected its agent, with a volume of the certificate alone (never tls.key):")
+	ok := w.expect(w.kubectl("get", "pods", "-n", certsNamespace, "-l", "app=web", "-o",
+		`custom-columns=POD:.metadata.name,SIDECARS:.spec.initContainers[*].name,AGENT READS:.spec.volumes[?(@.name=="configward-cert-8443")].projected.sources[*].secret.items[*].key`), 0, "configward-agent")
+	first, okFirst := w.secretCert()
+	if !okFirst {
+		return false
+	}
+	fmt.Println("  kwok runs no program, so the demo plays each pod's agent with the pod's own token: both present the certificate they mount")
+	ok = w.certsReport(func(int) *x509.Certificate { return first.cert }) && ok
+	ok = w.expect(w.show(w.env.KubectlPlugin("status", "-n", certsNamespace)), 0, "Served certificates") && ok
+	if !w.apply("22-web-tls-renewed.yaml", 0) {
+		return false
+	}
+	second, okSecond := w.secretCert()
+	if !okSecond {
+		return false
+	}
+	fmt.Println("  the renewal reaches both pods' files; the first pod's program reads it per handshake, the second loaded its certificate once:")
+	ok = w.certsReport(func(i int) *x509.Certificate {
+		if i == 0 {
+			return second.cert
+		}
+		return first.cert
+	}, first.cert) && ok
+	ok = w.expect(w.show(w.env.KubectlPlugin("status", "-n", certsNamespace)), 0, "presents certificate serial "+reload.LeafOf(first.cert).Serial) && ok
+	w.waitFor(10*time.Second, func() bool {
+		return strings.Contains(w.quietKubectl("get", "events", "-n", certsNamespace, "--field-selector", "reason=ServedCertificateStale").Stdout, "web")
+	})
+	ok = w.expect(w.kubectl("get", "events", "-n", certsNamespace, "--field-selector", "reason=ServedCertificateStale", "-o", "custom-columns=OBJECT:.involvedObject.name,MESSAGE:.message"),
+		0, "Certificate web") && ok
+	fmt.Printf("  after the grace (%s in this demo; 5 minutes by default), configward evicts the stale pod, through the Eviction API, one at a time:\n", demoStaleCertGrace)
+	ok = w.waitFor(2*time.Minute, func() bool {
+		return strings.Contains(w.quietKubectl("get", "events", "-n", certsNamespace, "--field-selector", "reason=StaleCertificateEvicted").Stdout, "web")
+	}) && ok
+	ok = w.expect(w.kubectl("get", "events", "-n", certsNamespace, "--field-selector", "reason=StaleCertificateEvicted", "-o", "custom-columns=OBJECT:.involvedObject.name,MESSAGE:.message"),
+		0, "evicted pod") && ok
+	ok = w.waitFor(60*time.Second, func() bool {
+		pods, listed := w.podsOf(certsNamespace, "web")
+		return listed && len(pods) == 2 && !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning })
+	}) && ok
+	fmt.Println("  its replacement started on the renewed certificate and presents it:")
+	ok = w.certsReport(func(int) *x509.Certificate { return second.cert }, first.cert) && ok
+	return w.expect(w.show(w.env.KubectlPlugin("status", "-n", certsNamespace)), 0, "Deployment/web  2        0") && ok
+}
+
+// storedCert is web-tls's certificate as stored, and its PEM.
+type storedCert struct {
+	pem  []byte
+	cert *x509.Certificate
+}
+
+// secretCert reads web-tls's certificate.
+func (w *walkthrough) secretCert() (storedCert, bool) {
+	var s corev1.Secret
+	if err := w.env.Client.Get(w.ctx, client.ObjectKey{Namespace: certsNamespace, Name: "web-tls"}, &s); err != nil {
+		fmt.Println("  ✗", err)
+		return storedCert{}, false
+	}
+	b, _ := pem.Decode(s.Data[corev1.TLSCertKey])
+	if b == nil {
+		fmt.Println("  ✗ web-tls holds no certificate")
+		return storedCert{}, false
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		fmt.Println("  ✗", err)
+		return storedCert{}, false
+	}
+	return storedCert{pem: s.Data[corev1.TLSCertKey], cert: c}, true
+}
+
+// certsReport reports, for each pod of web (by name), what its agent would
+// find port 8443 presents (presented(i)) against what it mounts (the
+// Secret's certificate now); before are certificates mounted earlier.
+func (w *walkthrough) certsReport(presented func(i int) *x509.Certificate, before ...*x509.Certificate) bool {
+	mounted, ok := w.secretCert()
+	if !ok {
+		return false
+	}
+	pods, ok := w.podsOf(certsNamespace, "web")
+	if !ok {
+		return false
+	}
+	pods = slices.DeleteFunc(pods, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	for i := range pods {
+		p := &pods[i]
+		token, err := w.env.PodToken(w.ctx, p, reload.Audience)
+		var r reload.CertReport
+		if err == nil {
+			r, err = framework.CertReportOf(token, 8443, "web-tls", mounted.pem, presented(i), before...)
+		}
+		if err == nil {
+			var status int
+			var body string
+			status, body, err = w.env.PostReport(token, reload.Report{Certificates: []reload.CertReport{r}})
+			if err == nil && status != http.StatusOK {
+				err = fmt.Errorf("%d %s", status, body)
+			}
+		}
+		if err != nil {
+			fmt.Printf("  ✗ the report of pod %s: %v\n", p.Name, err)
+			return false
+		}
+		fmt.Printf("  pod %s port 8443: %s (presents %s, mounts %s)\n", p.Name, r.Result, r.Presented.Serial, r.Mounted.Serial)
+	}
+	return true
 }
 
 // waveOf is the wave of the i-th pod of banner, by name.

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"maps"
@@ -63,6 +64,33 @@ func AgentReportOf(token string, configs map[string]map[string]string, result, m
 			SwappedAt: now.Truncate(time.Second), Result: result, At: now, Message: message})
 	}
 	return rep
+}
+
+// CertReportOf is what an agent reports of port of a pod that mounts the
+// PEM mountedPEM from secret and presents presented (nil: unreachable), as
+// the agent judges it (reload.JudgeServed; before are leaves mounted
+// earlier).
+func CertReportOf(token string, port int, secret string, mountedPEM []byte, presented *x509.Certificate, before ...*x509.Certificate) (reload.CertReport, error) {
+	b, _ := pem.Decode(mountedPEM)
+	if b == nil {
+		return reload.CertReport{}, fmt.Errorf("no certificate in the mounted PEM")
+	}
+	mounted, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return reload.CertReport{}, err
+	}
+	now := time.Now().UTC()
+	r := reload.CertReport{Port: port, Secret: secret, Keys: reload.Fingerprints(reload.FingerprintKey([]byte(token)), map[string][]byte{reload.TLSCert: mountedPEM}),
+		Mounted: reload.LeafOf(mounted), SwappedAt: now.Truncate(time.Second), CheckedAt: now, Result: reload.CertUnreachable, Message: "connection refused"}
+	if presented != nil {
+		leaf := reload.LeafOf(presented)
+		var earlier []string
+		for _, c := range before {
+			earlier = append(earlier, reload.LeafOf(c).SHA256)
+		}
+		r.Presented, r.Result, r.Message = &leaf, reload.JudgeServed(leaf, r.Mounted, earlier), ""
+	}
+	return r, nil
 }
 
 // PostReport posts rep with token to the in-process webhook's agent

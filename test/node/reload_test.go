@@ -455,6 +455,14 @@ func reloadsOf(ns string) map[string]reloadRow {
 // reloadResultOf is the config-reload result of Deployment name's Report
 // (empty while there is none).
 func reloadResultOf(ns, name string) openreports.ReportResult {
+	return reportResult(ns, name, func(res openreports.ReportResult) bool {
+		return res.Rule == report.ConfigReload && res.Properties[report.PropConfig] == "ConfigMap/"+settingsConfigMap
+	})
+}
+
+// reportResult is the first result of Deployment name's Report that
+// matches, or none.
+func reportResult(ns, name string, matches func(openreports.ReportResult) bool) openreports.ReportResult {
 	d := &appsv1.Deployment{}
 	Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d)).To(Succeed())
 	var r openreports.Report
@@ -462,7 +470,7 @@ func reloadResultOf(ns, name string) openreports.ReportResult {
 		return openreports.ReportResult{}
 	}
 	for _, res := range r.Results {
-		if res.Rule == report.ConfigReload && res.Properties[report.PropConfig] == "ConfigMap/"+settingsConfigMap {
+		if matches(res) {
 			return res
 		}
 	}

@@ -278,16 +278,5 @@ func podStates(pods []corev1.Pod) []string {
 
 // certResultOf is the certificate-served result of Deployment name.
 func certResultOf(ns, name string) openreports.ReportResult {
-	d := &appsv1.Deployment{}
-	Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d)).To(Succeed())
-	var r openreports.Report
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: report.Name(d.UID)}, &r); err != nil {
-		return openreports.ReportResult{}
-	}
-	for _, res := range r.Results {
-		if res.Rule == report.CertificateServed {
-			return res
-		}
-	}
-	return openreports.ReportResult{}
+	return reportResult(ns, name, func(res openreports.ReportResult) bool { return res.Rule == report.CertificateServed })
 }

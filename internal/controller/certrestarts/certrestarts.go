@@ -258,7 +258,7 @@ func (r *restarts) evict(ctx context.Context, uid types.UID, d decision, pods in
 	err := r.client.SubResource("eviction").Create(ctx, target, eviction)
 	regarding := r.regarding(ctx, p)
 	what := fmt.Sprintf("port %d presented certificate serial %s since %s while the pod mounts serial %s from %s",
-		d.Stale.Port, d.Stale.Presented.Serial, d.Stale.Since.UTC().Format(time.RFC3339), d.Stale.Mounted.Serial, secretOf(d.Stale))
+		d.Stale.Port, d.Stale.Presented.Serial, d.Stale.Since.UTC().Format(time.RFC3339), d.Stale.Mounted.Serial, reload.CertSource(d.Stale.Secret, d.Stale.Certificate))
 	switch {
 	case err == nil:
 		evictions.WithLabelValues("evicted").Inc()
@@ -297,11 +297,4 @@ func (r *restarts) regarding(ctx context.Context, p *corev1.Pod) client.Object {
 		return w.Obj
 	}
 	return p
-}
-
-func secretOf(e reload.CertEntry) string {
-	if e.Certificate == "" {
-		return "Secret " + e.Secret
-	}
-	return "Secret " + e.Secret + " (Certificate " + e.Certificate + ")"
 }
