@@ -117,6 +117,9 @@ var _ = Describe("served certificates on the real node, renewed by cert-manager"
 		Eventually(func() []string { return eventsFor(ns, onceApp, "ServedCertificateStale") }, time.Minute, time.Second).Should(
 			ContainElement(And(ContainSubstring("port 8443 presents certificate serial "+first), ContainSubstring("mounts serial "+second), ContainSubstring("Certificate web"))))
 		Eventually(func() string { return certResultOf(ns, onceApp).Description }, time.Minute, time.Second).Should(ContainSubstring("serial " + first))
+		status := env.KubectlPlugin("status", "-n", ns)
+		Expect(status.Stdout).To(And(ContainSubstring("Served certificates"), MatchRegexp(`Deployment/once\s+\d\s+[12]\s`),
+			ContainSubstring("port 8443 presents certificate serial "+first+", mounts serial "+second+" from Secret web-tls (Certificate web)")), status.Stdout+status.Stderr)
 
 		By("evicted one at a time: never fewer than one tlsonce pod ready, the PodDisruptionBudget's minimum")
 		deadline := time.Now().Add(4 * time.Minute)

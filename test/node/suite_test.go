@@ -128,8 +128,9 @@ var _ = BeforeSuite(func() {
 		"--set", "controller.replicas=2", "--set", "revisions.enabled=true", "--set", "revisions.secrets=true",
 		"--set", "webhooks.excludedNamespaces={"+unmanagedNamespace+"}",
 		"--set", "reloadAgent.reportURL=https://"+agentsAddr, "--set", "reloadAgent.serverName="+agentServerName,
-		// A stale certificate is acted on after 20 s, not 5 min.
-		"--set", "servingCerts.staleGrace=20s")
+		// A stale certificate is acted on after 45 s, not 5 min (time to
+		// see it reported first).
+		"--set", "servingCerts.staleGrace=45s")
 	Expect(res.ExitCode).To(Equal(0), func() string {
 		return fmt.Sprintf("%s\n%s\n%s\nkubelet log:\n%s", res.Stdout, res.Stderr, releaseLogs(), tailFile(node.KubeletLog()))
 	})
