@@ -95,8 +95,8 @@ type Handler struct {
 	rejections onceEach
 	// live are the recent live reads, per config.
 	live liveReads
-	// stale are the pods, ports and leaves a ServedCertificateStale Event
-	// was recorded for.
+	// stale are the pods and ports a ServedCertificateStale Event was
+	// recorded for in the last hour.
 	stale onceEach
 }
 

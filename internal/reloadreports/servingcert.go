@@ -69,7 +69,10 @@ func (h *Handler) certEntries(ctx context.Context, pod *corev1.Pod, fingerprintK
 		}
 		if !known || p.Result != e.Result || !samePresented(p.Presented, e.Presented) {
 			servedResults.WithLabelValues(e.Result).Inc()
-			if e.Result == reload.CertStale && h.stale.first(string(pod.UID)+"/"+fmt.Sprint(e.Port)+"/"+e.Presented.SHA256, now) {
+			// One Event per pod and port an hour: the leaves are the
+			// agent's word, and a pod that reported a new one each time
+			// must not make configward write an Event each time.
+			if e.Result == reload.CertStale && h.stale.first(string(pod.UID)+"/"+fmt.Sprint(e.Port), now) {
 				h.staleCert(ctx, pod, e)
 			}
 		}

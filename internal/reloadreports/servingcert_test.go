@@ -2,6 +2,7 @@ package reloadreports
 
 import (
 	"bytes"
+	"fmt"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -95,7 +96,12 @@ func TestServedCertificateReports(t *testing.T) {
 	}
 
 	t.Run("stale: the condition is False and one Event names pod, port, serials and Certificate", func(t *testing.T) {
-		for range 3 {
+		for i := range 3 {
+			post("token-web", report("token-web", 8443, "web-tls", crt, reload.CertStale, &oldLeaf))
+			// A forger's new leaf each time, between two honest reports.
+			forged := oldLeaf
+			forged.Serial, forged.SHA256 = fmt.Sprintf("0C%02d", i), strings.Repeat(fmt.Sprint(i), 64)
+			post("token-web", report("token-web", 8443, "web-tls", crt, reload.CertStale, &forged))
 			post("token-web", report("token-web", 8443, "web-tls", crt, reload.CertStale, &oldLeaf))
 		}
 		cond, entries := stored(web)
@@ -103,7 +109,7 @@ func TestServedCertificateReports(t *testing.T) {
 			t.Errorf("stale: %s %s %+v", cond.Status, cond.Reason, entries[8443])
 		}
 		if n := len(recorded.Events); n != 1 {
-			t.Fatalf("%d Events for three reports of one stale leaf, want 1", n)
+			t.Fatalf("%d Events for nine reports of stale leaves, want 1", n)
 		}
 		ev := <-recorded.Events
 		for _, want := range []string{"ServedCertificateStale", "web-1", "8443", "serial 0A", "serial 0B", "Certificate web"} {
