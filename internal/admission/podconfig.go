@@ -45,9 +45,10 @@ const PodConfigPath = "/mutate-pod-config"
 // PodConfigMatchCondition is the CEL matchCondition every installation puts
 // on the Pod path (controller-gen's markers cannot express one): only the
 // pods whose template names config snapshots or asks for the reload agent
+// (to reload hot config, or to check a served certificate: AsksForAgent)
 // are sent to it.
 const PodConfigMatchCondition = `has(object.metadata.annotations) && ('` + v1alpha1.ConfigSnapshotsAnnotation + `' in object.metadata.annotations || '` +
-	v1alpha1.ReloadAgentAnnotation + `' in object.metadata.annotations)`
+	v1alpha1.ReloadAgentAnnotation + `' in object.metadata.annotations || '` + v1alpha1.ServingCertAnnotation + `' in object.metadata.annotations)`
 
 var podReviews = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "configward_revision_pod_reviews_total",
