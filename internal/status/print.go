@@ -81,7 +81,7 @@ func PrintTable(w io.Writer, res Result, allNamespaces, wide bool, now time.Time
 		fmt.Fprintf(w, "%s: %s\n", name, text)
 	}
 	for _, it := range res.Items {
-		if it.State == "not-rolled" || it.State == "pending" || it.State == "rolled-back" {
+		if it.State == "not-rolled" || it.State == "pending" || it.State == "rolled-back" || it.State == NotReported {
 			note(it, it.Message)
 		}
 	}

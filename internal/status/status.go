@@ -86,6 +86,11 @@ type Item struct {
 // place: nothing rolls it, and only its Reloads say what its pods run.
 const HotOnly = "hot-only"
 
+// NotReported is the State of a workload that carries no config hash, whose
+// pods run the reload agent, and of which configward's controller has
+// written no Report yet (it was just created): status --wait waits for it.
+const NotReported = "not-reported"
+
 // Reload is where a workload's pods stand with one hot config.
 type Reload struct {
 	// Config is "Kind/name".
@@ -136,7 +141,7 @@ func (r Result) Rejected() bool {
 // status --wait waits for.
 func (r Result) Settled() bool {
 	return !r.Stale() && !slices.ContainsFunc(r.Items, func(i Item) bool {
-		return slices.ContainsFunc(i.Reloads, func(h Reload) bool { return !h.Done() })
+		return i.State == NotReported || slices.ContainsFunc(i.Reloads, func(h Reload) bool { return !h.Done() })
 	})
 }
 
@@ -217,6 +222,13 @@ func Gather(ctx context.Context, c client.Reader, o Options) (Result, error) {
 				certs = &c
 			}
 			if !stamped {
+				if len(reloads) == 0 && certs == nil && reports[obj.GetUID()] == nil && slices.ContainsFunc(live[obj.GetUID()], reload.HasAgent) {
+					// Its pods run the agent, and the controller has not
+					// written its Report yet: nothing says what they applied.
+					res.Items = append(res.Items, Item{APIVersion: k.GroupVersionKind().GroupVersion().String(), Kind: k.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+						State: NotReported, Message: "its pods run the reload agent, and configward's controller has not reported on them yet"})
+					continue
+				}
 				if len(reloads) > 0 || certs != nil {
 					res.Items = append(res.Items, Item{APIVersion: k.GroupVersionKind().GroupVersion().String(), Kind: k.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
 						State: HotOnly, Message: "its config is all reloaded in place: see its reloads", FromReport: true, Reloads: reloads, Certificates: certs,
