@@ -141,7 +141,7 @@ var _ = Describe("served certificates on the real node, renewed by cert-manager"
 			Expect(time.Now().Before(deadline)).To(BeTrue(), "the stale pods were not all replaced: %v\n%s", podStates(pods), controllerSays(ns))
 			time.Sleep(250 * time.Millisecond)
 		}
-		Expect(eventsFor(ns, onceApp, "StaleCertificateEvicted")).To(HaveLen(2))
+		Eventually(func() []string { return eventsFor(ns, onceApp, "StaleCertificateEvicted") }, 30*time.Second, time.Second).Should(HaveLen(2))
 		Eventually(servedBy(ns, onceApp), 2*time.Minute, 250*time.Millisecond).Should(HaveEach(reload.CertCurrent+" "+second), agentLogs(ns))
 		Eventually(func() string { return string(certResultOf(ns, onceApp).Result) }, time.Minute, time.Second).Should(Equal("pass"))
 	})

@@ -121,6 +121,9 @@ func (r *restarts) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		r.mu.Unlock()
 		d := decide(live, r.opts.Grace, now, last, had)
 		if d.Pod == nil {
+			if d.Wait > 0 {
+				ctrl.LoggerFrom(ctx).V(1).Info("no pod evicted for a stale certificate yet", "workload", uid, "why", d.Why, "again", d.Wait.String())
+			}
 			soon(d.Wait)
 			continue
 		}
@@ -272,6 +275,7 @@ func (r *restarts) evict(ctx context.Context, uid types.UID, d decision, pods in
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		return lookAgain // gone, or another pod by that name now
 	}
+	ctrl.LoggerFrom(ctx).Info("a pod presenting a stale certificate was not evicted", "pod", client.ObjectKeyFromObject(p), "error", err.Error())
 	result := "failed"
 	if apierrors.IsTooManyRequests(err) {
 		result = "refused" // a PodDisruptionBudget
