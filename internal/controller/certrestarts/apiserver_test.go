@@ -60,7 +60,7 @@ var _ = Describe("evicting pods that present a stale certificate", func() {
 		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: refuse.Name},
 			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: refuse.Name,
 				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-				MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}}}
+				MatchResources:    &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}}}
 		Expect(suite.Env.Client.Create(ctx, refuse)).To(Succeed())
 		Expect(suite.Env.Client.Create(ctx, binding)).To(Succeed())
 		// The API server applies a new policy within a second or so.
