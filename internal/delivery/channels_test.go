@@ -96,6 +96,7 @@ func TestHotHealthOf(t *testing.T) {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Status: corev1.PodStatus{Conditions: conds}}
 		if withAgent {
 			p.Spec.InitContainers = agent
+			p.Annotations = map[string]string{v1alpha1.ReloadAgentAnnotation: "watch"}
 		}
 		return p
 	}

@@ -78,7 +78,7 @@ func HotHealthOf(p *corev1.Pod, config, want string, started time.Time, propagat
 			return Failed, fmt.Sprintf("container %q restarted after the wave wrote its channel (%d restarts)", cs.Name, cs.RestartCount)
 		}
 	}
-	if !reload.HasAgent(p) {
+	if !reload.ReportsHotConfig(p) {
 		if left := started.Add(propagation).Sub(now); left > 0 {
 			return Progressing, fmt.Sprintf("no reload agent: waiting %s more for the kubelet to deliver the content", left.Round(time.Second))
 		}

@@ -117,7 +117,8 @@ func TestJudgeHot(t *testing.T) {
 	// wave marked, the channel in a volume.
 	agentPod := func(name, content, result string) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name,
-			Annotations: map[string]string{v1alpha1.ChannelWaveAnnotation: "canary", v1alpha1.ChannelPlacedAnnotation: channel.PlacementSeal([]byte("k"), "req-"+name, "shop", "canary")}},
+			Annotations: map[string]string{v1alpha1.ChannelWaveAnnotation: "canary", v1alpha1.ChannelPlacedAnnotation: channel.PlacementSeal([]byte("k"), "req-"+name, "shop", "canary"),
+				v1alpha1.ReloadAgentAnnotation: "watch"}},
 			Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: reload.AgentContainer}}, Containers: []corev1.Container{{Name: "app"}},
 				Volumes: []corev1.Volume{{Name: "flags", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 					LocalObjectReference: corev1.LocalObjectReference{Name: "flags-ch-canary"}}}}}},
@@ -270,7 +271,8 @@ func TestJudgeHotSet(t *testing.T) {
 	rec := hotSet()
 	placed := func(name string, mounts []string, reports ...reload.PodEntry) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, UID: types.UID(name),
-			Annotations: map[string]string{v1alpha1.ChannelWaveAnnotation: "canary", v1alpha1.ChannelPlacedAnnotation: channel.PlacementSeal([]byte("k"), "req-"+name, "shop", "canary")}},
+			Annotations: map[string]string{v1alpha1.ChannelWaveAnnotation: "canary", v1alpha1.ChannelPlacedAnnotation: channel.PlacementSeal([]byte("k"), "req-"+name, "shop", "canary"),
+				v1alpha1.ReloadAgentAnnotation: "watch"}},
 			Spec:   corev1.PodSpec{InitContainers: []corev1.Container{{Name: reload.AgentContainer}}, Containers: []corev1.Container{{Name: "app"}}},
 			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}, reload.Condition(reports)}}}
 		for _, m := range mounts {

@@ -99,6 +99,15 @@ func HasAgent(pod *corev1.Pod) bool {
 	return slices.ContainsFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == AgentContainer })
 }
 
+// ReportsHotConfig says whether pod's agent watches its hot config and
+// reports what its program applied: the agent runs and the pod asked it to
+// reload (v1alpha1.ReloadAgentAnnotation). An agent injected only to check
+// a served certificate says nothing of hot config.
+func ReportsHotConfig(pod *corev1.Pod) bool {
+	_, reloads := pod.Annotations[v1alpha1.ReloadAgentAnnotation]
+	return reloads && HasAgent(pod)
+}
+
 // AgentContainer is the agent's container in a pod.
 const AgentContainer = "configward-agent"
 
@@ -120,7 +129,8 @@ const (
 	StateOlder PodState = "older"
 	// StatePending: the agent has not reported on the config yet.
 	StatePending PodState = "pending"
-	// StateNoAgent: no agent runs in the pod, so nothing says what it
+	// StateNoAgent: no agent reports on the pod's hot config (none runs,
+	// or it only checks a served certificate), so nothing says what it
 	// applied; never counted as applied.
 	StateNoAgent PodState = "no-agent"
 )
@@ -131,7 +141,7 @@ var States = []PodState{StateApplied, StateUnconfirmed, StateRejected, StateOlde
 // StateOf is where pod stands with config, whose content is current now
 // (a ContentID).
 func StateOf(pod *corev1.Pod, entries map[string]PodEntry, config, current string) (PodState, PodEntry) {
-	if !HasAgent(pod) {
+	if !ReportsHotConfig(pod) {
 		return StateNoAgent, PodEntry{}
 	}
 	e, ok := entries[config]

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/digest"
 )
 
@@ -27,6 +28,7 @@ func TestPodStates(t *testing.T) {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if agent {
 			p.Spec.InitContainers = []corev1.Container{{Name: AgentContainer}}
+			p.Annotations = map[string]string{v1alpha1.ReloadAgentAnnotation: "watch"}
 		}
 		if entries != nil {
 			p.Status.Conditions = []corev1.PodCondition{Condition(entries)}
@@ -36,6 +38,8 @@ func TestPodStates(t *testing.T) {
 	entry := func(content, result, msg string) PodEntry {
 		return PodEntry{Config: "ConfigMap/flags", Content: content, Result: result, Message: msg, SwappedAt: at, At: at}
 	}
+	certOnly := pod("h-agent-for-certificates-only", true)
+	certOnly.Annotations = map[string]string{v1alpha1.ServingCertAnnotation: "8443"}
 	pods := []*corev1.Pod{
 		pod("a-applied", true, entry(v2, Applied, "")),
 		pod("b-rejected", true, entry(v2, Rejected, "line 1: bad")),
@@ -44,9 +48,12 @@ func TestPodStates(t *testing.T) {
 		pod("e-pending", true),
 		pod("f-no-agent", false),
 		pod("g-seen", true, entry(v2, Seen, "")),
+		// Its agent only checks a served certificate: it says nothing of
+		// hot config, and must not hold a wait up as pending.
+		certOnly,
 	}
 	got := Count(pods, "ConfigMap/flags", v2)
-	want := map[PodState]int{StateApplied: 1, StateRejected: 1, StateOlder: 2, StatePending: 1, StateNoAgent: 1, StateUnconfirmed: 1}
+	want := map[PodState]int{StateApplied: 1, StateRejected: 1, StateOlder: 2, StatePending: 1, StateNoAgent: 2, StateUnconfirmed: 1}
 	for _, s := range States {
 		if got.Pods[s] != want[s] {
 			t.Errorf("%s: %d pods, want %d", s, got.Pods[s], want[s])

@@ -129,8 +129,13 @@ wait:
 		"holds=false waitingFor=[ConfigMap/banner-style-ch-canary]",
 		"holds=true sets=map[ConfigMap/banner-style-ch-canary:configmap-banner-style-",
 		"✓ 19 as expected",
+		"Served certificates (pods by their worst port",
+		"port 8443: stale",
+		"ServedCertificateStale",
+		"evicted pod web-",
+		"✓ 20 as expected",
 		`denied the request: [subpath-config] Pod demo/checkout-forged`,
-		"✓ all 19 steps went as expected",
+		"✓ all 20 steps went as expected",
 	} {
 		if !strings.Contains(strings.ToLower(walk), strings.ToLower(want)) {
 			t.Errorf("the walkthrough does not show %q", want)

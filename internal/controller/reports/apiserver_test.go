@@ -2,6 +2,7 @@ package reports_test
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
@@ -53,10 +54,13 @@ func replicaSet(d *appsv1.Deployment) *appsv1.ReplicaSet {
 		Spec: appsv1.ReplicaSetSpec{Selector: d.Spec.Selector, Template: d.Spec.Template}}
 }
 
-// podOf is a pod rs made, started with the config hash given.
+// podOf is a pod rs made, with its template's annotations, started with
+// the config hash given.
 func podOf(rs *appsv1.ReplicaSet, name, hash string) *corev1.Pod {
+	annotations := maps.Clone(rs.Spec.Template.Annotations)
+	annotations[v1alpha1.ConfigHashAnnotation] = hash
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: name, Labels: rs.Spec.Template.Labels,
-		Annotations:     map[string]string{v1alpha1.ConfigHashAnnotation: hash},
+		Annotations:     annotations,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true)}}},
 		Spec: rs.Spec.Template.Spec}
 }
@@ -133,6 +137,7 @@ var _ = Describe("the drift controller", func() {
 				VolumeMounts: []corev1.VolumeMount{{Name: "live", MountPath: "/etc/live"}}}},
 			Volumes: []corev1.Volume{{Name: "live", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "live"}}}},
 		})
+		d.Spec.Template.Annotations[v1alpha1.ReloadAgentAnnotation] = "watch"
 		suite.Create(d)
 		rs := replicaSet(d)
 		suite.Create(rs)
