@@ -12,6 +12,7 @@ import (
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/reload"
 	"github.com/configward/configward/internal/revision"
 )
@@ -114,6 +115,13 @@ func (a *ReloadAgent) inject(ctx context.Context, inv *inventory.Inventory, pod 
 	certs, err := servingCerts(ctx, inv, pod.Namespace, pod.Annotations, &pod.Spec)
 	if err != nil {
 		return nil, "no reload agent: " + v1alpha1.ServingCertAnnotation + ": " + err.Error(), nil
+	}
+	for i, c := range certs {
+		// A hot TLS Secret delivered in waves reaches the pod through its
+		// wave's channel: the agent compares with what the pod mounts.
+		if ch, ok := pointed[revision.Source{Kind: refs.Secret, Name: c.Secret}]; ok {
+			certs[i].Secret = ch
+		}
 	}
 	if len(configs) == 0 && len(certs) == 0 {
 		return nil, "no reload agent: the pod mounts no hot ConfigMap or Secret as a directory", nil

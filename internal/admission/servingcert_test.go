@@ -9,7 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/refs"
 	"github.com/configward/configward/internal/reload"
+	"github.com/configward/configward/internal/revision"
 	"github.com/configward/configward/internal/workload"
 )
 
@@ -112,6 +114,23 @@ func TestServingCertInjection(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a TLS Secret delivered in waves: the agent reads the channel the pod mounts", func(t *testing.T) {
+		p := serving("8443", []corev1.Container{mounting("web", "tls")}, secretVolume("tls", "web-tls"))
+		ops, _, err := h.Agent.inject(context.Background(), newInventory(cache), p, map[revision.Source]string{{Kind: refs.Secret, Name: "web-tls"}: "web-tls-ch-canary"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var agent corev1.Container
+		for _, op := range ops {
+			if op.Path == "/spec/initContainers" {
+				decode(t, op.Value.([]any)[0], &agent)
+			}
+		}
+		spec, err := reload.ParseSpec(agent.Env[0].Value)
+		if err != nil || len(spec.Certificates) != 1 || spec.Certificates[0].Secret != "web-tls-ch-canary" {
+			t.Errorf("%+v %v: want the channel", spec.Certificates, err)
+		}
+	})
 	t.Run("named: each port gets the Secret it names", func(t *testing.T) {
 		p := serving("8443@web;secret=web-tls;sni=web.shop.svc,9443@web;secret=admin-tls", []corev1.Container{mounting("web", "tls", "admin")},
 			secretVolume("tls", "web-tls"), secretVolume("admin", "admin-tls"))
