@@ -77,8 +77,8 @@ func checkCerts(ctx context.Context, certs []reload.ServingCert, o Options, rep 
 				continue
 			}
 			r := c.check(ctx, o)
-			news = news || r.Result != c.last.Result || !samePresented(r.Presented, c.last.Presented) || r.Mounted != c.last.Mounted
-			if r.Result != c.last.Result || !samePresented(r.Presented, c.last.Presented) {
+			news = news || r.Result != c.last.Result || !reload.SameLeaf(r.Presented, c.last.Presented) || r.Mounted != c.last.Mounted
+			if r.Result != c.last.Result || !reload.SameLeaf(r.Presented, c.last.Presented) {
 				log.Info("served certificate", "port", c.cert.Port, "result", r.Result, "presented", serialOf(r.Presented), "mounted", r.Mounted.Serial, "message", r.Message)
 			}
 			c.last = r
@@ -233,10 +233,6 @@ func namesOf(c *x509.Certificate) []string {
 		return c.DNSNames
 	}
 	return []string{c.Subject.CommonName}
-}
-
-func samePresented(a, b *reload.Leaf) bool {
-	return (a == nil) == (b == nil) && (a == nil || a.SHA256 == b.SHA256)
 }
 
 func serialOf(l *reload.Leaf) string {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -156,7 +157,7 @@ func certResult(t *testing.T, cw *configward, port int, result string, mounted i
 		var token string
 		var ok bool
 		r, token, ok = cw.lastCert(port)
-		if ok && r.Result == result && serialOf(r.Presented) == upper(presented) && r.Mounted.Serial == upper(mounted.serial) &&
+		if ok && r.Result == result && serialOf(r.Presented) == strings.ToUpper(presented) && r.Mounted.Serial == strings.ToUpper(mounted.serial) &&
 			reload.Matches(reload.FingerprintKey([]byte(token)), r.Keys, false, kept) {
 			return r
 		}
@@ -164,16 +165,6 @@ func certResult(t *testing.T, cw *configward, port int, result string, mounted i
 	}
 	t.Fatalf("no report of port %d %s presenting %q with %s mounted; the last: %+v", port, result, presented, mounted.serial, r)
 	return r
-}
-
-func upper(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'a' && c <= 'f' {
-			b[i] = c - 'a' + 'A'
-		}
-	}
-	return string(b)
 }
 
 func certSpec(t *testing.T, cw *configward, certs ...reload.ServingCert) reload.Spec {

@@ -117,6 +117,11 @@ func LeafOf(c *x509.Certificate) Leaf {
 	return Leaf{Serial: strings.ToUpper(c.SerialNumber.Text(16)), NotBefore: c.NotBefore.UTC(), NotAfter: c.NotAfter.UTC(), SHA256: hex.EncodeToString(sum[:])}
 }
 
+// SameLeaf says a and b (nil for none presented) are one certificate.
+func SameLeaf(a, b *Leaf) bool {
+	return (a == nil) == (b == nil) && (a == nil || a.SHA256 == b.SHA256 && a.Serial == b.Serial)
+}
+
 // JudgeServed compares the leaf a program presents with the one mounted;
 // before are the SHA-256 of leaves the pod mounted earlier.
 func JudgeServed(presented, mounted Leaf, before []string) string {

@@ -64,10 +64,10 @@ func (h *Handler) certEntries(ctx context.Context, pod *corev1.Pod, fingerprintK
 		// has been stale decides an eviction.
 		p, known := previous[e.Port]
 		e.Since = now
-		if known && p.Result == e.Result && samePresented(p.Presented, e.Presented) && !p.Since.IsZero() {
+		if known && p.Result == e.Result && reload.SameLeaf(p.Presented, e.Presented) && !p.Since.IsZero() {
 			e.Since = p.Since
 		}
-		if !known || p.Result != e.Result || !samePresented(p.Presented, e.Presented) {
+		if !known || p.Result != e.Result || !reload.SameLeaf(p.Presented, e.Presented) {
 			servedResults.WithLabelValues(e.Result).Inc()
 			// One Event per pod and port an hour: the leaves are the
 			// agent's word, and a pod that reported a new one each time
@@ -109,10 +109,6 @@ func isHex(s string) bool {
 	}
 	_, err := hex.DecodeString(s)
 	return err == nil
-}
-
-func samePresented(a, b *reload.Leaf) bool {
-	return (a == nil) == (b == nil) && (a == nil || a.SHA256 == b.SHA256 && a.Serial == b.Serial)
 }
 
 // staleCert records a Warning Event on the pod's workload: which pod and
