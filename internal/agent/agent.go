@@ -25,6 +25,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -65,6 +66,9 @@ type Options struct {
 	// PodIP is the pod's address (reload.PodIPEnv), dialed when nothing
 	// answers on localhost.
 	PodIP string
+	// CheckFor bounds how long after a reload the check is read for a
+	// proof of what the program made of the new content.
+	CheckFor time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -97,6 +101,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PodIP == "" {
 		o.PodIP = podIP()
+	}
+	if o.CheckFor == 0 {
+		o.CheckFor = 2 * time.Minute
 	}
 	return o
 }
@@ -132,7 +139,7 @@ func Run(ctx context.Context, spec reload.Spec, o Options, log logr.Logger) erro
 	if err != nil {
 		return err
 	}
-	prog := &program{trigger: trigger, client: &http.Client{Timeout: 10 * time.Second}, proc: o.Proc, settle: o.Settle}
+	prog := &program{trigger: trigger, client: &http.Client{Timeout: 10 * time.Second}, proc: o.Proc, settle: o.Settle, checkFor: o.CheckFor}
 	if spec.Check != "" {
 		c, err := reload.ParseCheck(spec.Check)
 		if err != nil {
@@ -165,6 +172,7 @@ func Run(ctx context.Context, spec reload.Spec, o Options, log logr.Logger) erro
 	if prog.check != nil {
 		if r := prog.read(ctx); r.what != reload.Triggered {
 			first = r
+			prog.failing = r.what == reload.Rejected
 		}
 	}
 	for _, s := range states {
@@ -196,7 +204,29 @@ func Run(ctx context.Context, spec reload.Spec, o Options, log logr.Logger) erro
 			if len(swapped) == 0 || !gate.open(ctx, states, swapped) {
 				continue // the poll looks again
 			}
-			r := told(prog.reloadAndCheck(ctx))
+			// The program must act on what is on disk now: the latest
+			// swap of those it reloads for, and while none swaps again.
+			onDisk := map[*state]string{}
+			var swappedAt time.Time
+			for _, s := range swapped {
+				onDisk[s] = revisionOf(s.config.Dir)
+				if info, err := os.Stat(filepath.Join(s.config.Dir, onDisk[s])); err == nil && info.ModTime().After(swappedAt) {
+					swappedAt = info.ModTime()
+				}
+			}
+			current := func() bool {
+				for s, rev := range onDisk {
+					if revisionOf(s.config.Dir) != rev {
+						return false
+					}
+				}
+				return true
+			}
+			r := prog.reloadAndCheck(ctx, swappedAt, current)
+			if r.what == "" {
+				continue // swapped again: the poll reloads the newer one
+			}
+			r = told(r)
 			for _, s := range swapped {
 				s.look(r, log)
 			}

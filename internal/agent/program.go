@@ -28,26 +28,29 @@ type program struct {
 	// settle is how long after a reload the check is first read: a program
 	// reloads after it answers the signal or the call.
 	settle time.Duration
+	// checkFor bounds how long the check is read for a proof of what the
+	// program made of one content.
+	checkFor time.Duration
+	// failing: the program's last proven reload was rejected, so its check
+	// already says "rejected" before it looks at a new content.
+	failing bool
 }
 
-// result is what came of one reload.
+// result is what came of one reload; the zero result says the content
+// was swapped again before anything came of it.
 type result struct {
 	what, message string
 }
 
-// reloadAndCheck triggers the program's reload and reads back what it
-// applied.
-func (p *program) reloadAndCheck(ctx context.Context) result {
+// reloadAndCheck triggers the program's reload of the content swapped in
+// at swapped and reads back what it made of it, while current says that
+// content is still the one on disk.
+func (p *program) reloadAndCheck(ctx context.Context, swapped time.Time, current func() bool) result {
 	r := p.reload(ctx)
 	if r.what == reload.Rejected || p.check == nil {
 		return r
 	}
-	select {
-	case <-ctx.Done():
-		return r
-	case <-time.After(p.settle):
-	}
-	return p.read(ctx)
+	return p.await(ctx, r, swapped, current)
 }
 
 // reload triggers the program's reload once.
@@ -72,7 +75,98 @@ func (p *program) reload(ctx context.Context) result {
 	return result{reload.Seen, ""}
 }
 
-// read reads back what the program applied, as its check says.
+// await reads the check until it proves what the program made of the
+// content swapped in at swapped, or checkFor has passed: then the last
+// reading stands, and one that proves nothing (a success from before the
+// swap) leaves the reload unproven (triggered, or seen for a program that
+// watches its files). It gives up, with the zero result,
+// once the content is swapped again: the next one is reloaded and
+// checked in its turn.
+func (p *program) await(ctx context.Context, sent result, swapped time.Time, current func() bool) result {
+	deadline := time.Now().Add(p.checkFor)
+	wait := p.settle
+	for {
+		select {
+		case <-ctx.Done():
+			return sent
+		case <-time.After(wait):
+		}
+		if !current() {
+			return result{}
+		}
+		r, proven := p.judge(ctx, swapped)
+		if proven || !time.Now().Before(deadline) {
+			switch r.what {
+			case reload.Applied:
+				p.failing = false
+			case reload.Rejected:
+				p.failing = true
+			}
+			return r
+		}
+		wait = min(2*wait, maxCheckWait)
+	}
+}
+
+// maxCheckWait bounds the wait between two readings of the check.
+const maxCheckWait = 5 * time.Second
+
+// judge reads the check once: what it says of the content swapped in at
+// swapped, and whether that is proven of this content (else the reading
+// is taken only when the time to prove it is out).
+//
+// A success metric alone proves little: it still shows the previous
+// reload until the program acts. With the program's last success time
+// (Check.Since) a 1 proves the content applied once that time is after
+// the swap. A 0 where the program was running a good config is a reload
+// that failed since, so this content's rejection; where it already ran
+// on a rejection, only the time to prove it running out tells.
+func (p *program) judge(ctx context.Context, swapped time.Time) (result, bool) {
+	if p.check.Since == "" {
+		r := p.read(ctx)
+		return r, r.what != reload.Triggered
+	}
+	_, body, err := p.call(ctx, http.MethodGet, p.check.URL)
+	if err != nil {
+		return result{reload.Triggered, reload.Cut("the check could not be read: " + err.Error())}, false
+	}
+	ok, found := metric(body, p.check.Metric)
+	at, foundAt := metric(body, p.check.Since)
+	switch {
+	case !found || !foundAt:
+		return result{reload.Triggered, reload.Cut(fmt.Sprintf("the check serves no %s or no %s", p.check.Metric, p.check.Since))}, false
+	case ok == 0:
+		r := result{reload.Rejected, p.check.Metric + " 0: the program kept its last good configuration"}
+		if p.failing {
+			r.message = fmt.Sprintf("%s 0 and no successful reload since the swap at %s: the program kept its last good configuration", p.check.Metric, stamp(swapped))
+		}
+		return r, !p.failing
+	case ok == 1 && unixTime(at).After(swapped):
+		return result{reload.Applied, fmt.Sprintf("%s 1, reloaded at %s after the swap at %s", p.check.Metric, stamp(unixTime(at)), stamp(swapped))}, true
+	case ok == 1:
+		return result{p.unproven(), reload.Cut(fmt.Sprintf("the program has not reloaded since the swap at %s: its last successful reload (%s) was at %s", stamp(swapped), p.check.Since, stamp(unixTime(at))))}, false
+	}
+	return result{reload.Triggered, reload.Cut(fmt.Sprintf("%s is %v", p.check.Metric, ok))}, false
+}
+
+// unproven is the result of a reload nothing proves came to anything: it
+// was triggered, or, for a program that watches its files, seen.
+func (p *program) unproven() string {
+	if p.trigger.Mode == reload.Watch {
+		return reload.Seen
+	}
+	return reload.Triggered
+}
+
+// unixTime is a gauge of Unix seconds as a time.
+func unixTime(seconds float64) time.Time {
+	return time.Unix(0, int64(seconds*1e9)).UTC()
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("15:04:05.000") }
+
+// read reads back what the program runs, as its check says, without
+// telling one content from another.
 func (p *program) read(ctx context.Context) result {
 	status, body, err := p.call(ctx, http.MethodGet, p.check.URL)
 	switch {

@@ -93,21 +93,40 @@ type Check struct {
 	// 1 applied, 0 rejected. Without it the URL's answer is what the
 	// program says it applied (2xx), or why it did not (any other status).
 	Metric string
+	// Since, when set, is a gauge beside Metric: the Unix time in seconds
+	// of the program's last successful reload. It is what proves the
+	// program acted on this content, not on an earlier one: a program
+	// that answers a signal or a call at once and reloads later, or
+	// watches its files on its own schedule, still shows the previous
+	// reload's success for a while. With it, the agent takes a 1 only
+	// once that time is after the kubelet swapped the content in.
+	Since string
 }
 
-// ParseCheck reads a ReloadCheckAnnotation value: a local URL, with the
-// metric after "#" when it serves Prometheus text.
+// ParseCheck reads a ReloadCheckAnnotation value: a local URL, with
+// "#<metric>" when it serves Prometheus text, and ";since=<metric>" after
+// it when the program also exposes its last successful reload's time.
 func ParseCheck(v string) (Check, error) {
-	u, metric, _ := strings.Cut(v, "#")
+	u, fragment, _ := strings.Cut(v, "#")
 	if err := localURL(u); err != nil {
 		return Check{}, err
 	}
-	for _, r := range metric {
-		if !(r == '_' || r == ':' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-			return Check{}, fmt.Errorf("%q is not a Prometheus metric name", metric)
+	metric, option, hasOption := strings.Cut(fragment, ";")
+	since, isSince := strings.CutPrefix(option, "since=")
+	switch {
+	case hasOption && !isSince:
+		return Check{}, fmt.Errorf("%q after the metric is not since=<metric>", option)
+	case hasOption && (metric == "" || since == ""):
+		return Check{}, fmt.Errorf("%q: since= names the timestamp gauge beside a success metric, as #<metric>;since=<metric>", v)
+	}
+	for _, name := range []string{metric, since} {
+		for _, r := range name {
+			if !(r == '_' || r == ':' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+				return Check{}, fmt.Errorf("%q is not a Prometheus metric name", name)
+			}
 		}
 	}
-	return Check{URL: u, Metric: metric}, nil
+	return Check{URL: u, Metric: metric, Since: since}, nil
 }
 
 // localURL accepts an http(s) URL of the pod's own loopback: the agent

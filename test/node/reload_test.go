@@ -56,8 +56,11 @@ var reloadModes = []reloadMode{
 	// The program watches its files; the agent triggers nothing and reads
 	// the program's gauge. Without a check it could only say "seen"
 	// (status: unconfirmed), and a rejection would go unnoticed: the
-	// check is what makes watch mode say applied or rejected.
-	{name: "watch", trigger: "watch", check: "http://localhost:8080/metrics#reloadapp_config_last_reload_successful", watch: true, replicas: 1},
+	// check is what makes watch mode say applied or rejected. The program
+	// polls every 3 s, so its gauge still shows the previous reload's
+	// verdict when the agent first reads it: only its last success's
+	// time (since=) tells whether it acted on this content.
+	{name: "watch", trigger: "watch", check: "http://localhost:8080/metrics#reloadapp_config_last_reload_successful;since=reloadapp_config_last_reload_success_timestamp_seconds", watch: true, replicas: 1},
 }
 
 // The hot ConfigMap the workloads mount, and its one key, which reloadapp
@@ -302,7 +305,7 @@ var _ = Describe("the reload agent, with a program that reloads its config in pl
 func reloadDeployment(ns string, m reloadMode) *appsv1.Deployment {
 	args := []string{"-config", "/config/settings", "-listen", ":8080"}
 	if m.watch {
-		args = append(args, "-watch")
+		args = append(args, "-watch", "-watch-every", "3s")
 	}
 	annotations := map[string]string{v1alpha1.ReloadAgentAnnotation: m.trigger}
 	if m.check != "" {

@@ -13,7 +13,9 @@
 //
 //	GET  /config/version  200 and the applied settings when the last reload
 //	                      succeeded; 422 and the error when it was rejected
-//	GET  /metrics         reloadapp_config_last_reload_successful 1 or 0
+//	GET  /metrics         reloadapp_config_last_reload_successful 1 or 0,
+//	                      reloadapp_config_last_reload_success_timestamp_seconds
+//	                      (the last good reload's Unix time)
 //	POST /-/reload        reloads; 200 and the settings, or 422 and the error
 //
 // and prints, so a spec can tell it never restarted:
@@ -31,6 +33,10 @@
 //
 // and counts it in reloadapp_mixed_reloads_total (it applies the first: a
 // program cannot tell which is right).
+//
+// -watch looks at the link every -watch-every (100ms): a longer one is a
+// program that polls its files, whose check still shows the previous
+// reload's verdict for a while after the swap.
 //
 // It exits on SIGTERM or SIGINT.
 package main
@@ -62,6 +68,8 @@ type app struct {
 	// rejected (nil when it succeeded).
 	applied string
 	lastErr error
+	// appliedAt is when the last good reload was.
+	appliedAt time.Time
 	// mixes counts the reloads that read two settings that differ (-also).
 	mixes int
 }
@@ -93,7 +101,7 @@ func (a *app) reload() (string, error) {
 		fmt.Printf("rejected %v\n", err)
 		return a.applied, err
 	}
-	a.applied = content
+	a.applied, a.appliedAt = content, time.Now()
 	fmt.Printf("applied %s\n", content)
 	return content, nil
 }
@@ -108,6 +116,7 @@ func main() {
 	dir := flag.String("config", "/config", "the directory holding the file settings")
 	listen := flag.String("listen", ":8080", "where to serve /config/version, /metrics and /-/reload")
 	watch := flag.Bool("watch", false, "reload whenever the directory's ..data link changes (a program that watches its files)")
+	watchEvery := flag.Duration("watch-every", 100*time.Millisecond, "how often -watch looks at the ..data link")
 	also := flag.String("also", "", "a second directory whose file settings must hold the same settings, read at each reload")
 	flag.Parse()
 
@@ -138,13 +147,15 @@ func main() {
 			ok = 0
 		}
 		a.mu.Lock()
-		mixes := a.mixes
+		mixes, at := a.mixes, a.appliedAt
 		a.mu.Unlock()
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		fmt.Fprintf(w, "# HELP reloadapp_config_last_reload_successful Whether the last reload applied its settings.\n"+
 			"# TYPE reloadapp_config_last_reload_successful gauge\nreloadapp_config_last_reload_successful %d\n"+
+			"# HELP reloadapp_config_last_reload_success_timestamp_seconds When the last good reload was.\n"+
+			"# TYPE reloadapp_config_last_reload_success_timestamp_seconds gauge\nreloadapp_config_last_reload_success_timestamp_seconds %g\n"+
 			"# HELP reloadapp_mixed_reloads_total Reloads that read two settings that differ (-also).\n"+
-			"# TYPE reloadapp_mixed_reloads_total counter\nreloadapp_mixed_reloads_total %d\n", ok, mixes)
+			"# TYPE reloadapp_mixed_reloads_total counter\nreloadapp_mixed_reloads_total %d\n", ok, float64(at.UnixNano())/1e9, mixes)
 	})
 	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
 		applied, err := a.reload()
@@ -168,7 +179,7 @@ func main() {
 	link := filepath.Join(*dir, "..data")
 	seen, _ := os.Readlink(link)
 	if *watch {
-		t := time.NewTicker(100 * time.Millisecond)
+		t := time.NewTicker(*watchEvery)
 		defer t.Stop()
 		tick = t.C
 	}
