@@ -167,12 +167,15 @@ func Run(ctx context.Context, spec reload.Spec, o Options, log logr.Logger) erro
 
 	// At start the program reads what is on disk by itself: nothing to
 	// trigger. A check, where there is one, says what it runs (the agent
-	// may be a sidecar restarted beside a running program).
+	// may be a sidecar restarted beside a running program); the agent, a
+	// native sidecar, starts before the program, so the check is read
+	// until the program answers.
 	first := result{what: reload.Seen, message: "the program starts on it"}
-	if prog.check != nil {
-		if r := prog.read(ctx); r.what != reload.Triggered {
+	for prog.check != nil && ctx.Err() == nil {
+		swappedAt, current := onDisk(states)
+		if r := prog.await(ctx, first, swappedAt, current); r.what != "" {
 			first = r
-			prog.failing = r.what == reload.Rejected
+			break
 		}
 	}
 	for _, s := range states {
@@ -204,24 +207,7 @@ func Run(ctx context.Context, spec reload.Spec, o Options, log logr.Logger) erro
 			if len(swapped) == 0 || !gate.open(ctx, states, swapped) {
 				continue // the poll looks again
 			}
-			// The program must act on what is on disk now: the latest
-			// swap of those it reloads for, and while none swaps again.
-			onDisk := map[*state]string{}
-			var swappedAt time.Time
-			for _, s := range swapped {
-				onDisk[s] = revisionOf(s.config.Dir)
-				if info, err := os.Stat(filepath.Join(s.config.Dir, onDisk[s])); err == nil && info.ModTime().After(swappedAt) {
-					swappedAt = info.ModTime()
-				}
-			}
-			current := func() bool {
-				for s, rev := range onDisk {
-					if revisionOf(s.config.Dir) != rev {
-						return false
-					}
-				}
-				return true
-			}
+			swappedAt, current := onDisk(swapped)
 			r := prog.reloadAndCheck(ctx, swappedAt, current)
 			if r.what == "" {
 				continue // swapped again: the poll reloads the newer one
@@ -232,6 +218,28 @@ func Run(ctx context.Context, spec reload.Spec, o Options, log logr.Logger) erro
 			}
 			rep.update(states)
 		}
+	}
+}
+
+// onDisk is when the latest of states' contents on disk now was swapped
+// in, and a test that says those contents are still the ones on disk: the
+// program must act on them, and while none is swapped again.
+func onDisk(states []*state) (time.Time, func() bool) {
+	revisions := map[*state]string{}
+	var swappedAt time.Time
+	for _, s := range states {
+		revisions[s] = revisionOf(s.config.Dir)
+		if info, err := os.Stat(filepath.Join(s.config.Dir, revisions[s])); err == nil && info.ModTime().After(swappedAt) {
+			swappedAt = info.ModTime()
+		}
+	}
+	return swappedAt, func() bool {
+		for s, rev := range revisions {
+			if revisionOf(s.config.Dir) != rev {
+				return false
+			}
+		}
+		return true
 	}
 }
 

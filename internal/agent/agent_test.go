@@ -219,7 +219,8 @@ func TestHTTPReload(t *testing.T) {
 	}
 }
 
-// A check that serves a metric: 1 applied, 0 rejected.
+// A check that serves a metric: 1 applied, 0 rejected; found past the
+// first 16 KiB of the exposition, as Prometheus' own reload gauge is.
 func TestMetricCheck(t *testing.T) {
 	cw := newConfigward(t)
 	var mu sync.Mutex
@@ -227,6 +228,9 @@ func TestMetricCheck(t *testing.T) {
 	program := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
+		for i := range 1000 {
+			fmt.Fprintf(w, "app_earlier_metric_total{shard=\"%d\"} 0\n", i)
+		}
 		fmt.Fprintf(w, "# TYPE app_config_last_reload_successful gauge\napp_config_last_reload_successful_timestamp 17\napp_config_last_reload_successful %s\n", value)
 	}))
 	defer program.Close()

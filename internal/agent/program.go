@@ -230,8 +230,36 @@ func (p *program) callOnce(ctx context.Context, method, url string) (int, string
 		return 0, "", err
 	}
 	defer resp.Body.Close()
+	if method == http.MethodGet && p.check != nil && p.check.Metric != "" {
+		body, err := samples(resp.Body, p.check.Metric, p.check.Since)
+		return resp.StatusCode, body, err
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	return resp.StatusCode, strings.TrimSpace(string(body)), err
+}
+
+// maxMetrics bounds what the agent reads of a program's metrics: a
+// program's whole exposition is often far past maxBody (Prometheus'
+// own is over 100 KiB, its reload gauges past the first 16 KiB), so it is
+// read line by line and only the lines of the check's metrics are kept.
+const maxMetrics = 16 << 20
+
+// samples reads Prometheus text from r and keeps the lines that start
+// with one of names (metric can tell those apart from longer names).
+func samples(r io.Reader, names ...string) (string, error) {
+	sc := bufio.NewScanner(io.LimitReader(r, maxMetrics))
+	sc.Buffer(make([]byte, 0, 4096), 64<<10)
+	var kept []string
+	for sc.Scan() {
+		line := sc.Text()
+		for _, n := range names {
+			if n != "" && strings.HasPrefix(line, n) && len(kept) < 64 {
+				kept = append(kept, line)
+				break
+			}
+		}
+	}
+	return strings.Join(kept, "\n"), sc.Err()
 }
 
 // metric reads the first sample of name in Prometheus text exposition.

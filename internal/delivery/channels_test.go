@@ -100,6 +100,11 @@ func TestHotHealthOf(t *testing.T) {
 		}
 		return p
 	}
+	checked := func(conds ...corev1.PodCondition) *corev1.Pod {
+		p := pod(true, conds...)
+		p.Annotations[v1alpha1.ReloadCheckAnnotation] = "http://localhost:2019/metrics#caddy_config_last_reload_successful"
+		return p
+	}
 	restarted := pod(true, readyCond...)
 	restarted.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", RestartCount: 1,
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.NewTime(started.Add(time.Second))}}}}
@@ -114,6 +119,9 @@ func TestHotHealthOf(t *testing.T) {
 	}{
 		{"applied and ready", pod(true, append(readyCond, entry("want", reload.Applied))...), 0, Healthy},
 		{"rejected", pod(true, append(readyCond, entry("want", reload.Rejected))...), 0, Failed},
+		{"seen, nothing checks", pod(true, append(readyCond, entry("want", reload.Seen))...), 0, Healthy},
+		{"seen, its check never confirmed", checked(append(readyCond, entry("want", reload.Seen))...), 0, Failed},
+		{"applied, checked", checked(append(readyCond, entry("want", reload.Applied))...), 0, Healthy},
 		{"older content", pod(true, append(readyCond, entry("old", reload.Applied))...), 0, Progressing},
 		{"no report yet", pod(true, readyCond...), 0, Progressing},
 		{"applied, not ready", pod(true, entry("want", reload.Applied)), 0, Unready},

@@ -67,9 +67,11 @@ func BeginHot(rec *v1alpha1.ConfigDelivery, to, from revision.Snapshots, waves [
 // take to swap the content in (DeliverySettings.PropagationSeconds).
 //
 //   - A container that restarted after the wave started fails it.
-//   - With a reload agent: a rejection of the content fails the wave; the
-//     pod waits (Progressing) until it reports the content, then must be
-//     ready.
+//   - With a reload agent: a rejection of the content fails the wave, and
+//     so does a report its check did not confirm (reload.Checked: the
+//     program never showed it acted on the content, as a program whose
+//     file watcher gave up on a syntax error does); the pod waits
+//     (Progressing) until it reports the content, then must be ready.
 //   - Without one, nothing can say when the pod has the content: it waits
 //     for propagation, then must be ready, and passes Unverified.
 func HotHealthOf(p *corev1.Pod, config, want string, started time.Time, propagation time.Duration, now time.Time) (state, message string) {
@@ -93,6 +95,10 @@ func HotHealthOf(p *corev1.Pod, config, want string, started time.Time, propagat
 		return Failed, "its program rejected the content: " + e.Message
 	case reload.StateOlder, reload.StatePending:
 		return Progressing, "has not reported the content yet"
+	case reload.StateUnconfirmed:
+		if reload.Checked(p) {
+			return Failed, "its reload check never showed the program applied the content: " + e.Message
+		}
 	}
 	if !ready(p) {
 		return Unready, "not ready"

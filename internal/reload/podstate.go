@@ -108,6 +108,16 @@ func ReportsHotConfig(pod *corev1.Pod) bool {
 	return reloads && HasAgent(pod)
 }
 
+// Checked says whether pod's agent reads back what its program made of a
+// content (v1alpha1.ReloadCheckAnnotation). Such an agent says triggered
+// or seen only when its check, read for as long as it reads one, never
+// showed the program acting on the content: a reload that came to
+// nothing, not one nothing was asked about.
+func Checked(pod *corev1.Pod) bool {
+	_, checked := pod.Annotations[v1alpha1.ReloadCheckAnnotation]
+	return checked
+}
+
 // AgentContainer is the agent's container in a pod.
 const AgentContainer = "configward-agent"
 

@@ -248,12 +248,10 @@ func lastRead(pod *corev1.Pod) string {
 // settings in ns ("State@wave").
 func latestHotDelivery(ns string) func() string {
 	return func() string {
-		var list v1alpha1.ConfigDeliveryList
-		Expect(env.Client.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
-		if len(list.Items) == 0 {
+		latest := latestDelivery(ns)
+		if latest.Name == "" {
 			return "none"
 		}
-		latest := slices.MaxFunc(list.Items, func(a, b v1alpha1.ConfigDelivery) int { return int(a.Spec.Sequence - b.Spec.Sequence) })
 		return fmt.Sprintf("%s@%s", latest.Status.State, latest.Status.CurrentWave)
 	}
 }
