@@ -208,6 +208,58 @@ $(PROMETHEUS):
 	cd $(TOOLS)/prometheus && $(GO) build -tags remove_all_sd -ldflags "-s -w" -o $@.tmp github.com/prometheus/prometheus/cmd/prometheus
 	mv $@.tmp $@
 
+# Alertmanager and Caddy, unmodified, from the pinned modules
+# test/tools/alertmanager and test/tools/caddy (Caddy with its standard
+# modules), for the real node's specs of third-party programs that reload
+# their config in place: `make node` packs each as an image. Cached like
+# Prometheus, by the version and a hash of the tools module.
+ALERTMANAGER_VERSION := $(call modversion,alertmanager,github.com/prometheus/alertmanager)
+ALERTMANAGER_DIR     := $(BIN)/alertmanager-$(ALERTMANAGER_VERSION)-$(call TOOLS_SUM,alertmanager)
+ALERTMANAGER         := $(ALERTMANAGER_DIR)/alertmanager
+CADDY_VERSION        := $(call modversion,caddy,github.com/caddyserver/caddy/v2)
+CADDY_DIR            := $(BIN)/caddy-$(CADDY_VERSION)-$(call TOOLS_SUM,caddy)
+CADDY                := $(CADDY_DIR)/caddy
+# Built from a module of their own, neither knows its version unstamped
+# (`caddy version` says "unknown"): each is stamped the way its releases are.
+ALERTMANAGER_LDFLAGS := -s -w -X github.com/prometheus/common/version.Version=$(ALERTMANAGER_VERSION:v%=%)
+CADDY_LDFLAGS        := -s -w -X github.com/caddyserver/caddy/v2.CustomVersion=$(CADDY_VERSION)
+
+# Alertmanager's package ui embeds its web UI's bundle (ui/app/dist), which
+# its release process builds with npm and Elm and which its module does not
+# carry: built from the module as it is, the binary does not compile. Its Go
+# code is used unchanged; a copy of the module with a one-page stand-in for
+# the bundle (at / and /ui/) replaces it through a copy of the tools
+# module's go.mod beside the binary (-modfile; a go.work, as for ESO, would
+# select other versions of Alertmanager's dependencies than its tidy go.mod:
+# the build fails on an ambiguous import), and is removed once the binary is
+# built. The replacement is named relative to the tools module, so that the
+# binary records no clone's folder.
+ALERTMANAGER_UI_PAGE := <!doctype html><title>Alertmanager</title><p>The web UI is not built into this test binary; the API is at api/v2/.
+
+.PHONY: alertmanager
+alertmanager: $(ALERTMANAGER) ## Build Alertmanager from its pinned module, with a stand-in for its web UI's bundle (cached).
+$(ALERTMANAGER):
+	@echo "Building Alertmanager $(ALERTMANAGER_VERSION) into $(ALERTMANAGER_DIR) (about 1 minute cold on 2 cores, 1.5 beside other work; a few seconds from a warm Go build cache)"
+	rm -rf $(ALERTMANAGER_DIR)/src && mkdir -p $(ALERTMANAGER_DIR)
+	dir=$$(cd $(TOOLS)/alertmanager && $(GO) mod download -json github.com/prometheus/alertmanager | grep '"Dir":' | cut -d'"' -f4) && \
+		test -n "$$dir" && cp -R "$$dir" $(ALERTMANAGER_DIR)/src && chmod -R u+w $(ALERTMANAGER_DIR)/src
+	for ui in elm mantine; do mkdir -p $(ALERTMANAGER_DIR)/src/ui/app/dist/$$ui && \
+		printf '%s\n' '$(ALERTMANAGER_UI_PAGE)' | gzip -9n > $(ALERTMANAGER_DIR)/src/ui/app/dist/$$ui/index.html.gz; done
+	cp $(TOOLS)/alertmanager/go.sum $(ALERTMANAGER_DIR)/go.sum
+	{ cat $(TOOLS)/alertmanager/go.mod; printf '\nreplace github.com/prometheus/alertmanager %s => ../../../%s/src\n' \
+		$(ALERTMANAGER_VERSION) $(patsubst $(CURDIR)/%,%,$(ALERTMANAGER_DIR)); } > $(ALERTMANAGER_DIR)/go.mod
+	cd $(TOOLS)/alertmanager && $(GO) build -modfile=$(ALERTMANAGER_DIR)/go.mod -ldflags "$(ALERTMANAGER_LDFLAGS)" -o $@.tmp github.com/prometheus/alertmanager/cmd/alertmanager
+	rm -rf $(ALERTMANAGER_DIR)/src $(ALERTMANAGER_DIR)/go.mod $(ALERTMANAGER_DIR)/go.sum
+	mv $@.tmp $@
+
+.PHONY: caddy
+caddy: $(CADDY) ## Build Caddy with its standard modules from its pinned module (cached).
+$(CADDY):
+	@echo "Building Caddy $(CADDY_VERSION) into $(CADDY_DIR) (about 1.5 minutes cold on 2 cores, 2.5 beside other work; a few seconds from a warm Go build cache)"
+	mkdir -p $(CADDY_DIR)
+	cd $(TOOLS)/caddy && $(GO) build -ldflags "$(CADDY_LDFLAGS)" -o $@.tmp github.com/caddyserver/caddy/v2/cmd/caddy
+	mv $@.tmp $@
+
 # Fuzz targets, as package:target. `go test ./...` runs each one's seed
 # corpus (f.Add seeds and testdata/fuzz, where every crasher found is kept);
 # fuzz-smoke mutates beyond them for a fixed number of executions, fuzz for
@@ -326,8 +378,15 @@ export CONFIGWARD_NODE_IMAGES ?= $(NODE_IMAGES)
 NODE_PROMETHEUS_IMAGE := $(PROMETHEUS_DIR)/prometheus-image.tar
 export CONFIGWARD_NODE_PROMETHEUS_IMAGE ?= $(NODE_PROMETHEUS_IMAGE)
 
+# Alertmanager and Caddy as node images, the same way (unmodified, from the
+# binaries `make alertmanager` and `make caddy` build, keyed by their pins).
+NODE_ALERTMANAGER_IMAGE := $(ALERTMANAGER_DIR)/alertmanager-image.tar
+export CONFIGWARD_NODE_ALERTMANAGER_IMAGE ?= $(NODE_ALERTMANAGER_IMAGE)
+NODE_CADDY_IMAGE := $(CADDY_DIR)/caddy-image.tar
+export CONFIGWARD_NODE_CADDY_IMAGE ?= $(NODE_CADDY_IMAGE)
+
 .PHONY: node
-node: $(NODE_DIR)/.complete $(NODE_IMAGES)/.complete $(NODE_PROMETHEUS_IMAGE) ## Build the real node's kubelet, containerd, runc, CNI plugins (cached; cold about 10 minutes) and its test images (cached by their sources).
+node: $(NODE_DIR)/.complete $(NODE_IMAGES)/.complete $(NODE_PROMETHEUS_IMAGE) $(NODE_ALERTMANAGER_IMAGE) $(NODE_CADDY_IMAGE) ## Build the real node's kubelet, containerd, runc, CNI plugins (cached; cold about 10 minutes), its test images (cached by their sources) and the Prometheus, Alertmanager and Caddy images (cached by their pins).
 
 $(NODE_DIR)/.complete:
 	@echo "Building the kubelet $(K8S_VERSION), containerd, runc and the CNI plugins into $(NODE_DIR)"
@@ -355,6 +414,16 @@ $(NODE_IMAGES)/.complete:
 $(NODE_PROMETHEUS_IMAGE): $(PROMETHEUS)
 	cd $(TOOLS)/image && $(GO) run . -image localhost/configward-test/prometheus:test -title prometheus -path /prometheus \
 		-created 0 -bin linux/$$($(GO) env GOARCH)=$(PROMETHEUS) -out $@.tmp
+	mv $@.tmp $@
+
+$(NODE_ALERTMANAGER_IMAGE): $(ALERTMANAGER)
+	cd $(TOOLS)/image && $(GO) run . -image localhost/configward-test/alertmanager:test -title alertmanager -path /alertmanager \
+		-created 0 -bin linux/$$($(GO) env GOARCH)=$(ALERTMANAGER) -out $@.tmp
+	mv $@.tmp $@
+
+$(NODE_CADDY_IMAGE): $(CADDY)
+	cd $(TOOLS)/image && $(GO) run . -image localhost/configward-test/caddy:test -title caddy -path /caddy \
+		-created 0 -bin linux/$$($(GO) env GOARCH)=$(CADDY) -out $@.tmp
 	mv $@.tmp $@
 
 .PHONY: helm

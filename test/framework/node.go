@@ -64,10 +64,26 @@ const (
 	// (`make node` assembles it from the binary `make prometheus` builds;
 	// a spec imports it with Node.ImportImage from PrometheusImageEnv).
 	PrometheusImage = "localhost/configward-test/prometheus:test"
+	// AlertmanagerImage runs Alertmanager, unmodified, from
+	// test/tools/alertmanager (`make node` assembles it from the binary
+	// `make alertmanager` builds; a spec imports it with Node.ImportImage
+	// from AlertmanagerImageEnv). Its web UI is a one-page stand-in.
+	AlertmanagerImage = "localhost/configward-test/alertmanager:test"
+	// CaddyImage runs Caddy with its standard modules, unmodified, from
+	// test/tools/caddy (`make node` assembles it from the binary `make
+	// caddy` builds; a spec imports it with Node.ImportImage from
+	// CaddyImageEnv).
+	CaddyImage = "localhost/configward-test/caddy:test"
 )
 
 // PrometheusImageEnv names the tarball of PrometheusImage.
 const PrometheusImageEnv = "CONFIGWARD_NODE_PROMETHEUS_IMAGE"
+
+// AlertmanagerImageEnv names the tarball of AlertmanagerImage.
+const AlertmanagerImageEnv = "CONFIGWARD_NODE_ALERTMANAGER_IMAGE"
+
+// CaddyImageEnv names the tarball of CaddyImage.
+const CaddyImageEnv = "CONFIGWARD_NODE_CADDY_IMAGE"
 
 // nodeImages are the images each node imports, by their tarballs' names.
 var nodeImages = []string{"pause", "app", "reloadapp", "tlsonce"}
