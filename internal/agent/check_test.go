@@ -145,3 +145,51 @@ func TestCheckProvesThisContent(t *testing.T) {
 		})
 	}
 }
+
+// A last success time is taken at the precision the program keeps, and
+// one that is not in seconds proves nothing.
+func TestSuccessTimes(t *testing.T) {
+	swap := time.Date(2026, 12, 7, 12, 0, 0, 290_000_000, time.UTC)
+	for _, c := range []struct {
+		at   float64
+		want bool
+	}{
+		{float64(swap.Unix()), true},      // whole seconds: the swap's second counts
+		{float64(swap.Unix() - 1), false}, // the second before
+		{float64(swap.UnixNano())/1e9 - 0.1, false},
+		{float64(swap.UnixNano())/1e9 + 0.1, true},
+	} {
+		if got := after(c.at, swap); got != c.want {
+			t.Errorf("after(%f, %s) = %v", c.at, swap, got)
+		}
+	}
+	metrics := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "ok 1\nat_ms %d\n", time.Now().UnixMilli())
+	}))
+	defer metrics.Close()
+	p := &program{trigger: reload.Trigger{Mode: reload.Watch}, check: &reload.Check{URL: metrics.URL, Metric: "ok", Since: "at_ms"}, client: http.DefaultClient, settle: time.Millisecond}
+	r, proven := p.judge(t.Context(), time.Now().Add(-time.Minute))
+	if proven || r.what != reload.Triggered || !strings.Contains(r.message, "not a Unix time in seconds") {
+		t.Errorf("a time in milliseconds: %+v, proven %v", r, proven)
+	}
+}
+
+// A program that exposes only its last success's time: a reload after
+// the swap is applied; none, however long, is never taken as applied.
+func TestCheckOnTheTimeAlone(t *testing.T) {
+	o := fast
+	o.CheckFor = 2 * time.Second
+	cw := newConfigward(t)
+	dir := t.TempDir()
+	project(t, dir, map[string]string{"a": "1"})
+	prog := newLateProgram(t, dir, 300*time.Millisecond, true)
+	run(t, spec(t, cw, "watch", prog.URL+"/metrics#;since=late_config_last_reload_success_timestamp_seconds", dir), o)
+	appliedContent(t, cw, "ConfigMap/cfg0", reload.Applied, map[string]string{"a": "1"})
+	project(t, dir, map[string]string{"a": "2"})
+	appliedContent(t, cw, "ConfigMap/cfg0", reload.Applied, map[string]string{"a": "2"})
+	project(t, dir, map[string]string{"a": "bad"})
+	p := appliedContent(t, cw, "ConfigMap/cfg0", reload.Seen, map[string]string{"a": "bad"})
+	if !strings.Contains(p.Message, "has not reloaded since the swap") {
+		t.Errorf("seen with %q", p.Message)
+	}
+}

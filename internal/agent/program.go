@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -132,6 +133,9 @@ func (p *program) judge(ctx context.Context, swapped time.Time) (result, bool) {
 	}
 	ok, found := metric(body, p.check.Metric)
 	at, foundAt := metric(body, p.check.Since)
+	if p.check.Metric == "" {
+		ok, found = 1, true // only the time: a reload after the swap is the verdict
+	}
 	switch {
 	case !found || !foundAt:
 		return result{reload.Triggered, reload.Cut(fmt.Sprintf("the check serves no %s or no %s", p.check.Metric, p.check.Since))}, false
@@ -141,12 +145,25 @@ func (p *program) judge(ctx context.Context, swapped time.Time) (result, bool) {
 			r.message = fmt.Sprintf("%s 0 and no successful reload since the swap at %s: the program kept its last good configuration", p.check.Metric, stamp(swapped))
 		}
 		return r, !p.failing
-	case ok == 1 && unixTime(at).After(swapped):
-		return result{reload.Applied, fmt.Sprintf("%s 1, reloaded at %s after the swap at %s", p.check.Metric, stamp(unixTime(at)), stamp(swapped))}, true
+	case at > float64(time.Now().Add(24*time.Hour).Unix()):
+		return result{reload.Triggered, reload.Cut(fmt.Sprintf("%s is %v, not a Unix time in seconds (milliseconds or nanoseconds are not taken)", p.check.Since, at))}, false
+	case ok == 1 && after(at, swapped):
+		return result{reload.Applied, reload.Cut(fmt.Sprintf("the program reloaded at %s, after the swap at %s (%s)", stamp(unixTime(at)), stamp(swapped), p.check.Since))}, true
 	case ok == 1:
 		return result{p.unproven(), reload.Cut(fmt.Sprintf("the program has not reloaded since the swap at %s: its last successful reload (%s) was at %s", stamp(swapped), p.check.Since, stamp(unixTime(at))))}, false
 	}
 	return result{reload.Triggered, reload.Cut(fmt.Sprintf("%s is %v", p.check.Metric, ok))}, false
+}
+
+// after says whether the Unix time at (seconds) is after t. A program that
+// keeps whole seconds only is taken at its precision: a reload in the
+// swap's second counts (the reload before is minutes earlier, far more
+// often than within the same second).
+func after(at float64, t time.Time) bool {
+	if at == math.Trunc(at) {
+		return at >= float64(t.Unix())
+	}
+	return unixTime(at).After(t)
 }
 
 // unproven is the result of a reload nothing proves came to anything: it
@@ -230,7 +247,7 @@ func (p *program) callOnce(ctx context.Context, method, url string) (int, string
 		return 0, "", err
 	}
 	defer resp.Body.Close()
-	if method == http.MethodGet && p.check != nil && p.check.Metric != "" {
+	if method == http.MethodGet && p.check != nil && (p.check.Metric != "" || p.check.Since != "") {
 		body, err := samples(resp.Body, p.check.Metric, p.check.Since)
 		return resp.StatusCode, body, err
 	}

@@ -105,7 +105,8 @@ type Check struct {
 
 // ParseCheck reads a ReloadCheckAnnotation value: a local URL, with
 // "#<metric>" when it serves Prometheus text, and ";since=<metric>" after
-// it when the program also exposes its last successful reload's time.
+// it when the program also exposes its last successful reload's time
+// ("#;since=<metric>" when it exposes only that).
 func ParseCheck(v string) (Check, error) {
 	u, fragment, _ := strings.Cut(v, "#")
 	if err := localURL(u); err != nil {
@@ -116,8 +117,8 @@ func ParseCheck(v string) (Check, error) {
 	switch {
 	case hasOption && !isSince:
 		return Check{}, fmt.Errorf("%q after the metric is not since=<metric>", option)
-	case hasOption && (metric == "" || since == ""):
-		return Check{}, fmt.Errorf("%q: since= names the timestamp gauge beside a success metric, as #<metric>;since=<metric>", v)
+	case hasOption && since == "":
+		return Check{}, fmt.Errorf("%q: since= names the gauge of the last successful reload's time, as #<metric>;since=<metric> or #;since=<metric>", v)
 	}
 	for _, name := range []string{metric, since} {
 		for _, r := range name {

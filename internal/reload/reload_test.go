@@ -53,8 +53,11 @@ func TestParseCheck(t *testing.T) {
 	if err != nil || got != (Check{URL: "http://localhost:9093/metrics", Metric: "am_config_last_reload_successful", Since: "am_config_last_reload_success_timestamp_seconds"}) {
 		t.Fatalf("%+v, %v", got, err)
 	}
+	if got, err := ParseCheck("http://localhost:8080/metrics#;since=app_config_last_reload_success_timestamp_seconds"); err != nil || got.Metric != "" || got.Since == "" {
+		t.Fatalf("%+v, %v", got, err)
+	}
 	for _, bad := range []string{"http://db:5432/x", "http://localhost:1/m#bad metric", "localhost:8080",
-		"http://localhost:1/m#ok;after=ts", "http://localhost:1/m#;since=ts", "http://localhost:1/m#ok;since=", "http://localhost:1/m#ok;since=bad ts"} {
+		"http://localhost:1/m#ok;after=ts", "http://localhost:1/m#ok;since=", "http://localhost:1/m#ok;since=bad ts"} {
 		if _, err := ParseCheck(bad); err == nil {
 			t.Errorf("ParseCheck(%q) took it", bad)
 		}

@@ -34,15 +34,15 @@ type realProgram struct {
 	name     string
 	image    string
 	imageEnv string
-	// trigger and check are its reload-agent and reload-check annotations.
-	trigger, check string
+	// recipe is its annotations and flags, as the docs give them.
+	recipe framework.Recipe
 	// config is the ConfigMap's data at version v ("v1", "v2"); bad is a
 	// change the program rejects in its own way.
 	config func(v string) map[string]string
 	bad    map[string]string
-	// container runs the program on the ConfigMap mounted at mount.
-	mount     string
-	container corev1.Container
+	// The program runs on the ConfigMap mounted at mount, with env.
+	mount string
+	env   []corev1.EnvVar
 	// runs is the version the program itself says it runs, read from this
 	// machine at the pod's address ("" when it cannot be read).
 	runs func(pod *corev1.Pod) string
@@ -51,7 +51,7 @@ type realProgram struct {
 	rejects string
 }
 
-// The programs' ports, as their recipes have them.
+// The programs' ports, as their recipes (framework.Recipes) have them.
 const (
 	prometheusPort   = 9090
 	alertmanagerPort = 9093
@@ -61,8 +61,7 @@ const (
 var realPrograms = []realProgram{{
 	// HTTP mode: Prometheus reloads when POSTed to, and answers once done.
 	name: "prometheus", image: framework.PrometheusImage, imageEnv: framework.PrometheusImageEnv,
-	trigger: fmt.Sprintf("http://localhost:%d/-/reload", prometheusPort),
-	check:   fmt.Sprintf("http://localhost:%d/metrics#prometheus_config_last_reload_successful;since=prometheus_config_last_reload_success_timestamp_seconds", prometheusPort),
+	recipe: framework.RecipeOf("prometheus"),
 	config: func(v string) map[string]string {
 		return map[string]string{
 			"prometheus.yml": "global:\n  scrape_interval: 1m\n  external_labels:\n    configward_version: " + v + "\nrule_files:\n  - /etc/prometheus/rules.yml\n",
@@ -74,8 +73,6 @@ var realPrograms = []realProgram{{
 		"rules.yml":      "groups:\n  - name: configward\n    rules:\n      - alert: Versionv3\n        expr: rate(up[5m]\n",
 	},
 	mount: "/etc/prometheus",
-	container: corev1.Container{Args: []string{"--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/data",
-		"--web.enable-lifecycle", fmt.Sprintf("--web.listen-address=:%d", prometheusPort)}},
 	runs: func(pod *corev1.Pod) string {
 		var cfg struct {
 			Data struct{ YAML string }
@@ -107,16 +104,13 @@ var realPrograms = []realProgram{{
 	// Signal mode: Alertmanager reloads on SIGHUP and says nothing back
 	// but its gauges.
 	name: "alertmanager", image: framework.AlertmanagerImage, imageEnv: framework.AlertmanagerImageEnv,
-	trigger: "signal:SIGHUP@alertmanager",
-	check:   fmt.Sprintf("http://localhost:%d/metrics#alertmanager_config_last_reload_successful;since=alertmanager_config_last_reload_success_timestamp_seconds", alertmanagerPort),
+	recipe: framework.RecipeOf("alertmanager"),
 	config: func(v string) map[string]string {
 		return map[string]string{"alertmanager.yml": "route:\n  receiver: version-" + v + "\nreceivers:\n  - name: version-" + v + "\n"}
 	},
 	// A route to a receiver the file does not define.
 	bad:   map[string]string{"alertmanager.yml": "route:\n  receiver: nowhere\nreceivers:\n  - name: version-v3\n"},
 	mount: "/etc/alertmanager",
-	container: corev1.Container{Args: []string{"--config.file=/etc/alertmanager/alertmanager.yml", "--storage.path=/data",
-		"--cluster.listen-address=", fmt.Sprintf("--web.listen-address=:%d", alertmanagerPort)}},
 	runs: func(pod *corev1.Pod) string {
 		var status struct{ Config struct{ Original string } }
 		if !getJSON(pod, alertmanagerPort, "/api/v2/status", &status) {
@@ -132,8 +126,7 @@ var realPrograms = []realProgram{{
 	// Watch mode: Caddy polls its Caddyfile (--watch); the agent triggers
 	// nothing and reads Caddy's admin gauges.
 	name: "caddy", image: framework.CaddyImage, imageEnv: framework.CaddyImageEnv,
-	trigger: "watch",
-	check:   "http://localhost:2019/metrics#caddy_config_last_reload_successful;since=caddy_config_last_reload_success_timestamp_seconds",
+	recipe: framework.RecipeOf("caddy"),
 	config: func(v string) map[string]string {
 		return map[string]string{"Caddyfile": fmt.Sprintf("{\n\tadmin localhost:2019\n\tauto_https off\n}\n\n:%d {\n\trespond %q\n}\n", caddyPort, v)}
 	},
@@ -142,9 +135,8 @@ var realPrograms = []realProgram{{
 	// last spec.)
 	bad: map[string]string{"Caddyfile": fmt.Sprintf("{\n\tadmin localhost:2019\n\tauto_https off\n}\n\n:%d {\n\ttls /etc/caddy/tls.crt /etc/caddy/tls.key\n\trespond \"v3\"\n}\n", caddyPort)},
 	mount: "/etc/caddy",
-	container: corev1.Container{Args: []string{"run", "--config", "/etc/caddy/Caddyfile", "--adapter", "caddyfile", "--watch"},
-		// Caddy keeps its state under these: the data volume.
-		Env: []corev1.EnvVar{{Name: "HOME", Value: "/data"}, {Name: "XDG_DATA_HOME", Value: "/data"}, {Name: "XDG_CONFIG_HOME", Value: "/data"}}},
+	// Caddy keeps its state under these: the data volume.
+	env: []corev1.EnvVar{{Name: "HOME", Value: "/data"}, {Name: "XDG_DATA_HOME", Value: "/data"}, {Name: "XDG_CONFIG_HOME", Value: "/data"}},
 	runs: func(pod *corev1.Pod) string {
 		body, ok := get(pod, caddyPort, "/")
 		if !ok {
@@ -188,6 +180,12 @@ var _ = Describe("hot config on real programs (Prometheus, Alertmanager, Caddy) 
 			Expect(env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns[p.name], Name: p.name,
 				Annotations: map[string]string{v1alpha1.ReloadAnnotation: v1alpha1.ReloadHot}}, Data: p.config("v1")})).To(Succeed())
 			awaitHot(ns[p.name], p.name)
+			// Pods created before the channels exist mount the original.
+			for _, wave := range []string{"canary", "rest"} {
+				Eventually(func() error {
+					return env.Client.Get(ctx, client.ObjectKey{Namespace: ns[p.name], Name: p.name + "-ch-" + wave}, &corev1.ConfigMap{})
+				}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
+			}
 			Expect(env.Client.Create(ctx, programDeployment(ns[p.name], p))).To(Succeed())
 		}
 		for _, p := range realPrograms {
@@ -196,7 +194,9 @@ var _ = Describe("hot config on real programs (Prometheus, Alertmanager, Caddy) 
 			started[p.name] = map[string]time.Time{}
 			for _, pod := range livePods(ns[p.name], p.name) {
 				Expect(reload.HasAgent(&pod)).To(BeTrue(), pod.Name)
-				if pod.Spec.Volumes[0].ConfigMap.Name == p.name+"-ch-canary" {
+				if slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool {
+					return v.ConfigMap != nil && v.ConfigMap.Name == p.name+"-ch-canary"
+				}) {
 					canary[p.name] = pod.Name
 				}
 				started[p.name][pod.Name] = startedAt(&pod)
@@ -300,15 +300,15 @@ var _ = Describe("hot config on real programs (Prometheus, Alertmanager, Caddy) 
 
 // programDeployment runs p, two pods, on its hot ConfigMap.
 func programDeployment(ns string, p realProgram) *appsv1.Deployment {
-	c := p.container
-	c.Name, c.Image, c.ImagePullPolicy = p.name, p.image, corev1.PullNever
+	c := corev1.Container{Name: p.name, Image: p.image, ImagePullPolicy: corev1.PullNever, Args: p.recipe.Args, Env: p.env}
 	c.VolumeMounts = []corev1.VolumeMount{{Name: "config", MountPath: p.mount}, {Name: "data", MountPath: "/data"}}
 	labels := map[string]string{"app": p.name}
-	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.name}, Spec: appsv1.DeploymentSpec{
+	// Labelled itself: a wave's selector picks workloads.
+	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.name, Labels: labels}, Spec: appsv1.DeploymentSpec{
 		Replicas: new(int32(2)),
 		Selector: &metav1.LabelSelector{MatchLabels: labels},
 		Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{v1alpha1.ReloadAgentAnnotation: p.trigger, v1alpha1.ReloadCheckAnnotation: p.check}},
+			ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{v1alpha1.ReloadAgentAnnotation: p.recipe.Trigger, v1alpha1.ReloadCheckAnnotation: p.recipe.Check}},
 			Spec: corev1.PodSpec{
 				// A user of its own, as signal mode asks (the agent signals
 				// the program as its user).
