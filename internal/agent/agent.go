@@ -117,6 +117,9 @@ type state struct {
 	// set is the set configward last said the config belongs to ("" for
 	// none).
 	set string
+	// good sums the content the program last applied or started on: its
+	// last good configuration ("" when nothing says it runs one).
+	good string
 }
 
 // Run runs the agent until ctx ends.
@@ -173,13 +176,16 @@ func Run(ctx context.Context, spec reload.Spec, o Options, log logr.Logger) erro
 	first := result{what: reload.Seen, message: "the program starts on it"}
 	for prog.check != nil && ctx.Err() == nil {
 		swappedAt, current := onDisk(states)
-		if r := prog.await(ctx, first, swappedAt, current); r.what != "" {
+		if r := prog.await(ctx, first, swappedAt, current, false); r.what != "" {
 			first = r
 			break
 		}
 	}
+	// A program starts on its config or exits: without a check, or with
+	// one that says so, it runs what is on disk.
+	started := first.what == reload.Applied || prog.check == nil
 	for _, s := range states {
-		s.look(told(first), log)
+		s.look(told(first), started, log)
 	}
 	rep.update(states)
 
@@ -208,13 +214,13 @@ func Run(ctx context.Context, spec reload.Spec, o Options, log logr.Logger) erro
 				continue // the poll looks again
 			}
 			swappedAt, current := onDisk(swapped)
-			r := prog.reloadAndCheck(ctx, swappedAt, current)
+			r := prog.reloadAndCheck(ctx, swappedAt, current, backToGood(states))
 			if r.what == "" {
 				continue // swapped again: the poll reloads the newer one
 			}
 			r = told(r)
 			for _, s := range swapped {
-				s.look(r, log)
+				s.look(r, r.what == reload.Applied, log)
 			}
 			rep.update(states)
 		}
@@ -243,9 +249,21 @@ func onDisk(states []*state) (time.Time, func() bool) {
 	}
 }
 
+// backToGood says whether every config on disk is again the content of
+// the program's last good configuration (a rollback after a rejection).
+func backToGood(states []*state) bool {
+	for _, s := range states {
+		c, err := read(s.config)
+		if err != nil || s.good == "" || c.sum() != s.good {
+			return false
+		}
+	}
+	return true
+}
+
 // look reads s's config as it is on disk now and records r as what the
-// program made of it.
-func (s *state) look(r result, log logr.Logger) {
+// program made of it; runs says the program now runs that content.
+func (s *state) look(r result, runs bool, log logr.Logger) {
 	c, err := read(s.config)
 	if err != nil {
 		if !errors.Is(err, errSwapped) {
@@ -254,6 +272,9 @@ func (s *state) look(r result, log logr.Logger) {
 		return
 	}
 	s.revision, s.swappedAt = c.revision, c.swappedAt
+	if runs {
+		s.good = c.sum()
+	}
 	s.result = reload.ConfigReport{Config: s.config.ID(), SwappedAt: c.swappedAt, Result: r.what, At: time.Now().UTC(), Message: r.message,
 		AllKeys: s.config.Items == nil, Set: s.set}
 	log.Info("config", "config", s.config.ID(), "revision", c.revision, "result", r.what, "message", r.message)

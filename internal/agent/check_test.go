@@ -31,10 +31,15 @@ type lateProgram struct {
 	// seen is the revision it last looked at; asleep, it never reloads.
 	seen   string
 	asleep bool
+	// runs is the content it runs; with onlyChanges it reloads only a
+	// content that differs from it, as Caddy's watch does.
+	runs        string
+	onlyChanges bool
 }
 
 func newLateProgram(t *testing.T, dir string, delay time.Duration, polls bool) *lateProgram {
-	p := &lateProgram{dir: dir, delay: delay, ok: 1, at: time.Now(), seen: revisionOf(dir)}
+	first, _ := os.ReadFile(filepath.Join(dir, "a"))
+	p := &lateProgram{dir: dir, delay: delay, ok: 1, at: time.Now(), seen: revisionOf(dir), runs: string(first)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		p.mu.Lock()
@@ -77,14 +82,14 @@ func (p *lateProgram) reload() {
 	b, _ := os.ReadFile(filepath.Join(p.dir, "a"))
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.asleep {
+	if p.asleep || p.onlyChanges && string(b) == p.runs {
 		return
 	}
 	if string(b) == "bad" {
 		p.ok = 0
 		return
 	}
-	p.ok, p.at = 1, time.Now()
+	p.ok, p.at, p.runs = 1, time.Now(), string(b)
 }
 
 func (p *lateProgram) check() string {
@@ -168,7 +173,7 @@ func TestSuccessTimes(t *testing.T) {
 	}))
 	defer metrics.Close()
 	p := &program{trigger: reload.Trigger{Mode: reload.Watch}, check: &reload.Check{URL: metrics.URL, Metric: "ok", Since: "at_ms"}, client: http.DefaultClient, settle: time.Millisecond}
-	r, proven := p.judge(t.Context(), time.Now().Add(-time.Minute))
+	r, proven := p.judge(t.Context(), time.Now().Add(-time.Minute), false)
 	if proven || r.what != reload.Triggered || !strings.Contains(r.message, "not a Unix time in seconds") {
 		t.Errorf("a time in milliseconds: %+v, proven %v", r, proven)
 	}
@@ -192,4 +197,32 @@ func TestCheckOnTheTimeAlone(t *testing.T) {
 	if !strings.Contains(p.Message, "has not reloaded since the swap") {
 		t.Errorf("seen with %q", p.Message)
 	}
+}
+
+// A rollback after a rejection brings back the content the program kept
+// running: a program that reloads only what differs from what it runs
+// never reloads it, and its gauge still says it rejected the one between.
+// It runs this content all the same.
+func TestCheckAfterARollback(t *testing.T) {
+	o := fast
+	o.CheckFor = 5 * time.Second
+	cw := newConfigward(t)
+	dir := t.TempDir()
+	project(t, dir, map[string]string{"a": "1"})
+	prog := newLateProgram(t, dir, 300*time.Millisecond, true)
+	prog.mu.Lock()
+	prog.onlyChanges = true
+	prog.mu.Unlock()
+	run(t, spec(t, cw, "watch", prog.check(), dir), o)
+	appliedContent(t, cw, "ConfigMap/cfg0", reload.Applied, map[string]string{"a": "1"})
+	project(t, dir, map[string]string{"a": "bad"})
+	appliedContent(t, cw, "ConfigMap/cfg0", reload.Rejected, map[string]string{"a": "bad"})
+	project(t, dir, map[string]string{"a": "1"})
+	p := appliedContent(t, cw, "ConfigMap/cfg0", reload.Applied, map[string]string{"a": "1"})
+	if !strings.Contains(p.Message, "which is this content again") {
+		t.Errorf("applied with %q", p.Message)
+	}
+	// And its gauge still says 0: a new good content is proven by its time.
+	project(t, dir, map[string]string{"a": "2"})
+	appliedContent(t, cw, "ConfigMap/cfg0", reload.Applied, map[string]string{"a": "2"})
 }

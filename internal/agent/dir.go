@@ -1,7 +1,11 @@
 package agent
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -89,3 +93,16 @@ func read(c reload.Config) (content, error) {
 }
 
 var errSwapped = fmt.Errorf("swapped while read")
+
+// sum tells one content from another, within the agent: a SHA-256 of its
+// keys and values in key order. It never leaves the agent (what leaves is
+// keyed: reload.Fingerprints).
+func (c content) sum() string {
+	keys := slices.Sorted(maps.Keys(c.values))
+	h := sha256.New()
+	for _, k := range keys {
+		fmt.Fprintf(h, "%d:%s%d:", len(k), k, len(c.values[k]))
+		h.Write(c.values[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

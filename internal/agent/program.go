@@ -46,12 +46,15 @@ type result struct {
 // reloadAndCheck triggers the program's reload of the content swapped in
 // at swapped and reads back what it made of it, while current says that
 // content is still the one on disk.
-func (p *program) reloadAndCheck(ctx context.Context, swapped time.Time, current func() bool) result {
+//
+// kept says the content is again what the program ran when it last
+// rejected one: it runs it whatever its check says (see judge).
+func (p *program) reloadAndCheck(ctx context.Context, swapped time.Time, current func() bool, kept bool) result {
 	r := p.reload(ctx)
 	if r.what == reload.Rejected || p.check == nil {
 		return r
 	}
-	return p.await(ctx, r, swapped, current)
+	return p.await(ctx, r, swapped, current, kept)
 }
 
 // reload triggers the program's reload once.
@@ -83,7 +86,7 @@ func (p *program) reload(ctx context.Context) result {
 // watches its files). It gives up, with the zero result,
 // once the content is swapped again: the next one is reloaded and
 // checked in its turn.
-func (p *program) await(ctx context.Context, sent result, swapped time.Time, current func() bool) result {
+func (p *program) await(ctx context.Context, sent result, swapped time.Time, current func() bool, kept bool) result {
 	deadline := time.Now().Add(p.checkFor)
 	wait := p.settle
 	for {
@@ -95,14 +98,8 @@ func (p *program) await(ctx context.Context, sent result, swapped time.Time, cur
 		if !current() {
 			return result{}
 		}
-		r, proven := p.judge(ctx, swapped)
+		r, proven := p.judge(ctx, swapped, kept)
 		if proven || !time.Now().Before(deadline) {
-			switch r.what {
-			case reload.Applied:
-				p.failing = false
-			case reload.Rejected:
-				p.failing = true
-			}
 			return r
 		}
 		wait = min(2*wait, maxCheckWait)
@@ -121,10 +118,15 @@ const maxCheckWait = 5 * time.Second
 // (Check.Since) a 1 proves the content applied once that time is after
 // the swap. A 0 where the program was running a good config is a reload
 // that failed since, so this content's rejection; where it already ran
-// on a rejection, only the time to prove it running out tells.
-func (p *program) judge(ctx context.Context, swapped time.Time) (result, bool) {
+// on a rejection, only the time to prove it running out tells, unless
+// the content is the one it kept (kept): a program that rejects keeps its
+// last good configuration, so it runs this content, and a program that
+// reloads only what differs from what it runs (Caddy's watch) never
+// reloads it nor clears its gauge.
+func (p *program) judge(ctx context.Context, swapped time.Time, kept bool) (result, bool) {
 	if p.check.Since == "" {
 		r := p.read(ctx)
+		p.learn(r)
 		return r, r.what != reload.Triggered
 	}
 	_, body, err := p.call(ctx, http.MethodGet, p.check.URL)
@@ -139,15 +141,17 @@ func (p *program) judge(ctx context.Context, swapped time.Time) (result, bool) {
 	switch {
 	case !found || !foundAt:
 		return result{reload.Triggered, reload.Cut(fmt.Sprintf("the check serves no %s or no %s", p.check.Metric, p.check.Since))}, false
+	case ok == 0 && !p.failing:
+		p.failing = true
+		return result{reload.Rejected, p.check.Metric + " 0: the program kept its last good configuration"}, true
+	case ok == 0 && kept:
+		return result{reload.Applied, p.check.Metric + " 0 from the rejection before: the program runs its last good configuration, which is this content again"}, true
 	case ok == 0:
-		r := result{reload.Rejected, p.check.Metric + " 0: the program kept its last good configuration"}
-		if p.failing {
-			r.message = fmt.Sprintf("%s 0 and no successful reload since the swap at %s: the program kept its last good configuration", p.check.Metric, stamp(swapped))
-		}
-		return r, !p.failing
+		return result{reload.Rejected, fmt.Sprintf("%s 0 and no successful reload since the swap at %s: the program kept its last good configuration", p.check.Metric, stamp(swapped))}, false
 	case at > float64(time.Now().Add(24*time.Hour).Unix()):
 		return result{reload.Triggered, reload.Cut(fmt.Sprintf("%s is %v, not a Unix time in seconds (milliseconds or nanoseconds are not taken)", p.check.Since, at))}, false
 	case ok == 1 && after(at, swapped):
+		p.failing = false
 		return result{reload.Applied, reload.Cut(fmt.Sprintf("the program reloaded at %s, after the swap at %s (%s)", stamp(unixTime(at)), stamp(swapped), p.check.Since))}, true
 	case ok == 1:
 		return result{p.unproven(), reload.Cut(fmt.Sprintf("the program has not reloaded since the swap at %s: its last successful reload (%s) was at %s", stamp(swapped), p.check.Since, stamp(unixTime(at))))}, false
@@ -173,6 +177,17 @@ func (p *program) unproven() string {
 		return reload.Seen
 	}
 	return reload.Triggered
+}
+
+// learn keeps what a reading without the success time says of the
+// program's state.
+func (p *program) learn(r result) {
+	switch r.what {
+	case reload.Applied:
+		p.failing = false
+	case reload.Rejected:
+		p.failing = true
+	}
 }
 
 // unixTime is a gauge of Unix seconds as a time.
