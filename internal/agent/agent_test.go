@@ -326,7 +326,11 @@ func TestSignalReload(t *testing.T) {
 	}
 	marker := filepath.Join(t.TempDir(), "hup")
 	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), "CONFIGWARD_AGENT_TEST_CHILD="+marker, reload.ContainerEnv+"=app")
+	// The agent looks through the whole machine's /proc here, not a pod's:
+	// a container name of this test alone (the node suite's pods, on this
+	// machine too, mark theirs "app").
+	container := fmt.Sprintf("agent-test-%d", os.Getpid())
+	child.Env = append(os.Environ(), "CONFIGWARD_AGENT_TEST_CHILD="+marker, reload.ContainerEnv+"="+container)
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -337,11 +341,11 @@ func TestSignalReload(t *testing.T) {
 	cw := newConfigward(t)
 	dir := t.TempDir()
 	project(t, dir, map[string]string{"a": "1"})
-	run(t, spec(t, cw, "signal:SIGHUP@app", "", dir), fast)
+	run(t, spec(t, cw, "signal:SIGHUP@"+container, "", dir), fast)
 	appliedContent(t, cw, "ConfigMap/cfg0", reload.Seen, map[string]string{"a": "1"})
 	project(t, dir, map[string]string{"a": "2"})
 	p := appliedContent(t, cw, "ConfigMap/cfg0", reload.Triggered, map[string]string{"a": "2"})
-	if !strings.Contains(p.Message, "SIGHUP sent to 1 processes of container app") {
+	if !strings.Contains(p.Message, "SIGHUP sent to 1 processes of container "+container) {
 		t.Errorf("message %q", p.Message)
 	}
 	waitFor(t, func() bool { b, _ := os.ReadFile(marker); return string(b) == "1" })

@@ -133,7 +133,7 @@ var realPrograms = []realProgram{{
 	// A certificate file that is not there: the Caddyfile adapts, and
 	// Caddy fails to load it. (A syntax error is another story: see the
 	// last spec.)
-	bad: map[string]string{"Caddyfile": fmt.Sprintf("{\n\tadmin localhost:2019\n\tauto_https off\n}\n\n:%d {\n\ttls /etc/caddy/tls.crt /etc/caddy/tls.key\n\trespond \"v3\"\n}\n", caddyPort)},
+	bad:   map[string]string{"Caddyfile": fmt.Sprintf("{\n\tadmin localhost:2019\n\tauto_https off\n}\n\n:%d {\n\ttls /etc/caddy/tls.crt /etc/caddy/tls.key\n\trespond \"v3\"\n}\n", caddyPort)},
 	mount: "/etc/caddy",
 	// Caddy keeps its state under these: the data volume.
 	env: []corev1.EnvVar{{Name: "HOME", Value: "/data"}, {Name: "XDG_DATA_HOME", Value: "/data"}, {Name: "XDG_CONFIG_HOME", Value: "/data"}},
