@@ -167,6 +167,9 @@ var _ = Describe("hot config on real programs (Prometheus, Alertmanager, Caddy) 
 			ns[p.name] = namespace(nil)
 			deliveryPolicy("node-programs-"+ns[p.name], ns[p.name], v1alpha1.ConfigPolicySpec{
 				Revisions: v1alpha1.RevisionSettings{Enabled: true},
+				// Four changes in a few minutes are these specs', not a
+				// writer gone wrong: none is held as flapping.
+				Rollouts: v1alpha1.RolloutSettings{Flapping: &v1alpha1.FlappingSettings{Changes: 10, Window: metav1.Duration{Duration: 10 * time.Minute}}},
 				Delivery: &v1alpha1.DeliverySettings{
 					Waves: []v1alpha1.Wave{
 						{Name: "canary", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": p.name}}, PodPercent: new(int32(50))},
@@ -189,7 +192,7 @@ var _ = Describe("hot config on real programs (Prometheus, Alertmanager, Caddy) 
 			Expect(env.Client.Create(ctx, programDeployment(ns[p.name], p))).To(Succeed())
 		}
 		for _, p := range realPrograms {
-			Eventually(func() []string { return readyNames(ns[p.name], p.name) }, 3*time.Minute, 250*time.Millisecond).
+			Eventually(func() []corev1.Pod { return readyPods(ns[p.name], p.name) }, 3*time.Minute, 250*time.Millisecond).
 				Should(HaveLen(2), func() string { return programLogs(ns[p.name], p.name) })
 			started[p.name] = map[string]time.Time{}
 			for _, pod := range livePods(ns[p.name], p.name) {
@@ -384,19 +387,6 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// readyNames are the names of app's ready pods in ns.
-func readyNames(ns, app string) []string {
-	var out []string
-	for _, p := range livePods(ns, app) {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				out = append(out, p.Name)
-			}
-		}
-	}
-	return out
 }
 
 // get reads path from the program of pod at its address.
