@@ -118,7 +118,7 @@ type state struct {
 	// none).
 	set string
 	// good sums the content the program last applied or started on: its
-	// last good configuration ("" when nothing says it runs one).
+	// last good configuration ("" when nothing says what it runs).
 	good string
 }
 
@@ -272,8 +272,13 @@ func (s *state) look(r result, runs bool, log logr.Logger) {
 		return
 	}
 	s.revision, s.swappedAt = c.revision, c.swappedAt
-	if runs {
+	switch {
+	case runs:
 		s.good = c.sum()
+	case r.what != reload.Rejected:
+		// Nothing proves what the program made of it: it may run it, or
+		// what it had. (A rejection keeps what it had.)
+		s.good = ""
 	}
 	s.result = reload.ConfigReport{Config: s.config.ID(), SwappedAt: c.swappedAt, Result: r.what, At: time.Now().UTC(), Message: r.message,
 		AllKeys: s.config.Items == nil, Set: s.set}
