@@ -45,8 +45,19 @@ const (
 	agentTokenSeconds = 3600
 )
 
-// ParseReloadAnnotations checks a pod template's reload annotations.
+// ParseReloadAnnotations checks a pod template's reload annotations: the
+// served certificate's (ParseServingCertAnnotations), then the reload
+// agent's and its check's.
 func ParseReloadAnnotations(annotations map[string]string) error {
+	if err := ParseServingCertAnnotations(annotations); err != nil {
+		return err
+	}
+	return parseAgentAnnotations(annotations)
+}
+
+// ParseServingCertAnnotations checks a pod template's served-certificate
+// annotations (the check, and what to do when it finds a stale one).
+func ParseServingCertAnnotations(annotations map[string]string) error {
 	if c, ok := annotations[v1alpha1.ServingCertAnnotation]; ok {
 		if _, err := reload.ParseServingCerts(c); err != nil {
 			return fmt.Errorf("%s: %w", v1alpha1.ServingCertAnnotation, err)
@@ -60,6 +71,12 @@ func ParseReloadAnnotations(annotations map[string]string) error {
 			return fmt.Errorf("%s is set without %s: say which port serves the certificate", v1alpha1.OnStaleCertAnnotation, v1alpha1.ServingCertAnnotation)
 		}
 	}
+	return nil
+}
+
+// parseAgentAnnotations checks the reload agent's annotations and its
+// check's.
+func parseAgentAnnotations(annotations map[string]string) error {
 	v, ok := annotations[v1alpha1.ReloadAgentAnnotation]
 	if !ok {
 		if _, check := annotations[v1alpha1.ReloadCheckAnnotation]; check {

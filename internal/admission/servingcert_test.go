@@ -98,18 +98,22 @@ func TestServingCertInjection(t *testing.T) {
 		"an option nobody knows":    {"8443;verify=no", []corev1.Container{mounting("web", "tls")}, "neither sni=<DNS name> nor secret=<Secret name>"},
 		"the same port twice":       {"8443,8443@web", []corev1.Container{mounting("web", "tls")}, "named twice"},
 		"restart without the check": {"", nil, v1alpha1.OnStaleCertAnnotation},
+		"another on-stale-cert":     {"8443", []corev1.Container{mounting("web", "tls")}, "is not Restart"},
 	}
 	for name, tc := range refused {
 		t.Run("refused at apply: "+name, func(t *testing.T) {
 			annotations := map[string]string{v1alpha1.ServingCertAnnotation: tc.annotation}
-			if tc.annotation == "" {
+			switch name {
+			case "restart without the check":
 				annotations = map[string]string{v1alpha1.OnStaleCertAnnotation: v1alpha1.OnStaleCertRestart}
 				tc.containers = []corev1.Container{mounting("web", "tls")}
+			case "another on-stale-cert":
+				annotations[v1alpha1.OnStaleCertAnnotation] = "Evict"
 			}
 			d := deployment("web", corev1.PodSpec{Containers: tc.containers, Volumes: []corev1.Volume{secretVolume("tls", "web-tls"), secretVolume("admin", "admin-tls"), secretVolume("creds", "creds")}})
 			d.Spec.Template.Annotations = annotations
 			resp := serve(validator).Handle(context.Background(), req{op: admissionv1.Create, kind: deploymentKind, name: "web", object: d}.build(t))
-			if resp.Allowed || !strings.Contains(resp.Result.Message, tc.want) {
+			if resp.Allowed || !strings.Contains(resp.Result.Message, tc.want) || !strings.HasPrefix(resp.Result.Message, "[serving-cert] ") {
 				t.Errorf("allowed %v, %q: want refused saying %q", resp.Allowed, resp.Result.Message, tc.want)
 			}
 		})

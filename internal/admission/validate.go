@@ -121,9 +121,12 @@ func (h *ValidateWorkloads) Review(ctx context.Context, r *webhookserver.Review[
 			return admission.Allowed(why)
 		}
 	}
-	if err := ParseReloadAnnotations(w.TemplateAnnotations()); err != nil {
-		// Found at the pod's creation instead, it would leave the pod
-		// without its agent, and nobody would read why.
+	// Found at the pod's creation instead, a bad annotation would leave the
+	// pod without its agent, and nobody would read why.
+	if err := ParseServingCertAnnotations(w.TemplateAnnotations()); err != nil {
+		return admission.Denied(fmt.Sprintf("[serving-cert] %s %s/%s: %v. Fix the annotation and apply again.", kind, r.Namespace, name, err))
+	}
+	if err := parseAgentAnnotations(w.TemplateAnnotations()); err != nil {
 		return admission.Denied(fmt.Sprintf("[reload-agent] %s %s/%s: %v. Fix the annotation and apply again.", kind, r.Namespace, name, err))
 	}
 	if _, err := servingCerts(ctx, h.Inventory, r.Namespace, w.TemplateAnnotations(), spec); err != nil {
