@@ -205,8 +205,10 @@ var _ = Describe("hot config on real programs (Prometheus, Alertmanager, Caddy) 
 				started[p.name][pod.Name] = startedAt(&pod)
 				Eventually(func() string { return p.runs(podNamed(ns[p.name], pod.Name)) }, time.Minute, 250*time.Millisecond).Should(Equal("v1"), pod.Name)
 				// The agent, a native sidecar, starts before the program: it
-				// reports the content the pod started on, seen or applied.
-				Eventually(reportOf(ns[p.name], pod.Name, p.name), time.Minute, 250*time.Millisecond).Should(HaveField("Content", Not(BeEmpty())), programLogs(ns[p.name], p.name))
+				// reads the check until the program answers, and reports
+				// what it runs.
+				Eventually(reportOf(ns[p.name], pod.Name, p.name), time.Minute, 250*time.Millisecond).
+					Should(And(HaveField("Content", Not(BeEmpty())), HaveField("Result", reload.Applied)), programLogs(ns[p.name], p.name))
 			}
 			Expect(canary[p.name]).NotTo(BeEmpty(), "one pod of %s in the canary", p.name)
 		}
