@@ -25,7 +25,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -234,8 +233,8 @@ func onDisk(states []*state) (time.Time, func() bool) {
 	var swappedAt time.Time
 	for _, s := range states {
 		revisions[s] = revisionOf(s.config.Dir)
-		if info, err := os.Stat(filepath.Join(s.config.Dir, revisions[s])); err == nil && info.ModTime().After(swappedAt) {
-			swappedAt = info.ModTime()
+		if at, err := swapTime(s.config.Dir, revisions[s]); err == nil && at.After(swappedAt) {
+			swappedAt = at
 		}
 	}
 	return swappedAt, func() bool {

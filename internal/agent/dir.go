@@ -39,6 +39,16 @@ func revisionOf(dir string) string {
 	return target
 }
 
+// swapTime is when the kubelet swapped revision rev of dir in: the
+// timestamped directory's last change, just before the swap.
+func swapTime(dir, rev string) (time.Time, error) {
+	info, err := os.Stat(filepath.Join(dir, rev))
+	if err != nil {
+		return time.Time{}, err
+	}
+	return info.ModTime(), nil
+}
+
 // maxValues bounds what one content may hold: a ConfigMap or Secret holds
 // at most 1 MiB.
 const maxValues = 4 << 20
@@ -51,11 +61,11 @@ func read(c reload.Config) (content, error) {
 		return content{}, fmt.Errorf("%s has no %s: not a ConfigMap or Secret volume the kubelet projects", c.Dir, dataLink)
 	}
 	root := filepath.Join(c.Dir, rev)
-	info, err := os.Stat(root)
+	at, err := swapTime(c.Dir, rev)
 	if err != nil {
 		return content{}, err
 	}
-	out := content{revision: rev, swappedAt: info.ModTime(), values: map[string][]byte{}}
+	out := content{revision: rev, swappedAt: at, values: map[string][]byte{}}
 	total := 0
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
