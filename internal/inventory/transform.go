@@ -34,6 +34,7 @@ func TransformConfigMap(obj any) (any, error) {
 	}
 	meta := slimMeta(cm.ObjectMeta)
 	meta.ManagedFields = lastWriter(cm.ManagedFields)
+	internMeta(&meta)
 	out := &corev1.ConfigMap{
 		TypeMeta:   cm.TypeMeta,
 		ObjectMeta: meta,
@@ -66,6 +67,7 @@ func TransformSecret(obj any) (any, error) {
 		meta.Annotations[cmapi.CertificateNameKey] = name
 	}
 	meta.ManagedFields = lastWriter(s.ManagedFields)
+	internMeta(&meta)
 	out := &corev1.Secret{
 		TypeMeta:   s.TypeMeta,
 		ObjectMeta: meta,
@@ -98,6 +100,9 @@ func TransformPod(obj any) (any, error) {
 		Status: corev1.PodStatus{Phase: p.Status.Phase, Conditions: readyCondition(p.Status.Conditions),
 			InitContainerStatuses: restarts(p.Status.InitContainerStatuses), ContainerStatuses: restarts(p.Status.ContainerStatuses)},
 	}
+	internMeta(&out.ObjectMeta)
+	internAll(&out.Spec)
+	internAll(&out.Status)
 	return out, nil
 }
 
@@ -192,6 +197,11 @@ func TransformWorkload(obj any) (any, error) {
 		}
 		// The cache's transforms know only the built-in kinds; a declared
 		// kind is unstructured and handled above.
+		if m, ok := o.(metav1.ObjectMetaAccessor); ok {
+			if meta, ok := m.GetObjectMeta().(*metav1.ObjectMeta); ok {
+				internMeta(meta)
+			}
+		}
 		if w, ok := workload.Builtin().For(o); ok {
 			spec, _ := w.PodSpec()
 			for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
@@ -202,6 +212,7 @@ func TransformWorkload(obj any) (any, error) {
 			for i := range spec.EphemeralContainers {
 				spec.EphemeralContainers[i].Env = withoutValues(spec.EphemeralContainers[i].Env)
 			}
+			internAll(spec)
 		}
 	}
 	return obj, nil

@@ -34,7 +34,7 @@ const (
 // moment of measurement (cache synced, after GC), named after the
 // sub-benchmark. Combine with -memprofilerate for finer sampling, and read
 // with `go tool pprof -sample_index=inuse_space`.
-var heapProfileDir = flag.String("heapprofile-dir", "", "write a heap profile of each BenchmarkInventoryHeap variant into this directory")
+var heapProfileDir = flag.String("heapprofile-dir", "", "write a heap profile of each BenchmarkInventoryHeap variant and of BenchmarkWebhookPodCache into this directory")
 
 var (
 	heapSeedOnce sync.Once

@@ -75,6 +75,9 @@ func BenchmarkWebhookPodCache(b *testing.B) {
 		runtime.GC()
 		runtime.GC()
 		runtime.ReadMemStats(&after)
+		if *heapProfileDir != "" {
+			writeHeapProfile(b)
+		}
 		runtime.KeepAlive(ca)
 		cancel()
 		if err := <-done; err != nil {

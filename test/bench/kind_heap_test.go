@@ -1,0 +1,171 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/scheme"
+	"github.com/configward/configward/internal/workload"
+)
+
+// kindHeapObjects of each kind are cached to measure what one costs.
+const kindHeapObjects = 5_000
+
+var (
+	kindSeedOnce sync.Map // namespace → *sync.Once
+	kindSeedErrs sync.Map // namespace → error
+)
+
+// BenchmarkCacheHeapByKind measures the heap configward's cache holds per
+// object of the kinds BenchmarkInventoryHeap (ConfigMaps) and
+// BenchmarkWebhookPodCache (Pods) do not: Secrets (two keys, digests only),
+// Deployments and ReplicaSets (a two-container pod template with probes,
+// resources, env, envFrom and config volumes), each with the transforms
+// and, for workloads, the consumer index both processes run. The webhook
+// and the controller cache them the same way. Run with -benchtime=1x.
+func BenchmarkCacheHeapByKind(b *testing.B) {
+	cfg := controlPlane(b)
+	for _, k := range []struct {
+		name string
+		obj  client.Object
+		list client.ObjectList
+		new  func(ns string, i int) client.Object
+	}{
+		{"Secret", &corev1.Secret{}, &corev1.SecretList{}, heapSecret},
+		{"Deployment", &appsv1.Deployment{}, &appsv1.DeploymentList{}, heapDeployment},
+		{"ReplicaSet", &appsv1.ReplicaSet{}, &appsv1.ReplicaSetList{}, heapReplicaSet},
+	} {
+		b.Run(k.name, func(b *testing.B) {
+			ns := "bench-heap-" + map[string]string{"Secret": "secrets", "Deployment": "deployments", "ReplicaSet": "replicasets"}[k.name]
+			once, _ := kindSeedOnce.LoadOrStore(ns, &sync.Once{})
+			once.(*sync.Once).Do(func() {
+				if err := seedObjects(b, cfg, ns, kindHeapObjects, func(i int) client.Object { return k.new(ns, i) }); err != nil {
+					kindSeedErrs.Store(ns, err)
+				}
+			})
+			if err, ok := kindSeedErrs.Load(ns); ok {
+				b.Fatal(err)
+			}
+			var total uint64
+			n := 0
+			for b.Loop() {
+				total += kindHeap(b, k.obj, k.list, ns)
+				n++
+			}
+			b.ReportMetric(float64(total)/float64(n)/kindHeapObjects, "B/object")
+		})
+	}
+}
+
+// kindHeap starts a cache as the processes configure it with an informer
+// for obj's kind (and the consumer index, for a workload), waits until it
+// holds the seeded objects, and returns how much the live heap grew.
+func kindHeap(b *testing.B, obj client.Object, list client.ObjectList, ns string) uint64 {
+	b.Helper()
+	cfg := controlPlane(b)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	opts := inventory.CacheOptions()
+	opts.Scheme = scheme.Scheme()
+	ca, err := cache.New(cfg, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("cache: %v", err)
+		}
+	}()
+	gvk, _, err := opts.Scheme.ObjectKinds(obj)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if t, ok := workload.Builtin().Type(schema.GroupKind{Group: gvk[0].Group, Kind: gvk[0].Kind}); ok {
+		if _, err := inventory.Start(ctx, ca, workload.Builtin(), []workload.Kind{t.Kind}); err != nil {
+			b.Fatal(err)
+		}
+	} else if _, err := ca.GetInformer(ctx, obj); err != nil {
+		b.Fatal(err)
+	}
+	go func() { done <- ca.Start(ctx) }()
+	if !ca.WaitForCacheSync(ctx) {
+		b.Fatal("cache did not sync")
+	}
+	if err := ca.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		b.Fatal(err)
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if got := len(items); got != kindHeapObjects {
+		b.Fatalf("cache holds %d objects in %s, want %d", got, ns, kindHeapObjects)
+	}
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if *heapProfileDir != "" {
+		writeHeapProfile(b)
+	}
+	runtime.KeepAlive(ca)
+	if after.HeapAlloc < before.HeapAlloc {
+		return 0
+	}
+	return after.HeapAlloc - before.HeapAlloc
+}
+
+func heapSecret(ns string, i int) client.Object {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("secret-%05d", i), Namespace: ns},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{"password": []byte(rand.String(32)), "tls.key": []byte(rand.String(1200))},
+	}
+}
+
+func heapDeployment(ns string, i int) client.Object {
+	name := fmt.Sprintf("svc-%05d", i)
+	labels := map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "shop"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: heapTemplate(name, labels)},
+	}
+}
+
+func heapReplicaSet(ns string, i int) client.Object {
+	name := fmt.Sprintf("svc-%05d", i/2)
+	hash := fmt.Sprintf("%x", 0x7d9f8b6c5+i)
+	labels := map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "shop", "pod-template-hash": hash}
+	return &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + hash, Namespace: ns, Labels: labels,
+			Annotations: map[string]string{"deployment.kubernetes.io/revision": "2"}},
+		Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: heapTemplate(name, labels)},
+	}
+}
+
+// heapTemplate is a pod template of the shape benchPod has.
+func heapTemplate(name string, labels map[string]string) corev1.PodTemplateSpec {
+	pod := benchPod(0)
+	spec := pod.Spec
+	spec.Volumes[0].ConfigMap.Name = name + "-config"
+	spec.Volumes[1].Secret.SecretName = name + "-secret"
+	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}
+}
