@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // The configward binary, built once per test process, for tests that need
@@ -135,7 +136,11 @@ func (e *Env) startBinary(name, kubeconfig string, args []string) (*Process, err
 		return nil, err
 	}
 	p := &Process{Component: c, MetricsURL: "http://" + metrics + "/metrics", ProbeURL: "http://" + probe, HeapDump: heap}
-	if err := waitProbe(p.ProbeURL+"/readyz", nil); err != nil {
+	within := e.ReadyWithin
+	if within == 0 {
+		within = time.Minute
+	}
+	if err := waitProbe(p.ProbeURL+"/readyz", nil, within); err != nil {
 		out, _ := os.ReadFile(c.Log)
 		return nil, errors.Join(fmt.Errorf("%s: %w", name, err), errors.New(tail(string(out), 3000)))
 	}

@@ -116,7 +116,18 @@ func (e *Env) StartScheduler() error {
 // the API server put on them. kwok plays the kubelet with the stages `make
 // controlplane` copies from its module (node-initialize, heartbeat with
 // leases, pod ready/complete/delete).
-func (e *Env) StartKwok(nodes int) error {
+func (e *Env) StartKwok(nodes int) error { return e.startKwok(nodes, e.schedulableNodes) }
+
+// StartKwokNodes runs kwok for nodes fake nodes and waits only until kwok
+// reports them Ready, for a cluster without kube-controller-manager whose
+// pods are created already bound to a node (spec.nodeName): nothing then
+// schedules onto them, so the not-ready taint nobody removes does not
+// matter, and kwok still plays each pod's kubelet.
+func (e *Env) StartKwokNodes(nodes int) error {
+	return e.startKwok(nodes, func(ctx context.Context) (int, error) { return e.kwokNodes(ctx, true) })
+}
+
+func (e *Env) startKwok(nodes int, count func(context.Context) (int, error)) error {
 	stages := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kwok-stages.yaml")
 	if _, err := os.Stat(stages); err != nil {
 		return fmt.Errorf("kwok's stages not found in KUBEBUILDER_ASSETS (run `make controlplane`): %w", err)
@@ -144,13 +155,13 @@ func (e *Env) StartKwok(nodes int) error {
 		}
 	}
 	for {
-		ready, err := e.schedulableNodes(ctx)
+		ready, err := count(ctx)
 		if err == nil && ready >= nodes {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d of %d kwok nodes Ready and untainted after 2 minutes (last error: %v); see %s and %s", ready, nodes, err, e.KwokLog, e.ControllerManagerLog)
+			return fmt.Errorf("%d of %d kwok nodes ready after 2 minutes (last error: %v); see %s and %s", ready, nodes, err, e.KwokLog, e.ControllerManagerLog)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -169,14 +180,18 @@ func kwokNode(name string) *corev1.Node {
 	}
 }
 
-func (e *Env) schedulableNodes(ctx context.Context) (int, error) {
+func (e *Env) schedulableNodes(ctx context.Context) (int, error) { return e.kwokNodes(ctx, false) }
+
+// kwokNodes counts the kwok nodes that are Ready and, unless tainted is
+// true, carry no taint.
+func (e *Env) kwokNodes(ctx context.Context, tainted bool) (int, error) {
 	var list corev1.NodeList
 	if err := e.Client.List(ctx, &list, client.HasLabels{"type"}); err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, node := range list.Items {
-		if node.Annotations[KwokNodeAnnotation] == "" || len(node.Spec.Taints) > 0 {
+		if node.Annotations[KwokNodeAnnotation] == "" || (!tainted && len(node.Spec.Taints) > 0) {
 			continue
 		}
 		for _, c := range node.Status.Conditions {

@@ -98,6 +98,10 @@ type Env struct {
 	CA         *CA
 	// ProbeAddr serves /healthz and /readyz of the webhook process.
 	ProbeAddr string
+	// ReadyWithin is how long StartWebhookBinary and StartControllerBinary
+	// wait for the process to be ready (a minute when zero): a benchmark of
+	// a big cluster measures a start-up that may take longer.
+	ReadyWithin time.Duration
 	// ControllerManagerLog, SchedulerLog and KwokLog are the logs of the
 	// cluster components, once started (see StartCluster).
 	ControllerManagerLog, SchedulerLog, KwokLog string

@@ -231,7 +231,7 @@ func (e *Env) StartController(o manager.Controller) (stop func() error, err erro
 	// Ready: its informers have synced, so a change made from now on is
 	// seen as a change (and logged as a rollout's cause), not listed as
 	// the state the controller found.
-	if err := waitProbe("http://"+probe+"/readyz", exited); err != nil {
+	if err := waitProbe("http://"+probe+"/readyz", exited, time.Minute); err != nil {
 		return nil, errors.Join(err, stop())
 	}
 	return stop, nil
@@ -239,8 +239,8 @@ func (e *Env) StartController(o manager.Controller) (stop func() error, err erro
 
 // waitProbe polls a readiness endpoint until it answers 200, the process
 // exits (exited closes; nil: not watched) or a minute passes.
-func waitProbe(url string, exited <-chan struct{}) error {
-	deadline := time.Now().Add(time.Minute)
+func waitProbe(url string, exited <-chan struct{}, within time.Duration) error {
+	deadline := time.Now().Add(within)
 	for {
 		if resp, err := http.Get(url); err == nil {
 			resp.Body.Close()
@@ -249,7 +249,7 @@ func waitProbe(url string, exited <-chan struct{}) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not answer 200 within a minute", url)
+			return fmt.Errorf("%s did not answer 200 within %s", url, within)
 		}
 		select {
 		case <-exited:

@@ -3,7 +3,8 @@
 // and the rules-scaling curve, as PNG files in docs/bench, which
 // docs/evaluate/performance-and-reliability.md shows. With -analysis it
 // draws instead the figures of `make bench-analysis` (analysis.go), which
-// docs/evaluate/analysis.md shows. It lives in a tools
+// docs/evaluate/analysis.md shows, and with -scale the figure of `make
+// bench-scale` (scale.go). It lives in a tools
 // module of its own so that the product's go.mod does not carry a plotting
 // library.
 package main
@@ -48,7 +49,14 @@ func main() {
 	in := flag.String("in", "bin/bench-peers/results.json", "results of make bench-peers")
 	out := flag.String("out", "docs/bench", "folder for the PNG files")
 	analysisIn := flag.String("analysis", "", "results of make bench-analysis (bin/bench-analysis/results.json): draw its figures instead")
+	scaleIn := flag.String("scale", "", "results of make bench-scale (bin/bench-scale/results.json): draw its figure instead")
 	flag.Parse()
+	if *scaleIn != "" {
+		if err := scale(*scaleIn, *out); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if *analysisIn != "" {
 		if err := analysis(*analysisIn, *out); err != nil {
 			log.Fatal(err)
