@@ -76,7 +76,7 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := managerOptions(o.Common, inventory.CacheOptions())
+	opts := managerOptions(o.Common, inventory.WebhookCacheOptions())
 	opts.Cache.NewInformer = views.NewInformer(kindOf(opts.Scheme))
 	opts.WebhookServer = srv
 	mgr, err := ctrl.NewManager(wipingWatchFrames(cfg), opts)

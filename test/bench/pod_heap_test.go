@@ -49,7 +49,7 @@ func BenchmarkWebhookPodCache(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 
-		opts := inventory.CacheOptions()
+		opts := inventory.WebhookCacheOptions()
 		opts.Scheme = scheme.Scheme()
 		ca, err := cache.New(cfg, opts)
 		if err != nil {
