@@ -23,11 +23,11 @@ import (
 // its caches' indexes, the webhook stamps from its inventory).
 const (
 	latencyWorkloads = 10
-	latencyChanges   = 20
+	latencyChanges   = 50
 	latencyConfig    = "shared"
 )
 
-// Latency is one size's stamping latency, over latencyChanges changes.
+// Latency is one size's stamping latency, over latencyChanges changes (the p99 of 50 is the slowest).
 type Latency struct {
 	Factor  int       `json:"factor"`
 	Seconds []float64 `json:"seconds"`
@@ -161,7 +161,7 @@ func stampFirst(ctx context.Context, c client.Client, ns string) error {
 	return err
 }
 
-// quantile is the nearest-rank quantile of sorted values: with 20 changes
+// quantile is the nearest-rank quantile of sorted values: with 50 changes
 // the p99 is the slowest.
 func quantile(sorted []float64, q float64) float64 {
 	if len(sorted) == 0 {

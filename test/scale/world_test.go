@@ -170,7 +170,7 @@ func (s *seeder) job(ctx context.Context, global int) error {
 // the app reading its ConfigMap as files and as env, a Secret as env and as
 // files, the usual probes and resources.
 func podTemplate(name string, labels map[string]string) corev1.PodTemplateSpec {
-	container := func(c, image string) corev1.Container {
+	container := func(c, image string, port int32) corev1.Container {
 		return corev1.Container{
 			Name: c, Image: "registry.example/team/" + image + ":1.42.0",
 			Args: []string{"--config=/etc/app/app.yaml", "--log-level=info"},
@@ -181,9 +181,9 @@ func podTemplate(name string, labels map[string]string) corev1.PodTemplateSpec {
 				{Name: "REGION", Value: "eu-west-1"},
 			},
 			EnvFrom:      []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name + "-config"}}}},
-			Ports:        []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+			Ports:        []corev1.ContainerPort{{Name: c, ContainerPort: port}},
 			VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/app"}, {Name: "tls", MountPath: "/etc/tls", ReadOnly: true}},
-			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstrPort}},
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString(c)}},
 				PeriodSeconds: 5},
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory}},
 		}
@@ -191,7 +191,7 @@ func podTemplate(name string, labels map[string]string) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels},
 		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{container("app", name), container("proxy", "envoy")},
+			Containers: []corev1.Container{container("app", name, 8080), container("proxy", "envoy", 15001)},
 			Volumes: []corev1.Volume{
 				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name + "-config"}}}},
 				{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: name + "-secret"}}},
@@ -258,7 +258,6 @@ func with(m map[string]string, k, v string) map[string]string {
 }
 
 var (
-	intstrPort = intstr.FromString("http")
 	cpu        = resource.MustParse("100m")
 	memory     = resource.MustParse("128Mi")
 )

@@ -21,7 +21,7 @@ type scaleResults struct {
 		} `json:"size"`
 		Process      string  `json:"process"`
 		RSSMiB       float64 `json:"rssMiB"`
-		HeapInUseMiB float64 `json:"heapInUseMiB"`
+		LiveHeapMiB  float64 `json:"liveHeapMiB"`
 	} `json:"rows"`
 }
 
@@ -52,7 +52,7 @@ func scale(in, out string) error {
 			dashed bool
 		}{
 			{"RSS", func(j int) float64 { return r.Rows[j].RSSMiB }, false},
-			{"live heap", func(j int) float64 { return r.Rows[j].HeapInUseMiB }, true},
+			{"live heap", func(j int) float64 { return r.Rows[j].LiveHeapMiB }, true},
 		} {
 			var pts plotter.XYs
 			for j, row := range r.Rows {
