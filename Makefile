@@ -547,12 +547,12 @@ bench-analysis: controlplane prometheus ## Measure wave times and queries per wa
 # How configward's memory and start-up grow with the cluster: the webhook and
 # the controller, each started fresh on an empty cluster and at 1×, 2× and 4×
 # of 10,000 Pods (bound to kwok nodes) and as many ConfigMaps and Secrets
-# (about 25 minutes on 2 cores, most of it creating the objects); never part
+# (about 20 minutes on 2 cores, most of it creating the objects); never part
 # of `make test`. Table in $(SCALE_OUT)/results.md, plot in docs/bench.
 SCALE_OUT ?= $(BIN)/bench-scale
 
 .PHONY: bench-scale
-bench-scale: controlplane ## Measure the webhook's and the controller's memory and time to ready on an empty cluster and at 10,000, 20,000 and 40,000 Pods, ConfigMaps and Secrets (about 25 minutes); table in $(SCALE_OUT)/results.md, plot in docs/bench.
+bench-scale: controlplane ## Measure the webhook's and the controller's memory and time to ready on an empty cluster and at 10,000, 20,000 and 40,000 Pods, ConfigMaps and Secrets (about 20 minutes); table in $(SCALE_OUT)/results.md, plot in docs/bench.
 	CONFIGWARD_SCALE_OUT=$(SCALE_OUT) $(GO) test ./test/scale/ -count=1 -run '^TestScale$$' -v -timeout 120m
 	cd $(TOOLS)/benchplot && $(GO) run . -scale $(SCALE_OUT)/results.json -out $(CURDIR)/docs/bench
 

@@ -78,7 +78,7 @@ func controlPlane(tb testing.TB) *rest.Config {
 // warmUp syncs and stops one cache before any benchmark measures one: what
 // the first cache of a process sets up once and keeps (client-go's shared
 // transports and their connections) would otherwise count against the
-// objects of whichever heap benchmark runs first, about a kilobyte each.
+// objects of whichever heap benchmark runs first.
 func warmUp(cfg *rest.Config) error {
 	c := rest.CopyConfig(cfg)
 	c.QPS, c.Burst = 1000, 2000

@@ -58,7 +58,6 @@ func sizeOf(basePods, factor int) size {
 type seeder struct {
 	c     client.Client
 	nodes int
-	work  chan func(context.Context) error
 }
 
 const seedWorkers = 32
@@ -258,8 +257,8 @@ func with(m map[string]string, k, v string) map[string]string {
 }
 
 var (
-	cpu        = resource.MustParse("100m")
-	memory     = resource.MustParse("128Mi")
+	cpu    = resource.MustParse("100m")
+	memory = resource.MustParse("128Mi")
 )
 
 func ptr[T any](v T) *T { return &v }

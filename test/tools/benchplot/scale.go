@@ -19,9 +19,9 @@ type scaleResults struct {
 		Size struct {
 			Pods int `json:"pods"`
 		} `json:"size"`
-		Process      string  `json:"process"`
-		RSSMiB       float64 `json:"rssMiB"`
-		LiveHeapMiB  float64 `json:"liveHeapMiB"`
+		Process     string  `json:"process"`
+		RSSMiB      float64 `json:"rssMiB"`
+		LiveHeapMiB float64 `json:"liveHeapMiB"`
 	} `json:"rows"`
 }
 
