@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
 	"sync"
 	"testing"
@@ -56,82 +55,25 @@ func BenchmarkInventoryHeap(b *testing.B) {
 	b.Run("digests-only", func(b *testing.B) {
 		opts := inventory.CacheOptions()
 		opts.Scheme = scheme.Scheme()
-		measureCacheHeap(b, cfg, opts)
+		measureCacheHeap(b, opts)
 	})
 	b.Run("full-objects", func(b *testing.B) {
-		measureCacheHeap(b, cfg, cache.Options{Scheme: scheme.Scheme()})
+		measureCacheHeap(b, cache.Options{Scheme: scheme.Scheme()})
 	})
 }
 
-func measureCacheHeap(b *testing.B, cfg *rest.Config, opts cache.Options) {
+// measureCacheHeap reports how much the live heap grows with a cache,
+// configured with opts, that holds the seeded ConfigMaps.
+func measureCacheHeap(b *testing.B, opts cache.Options) {
 	var total uint64
 	n := 0
 	for b.Loop() {
-		total += cacheHeap(b, cfg, opts)
+		total += kindHeap(b, opts, &corev1.ConfigMap{}, &corev1.ConfigMapList{}, heapNamespace, heapObjects)
 		n++
 	}
 	mean := float64(total) / float64(n)
 	b.ReportMetric(mean/(1<<20), "MiB/10k-objects")
 	b.ReportMetric(mean/heapObjects, "B/object")
-}
-
-// cacheHeap starts a cache with a ConfigMap informer, waits for it to hold
-// all the seeded ConfigMaps, and returns how much the live heap grew.
-func cacheHeap(b *testing.B, cfg *rest.Config, opts cache.Options) uint64 {
-	b.Helper()
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-
-	ca, err := cache.New(cfg, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("cache: %v", err)
-		}
-	}()
-	informer, err := ca.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	go func() { done <- ca.Start(ctx) }()
-	if !ca.WaitForCacheSync(ctx) {
-		b.Fatal("cache did not sync")
-	}
-	count := countConfigMaps(b, ctx, ca)
-	if count != heapObjects {
-		b.Fatalf("cache holds %d ConfigMaps in %s, want %d", count, heapNamespace, heapObjects)
-	}
-
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	if *heapProfileDir != "" {
-		writeHeapProfile(b)
-	}
-	runtime.KeepAlive(ca)
-	runtime.KeepAlive(informer)
-	if after.HeapAlloc < before.HeapAlloc {
-		return 0
-	}
-	return after.HeapAlloc - before.HeapAlloc
-}
-
-// countConfigMaps lists from the cache without deep copies, so the count
-// itself adds nothing to the heap that is measured after it.
-func countConfigMaps(b *testing.B, ctx context.Context, r client.Reader) int {
-	b.Helper()
-	var list corev1.ConfigMapList
-	if err := r.List(ctx, &list, client.InNamespace(heapNamespace), client.UnsafeDisableDeepCopy); err != nil {
-		b.Fatal(err)
-	}
-	return len(list.Items)
 }
 
 // seedHeapConfigMaps creates the 10,000 ConfigMaps through the API server.

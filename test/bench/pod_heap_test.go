@@ -1,22 +1,16 @@
 package bench
 
 import (
-	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/inventory"
-	"github.com/configward/configward/internal/scheme"
-	"github.com/configward/configward/internal/workload"
 )
 
 const (
@@ -44,58 +38,12 @@ func BenchmarkWebhookPodCache(b *testing.B) {
 	var total uint64
 	n := 0
 	for b.Loop() {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-
-		opts := inventory.WebhookCacheOptions()
-		opts.Scheme = scheme.Scheme()
-		ca, err := cache.New(cfg, opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		if _, err := inventory.Start(ctx, ca, workload.Builtin(), []workload.Kind{podKind()}); err != nil {
-			cancel()
-			b.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- ca.Start(ctx) }()
-		if !ca.WaitForCacheSync(ctx) {
-			cancel()
-			b.Fatal("cache did not sync")
-		}
-		var list corev1.PodList
-		if err := ca.List(ctx, &list, client.InNamespace(podHeapNamespace), client.UnsafeDisableDeepCopy); err != nil || len(list.Items) != podHeapObjects {
-			cancel()
-			b.Fatalf("cache holds %d pods (%v), want %d", len(list.Items), err, podHeapObjects)
-		}
-		list = corev1.PodList{}
-		runtime.GC()
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		if *heapProfileDir != "" {
-			writeHeapProfile(b)
-		}
-		runtime.KeepAlive(ca)
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("cache: %v", err)
-		}
-		if after.HeapAlloc > before.HeapAlloc {
-			total += after.HeapAlloc - before.HeapAlloc
-		}
+		total += kindHeap(b, inventory.WebhookCacheOptions(), &corev1.Pod{}, &corev1.PodList{}, podHeapNamespace, podHeapObjects)
 		n++
 	}
 	mean := float64(total) / float64(n)
 	b.ReportMetric(mean/(1<<20), "MiB/5k-pods")
 	b.ReportMetric(mean/podHeapObjects, "B/pod")
-}
-
-func podKind() workload.Kind {
-	t, _ := workload.Builtin().Type(schema.GroupKind{Kind: "Pod"})
-	return t.Kind
 }
 
 func seedPods(b *testing.B, cfg *rest.Config) error {
