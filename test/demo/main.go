@@ -225,7 +225,7 @@ func (w *walkthrough) steps() {
 		w.kubectl("get", "events", "-n", namespace, "--field-selector", "reason=ConfigChanged", "-o", "custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message")
 		fmt.Println("  the Deployment replaces its pods through its own rolling update, one every 5 s (minReadySeconds);")
 		fmt.Println("  while it does, configward status counts the pods still on the old config (exit code 1: not all current):")
-		inFlight := w.statusShows(1, "progressing")
+		inFlight := w.statusShows(1, "progressing", "ConfigMap/checkout-config")
 		if !w.expect(w.kubectl("rollout", "status", "deployment/checkout", "-n", namespace, "--timeout=60s"), 0, "successfully rolled out") {
 			return false
 		}
@@ -234,7 +234,7 @@ func (w *walkthrough) steps() {
 			return false
 		}
 		fmt.Println("  and once every pod runs the new config:")
-		return w.statusShows(0, "done") && inFlight
+		return w.statusShows(0, "done", "ConfigMap/checkout-config") && inFlight
 	})
 	w.step("09", "ConfigPolicy: secret-in-env becomes Deny in namespace demo, without a restart", func() bool {
 		if !w.apply("09-configpolicy-demo.yaml", 0) {
@@ -1110,10 +1110,13 @@ func (w *walkthrough) expect(res framework.KubectlResult, wantExit int, want ...
 }
 
 // statusShows waits up to 20 s until `kubectl configward status` shows
-// Deployment checkout in state, then shows it, and checks the exit code.
-func (w *walkthrough) statusShows(wantExit int, state string) bool {
+// Deployment checkout in state with the change that rolled it, then shows
+// it, and checks the exit code. The state shows as soon as the pods do;
+// the change only once the controller's Report names it, which on a busy
+// machine comes seconds later: a newcomer is shown the row that says why.
+func (w *walkthrough) statusShows(wantExit int, state, change string) bool {
 	args := []string{"status", "-n", namespace}
-	row := regexp.MustCompile(`(?m)^Deployment/checkout\s.*\s` + state + `\s`)
+	row := regexp.MustCompile(`(?m)^Deployment/checkout\s.*\s` + state + `\s+` + regexp.QuoteMeta(change) + `\s`)
 	deadline := time.Now().Add(20 * time.Second)
 	for !row.MatchString(w.env.KubectlPlugin(args...).Stdout) && time.Now().Before(deadline) && w.ctx.Err() == nil {
 		time.Sleep(250 * time.Millisecond)
@@ -1121,7 +1124,7 @@ func (w *walkthrough) statusShows(wantExit int, state string) bool {
 	fmt.Println("  $ kubectl configward " + shellJoin(args))
 	res := w.show(w.env.KubectlPlugin(args...))
 	if !row.MatchString(res.Stdout) {
-		fmt.Printf("  ✗ expected Deployment/checkout to be %s\n", state)
+		fmt.Printf("  ✗ expected Deployment/checkout to be %s after a change of %s\n", state, change)
 		return false
 	}
 	return w.expect(res, wantExit)
