@@ -8,9 +8,11 @@
 // The cluster is the API server, etcd and kwok: pods are created already
 // bound to kwok's nodes (no scheduler, no kube-controller-manager, so
 // nothing moves while a process is measured), and kwok plays their
-// kubelets, so they carry a running pod's status. Each process starts
-// fresh at each size, alone, as a new replica would: from its first list to
-// ready, then its memory once it has settled.
+// kubelets, so they carry a running pod's status. At each size the webhook
+// and then the controller start fresh, as a new replica would (the webhook
+// stays up, idle, while the controller starts): from the first list to
+// ready, then the memory once settled; then, with both up, the stamping
+// latency (latency_test.go).
 package scale
 
 import (
