@@ -179,6 +179,14 @@ var _ = Describe("secrets mounted through the Secrets Store CSI driver", func() 
 
 		By("the other pod catches up, and a write through the webhook keeps the hash the controller stamped")
 		reportVersions(pods[1], "db-creds", map[string]string{"secret/db-password": "2"})
+		// The controller records the catch-up (both pods seen at one
+		// version) on its next look; the replace below must find that
+		// record, not race the controller's write of it.
+		Eventually(func() []string {
+			r, err := secretversions.Decode(secretVersionsRecord(ns, "web")())
+			Expect(err).NotTo(HaveOccurred())
+			return r.Classes["db-creds"].Seen
+		}, 15*time.Second).Should(HaveLen(1))
 		res := env.Kubectl("", "annotate", "deployment/web", "-n", ns, "team=payments")
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
 		Expect(stateOf("Deployment", ns, "web")()).To(HaveField("Hash", second), "the webhook computes the controller's hash from the record")
