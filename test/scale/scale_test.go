@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/scheme"
+	"github.com/configward/configward/test/bench/peers"
 	"github.com/configward/configward/test/framework"
 )
 
@@ -227,7 +228,7 @@ func measure(env *framework.Env, out, process string, sz size) (*framework.Proce
 	}
 	row := Row{Size: sz, Process: process, ReadySeconds: time.Since(start).Seconds()}
 	time.Sleep(settle)
-	rss, peak, err := residentMemory(p.PID())
+	rss, peak, err := peers.Memory(p.PID())
 	if err != nil {
 		return stop(err)
 	}
@@ -285,33 +286,6 @@ func save(url, file string) error {
 		return err
 	}
 	return f.Close()
-}
-
-// residentMemory reads VmRSS and VmHWM (the peak) from /proc/<pid>/status.
-func residentMemory(pid int) (rss, peak int64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		name, value, ok := strings.Cut(line, ":")
-		if !ok || (name != "VmRSS" && name != "VmHWM") {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %w", line, err)
-		}
-		if name == "VmRSS" {
-			rss = kb << 10
-		} else {
-			peak = kb << 10
-		}
-	}
-	if rss == 0 || peak == 0 {
-		return 0, 0, fmt.Errorf("/proc/%d/status lacks VmRSS or VmHWM", pid)
-	}
-	return rss, peak, nil
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
