@@ -210,9 +210,12 @@ func waitForStamp(b *testing.B, c client.Client, obj *appsv1.Deployment) string 
 // stormState is what the watch counts, by config hash.
 type stormState struct {
 	deploymentsWith map[string]int // Deployments whose template carries the hash
-	newReplicaSets  map[string]int // ReplicaSets with the hash that want a pod
-	pods            map[string]int // pods with the hash, any phase
-	podsRunning     map[string]int // of those, Ready and not being deleted
+	// Deployments whose template carries the hash and whose status says
+	// the deployment controller has seen that template
+	deploymentsObserved map[string]int
+	newReplicaSets      map[string]int // ReplicaSets with the hash that want a pod
+	pods                map[string]int // pods with the hash, any phase
+	podsRunning         map[string]int // of those, Ready and not being deleted
 }
 
 func (s stormState) onlyDeploymentHashOtherThan(h string) string {
@@ -253,7 +256,7 @@ func newStormWatch(b *testing.B, env *framework.Env, ns string) *stormWatch {
 
 func (w *stormWatch) state(b *testing.B) stormState {
 	ctx := context.Background()
-	s := stormState{map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}}
+	s := stormState{map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}}
 	var deployments appsv1.DeploymentList
 	var replicaSets appsv1.ReplicaSetList
 	var pods corev1.PodList
@@ -263,7 +266,11 @@ func (w *stormWatch) state(b *testing.B) stormState {
 		}
 	}
 	for _, d := range deployments.Items {
-		s.deploymentsWith[d.Spec.Template.Annotations[v1alpha1.ConfigHashAnnotation]]++
+		h := d.Spec.Template.Annotations[v1alpha1.ConfigHashAnnotation]
+		s.deploymentsWith[h]++
+		if d.Status.ObservedGeneration >= d.Generation {
+			s.deploymentsObserved[h]++
+		}
 	}
 	for _, rs := range replicaSets.Items {
 		if ptr.Deref(rs.Spec.Replicas, 0) > 0 {
