@@ -562,7 +562,7 @@ bench-scale: controlplane ## Measure the webhook's and the controller's memory a
 # or `make bench`. Times and the API server's write counts in its log.
 .PHONY: bench-fleet
 bench-fleet: controlplane ## Time one change consumed by 5,000 workloads, without delivery and in three waves, with the API server's write count (about 25 minutes).
-	$(GO) test ./test/bench/ -count=1 -run '^$$' -bench '^BenchmarkFleetChange$$' -benchtime=1x -timeout 60m
+	$(GO) test ./test/bench/ -count=1 -run '^$$' -bench '^BenchmarkFleetChange$$' -benchtime=1x -timeout 60m -v
 
 # The soak is a run of its own, never part of `make test`. Its -timeout is
 # SOAK_DURATION plus 15 minutes for the cluster's start and the checks after
