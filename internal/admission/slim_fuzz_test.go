@@ -68,7 +68,7 @@ func newSlimChains(tb testing.TB) [2]slimChain {
 		Register(srv, Facts{
 			Scheme: testScheme, Inventory: newInventory(cache), Kinds: workload.Builtin(), Cache: cache, Live: newLive(web.DeepCopy()),
 			Keys: hashkey.Fixed(testKey), Policies: policies, Schemas: configschema.New(cache), ChangeControl: governed,
-			Recorder: Recorder{Events: rec, Effects: effects.New(true)}, FullObjects: full,
+			Recorder: Recorder{Events: rec, Effects: effects.New(true, workload.Builtin())}, FullObjects: full,
 			Agent: &ReloadAgent{Image: "configward:test", ReportURL: "https://configward.example:9444" + reload.ReportPath, CA: func() string { return "PEM" }},
 		})
 		chains[i] = slimChain{mux: srv.WebhookMux(), events: rec}

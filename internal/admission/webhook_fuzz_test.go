@@ -204,7 +204,7 @@ func newFuzzChains(tb testing.TB) [2]http.Handler {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		ledger := effects.New(trusted)
+		ledger := effects.New(trusted, workload.Builtin())
 		Register(srv, Facts{
 			Scheme: testScheme, Inventory: newInventory(cache), Kinds: workload.Builtin(), Cache: cache, Live: live,
 			Keys: hashkey.Fixed(testKey), Policies: policies, Schemas: configschema.New(cache), ChangeControl: governed,

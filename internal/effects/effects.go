@@ -24,6 +24,7 @@ import (
 
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/slimobject"
+	"github.com/configward/configward/internal/workload"
 )
 
 // Ledger decides when what a decision leaves behind — Events, metrics — is
@@ -39,6 +40,9 @@ import (
 type Ledger struct {
 	trusted bool
 	now     func() time.Time
+	// cached is what the webhook's cache makes of an object: the ledger
+	// compares a review's object with the cache's version in that form.
+	cached inventory.WebhookTransforms
 
 	mu      sync.Mutex
 	pending map[effectKey][]pendingEffect
@@ -68,9 +72,11 @@ const effectTTL = time.Minute
 const maxPending = 10000
 
 // New returns an empty ledger; trusted says the webhook authenticates its
-// callers.
-func New(trusted bool) *Ledger {
-	return &Ledger{trusted: trusted, now: time.Now, pending: map[effectKey][]pendingEffect{}}
+// callers, kinds are the workload kinds of the webhook's cache
+// (inventory.WebhookCacheOptions).
+func New(trusted bool, kinds *workload.Registry) *Ledger {
+	return &Ledger{trusted: trusted, now: time.Now, pending: map[effectKey][]pendingEffect{},
+		cached: inventory.WebhookTransforms{Registry: kinds}}
 }
 
 // Record runs do for a request that decided to let obj through: at once
@@ -91,7 +97,7 @@ func (e *Ledger) Record(req admission.Request, obj client.Object, do func(ref cl
 	if obj.GetName() == "" {
 		return // nothing the cache could ever confirm
 	}
-	p := pendingEffect{uid: obj.GetUID(), content: contentOf(obj), until: e.now().Add(effectTTL), do: func() { do(ref) }}
+	p := pendingEffect{uid: obj.GetUID(), content: e.contentOf(obj), until: e.now().Add(effectTTL), do: func() { do(ref) }}
 	switch req.Operation {
 	case "UPDATE":
 		p.oldRV = obj.GetResourceVersion()
@@ -112,11 +118,12 @@ func (e *Ledger) Refusal(req admission.Request, do func()) {
 	}
 }
 
-// contentOf fingerprints what the cache keeps of obj (see the inventory's
-// transforms), leaving out what the API server sets when it stores a
-// write: identity, versions, timestamps. The same function runs on the
-// object a review describes and on the version the cache shows.
-func contentOf(obj client.Object) string {
+// contentOf fingerprints what the webhook's cache keeps of obj (see the
+// inventory's transforms), leaving out what the API server sets when it
+// stores a write: identity, versions, timestamps. The same function runs
+// on the object a review describes and on the version the cache shows
+// (the transforms leave an object they made as it is).
+func (e *Ledger) contentOf(obj client.Object) string {
 	var kept any = obj.DeepCopyObject()
 	switch obj.(type) {
 	case *corev1.ConfigMap:
@@ -124,11 +131,11 @@ func contentOf(obj client.Object) string {
 	case *corev1.Secret:
 		kept, _ = inventory.TransformSecret(kept)
 	case *corev1.Pod:
-		kept, _ = inventory.TransformPod(kept)
+		kept, _ = e.cached.Pod(kept)
 	case *corev1.Namespace:
 		// cached as it is
 	default:
-		kept, _ = inventory.TransformWorkload(kept)
+		kept, _ = e.cached.Workload(kept)
 	}
 	// A workload or Pod in a review is decoded slim (see slimobject): the
 	// cached version is compared as the same projection.
@@ -254,7 +261,7 @@ func (e *Ledger) observe(kind string, o any, deleted bool) {
 			// admitted again). Another content means the review described
 			// a write that never happened.
 			if content == "" {
-				content = contentOf(obj)
+				content = e.contentOf(obj)
 			}
 			if content == p.content {
 				due = append(due, p.do)

@@ -15,7 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/slimobject"
+	"github.com/configward/configward/internal/workload"
 )
 
 func withData(cm *corev1.ConfigMap, value string) *corev1.ConfigMap {
@@ -53,7 +55,7 @@ func TestEffectsWaitForWhatTheCacheShows(t *testing.T) {
 		{"a fabricated delete: the object is still there", request(admissionv1.Delete), cm("1", "10"), []*corev1.ConfigMap{cm("1", "11")}, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := New(false)
+			e := New(false, workload.Builtin())
 			done := 0
 			e.Record(tc.req, tc.obj, func(client.Object) { done++ })
 			if done != 0 {
@@ -77,25 +79,25 @@ func TestEffectsOfTrustedCallersAndRefusals(t *testing.T) {
 	inc := func() { count++ }
 	incRef := func(client.Object) { count++ }
 
-	New(true).Record(req, obj, incRef)
-	New(true).Refusal(req, inc)
+	New(true, workload.Builtin()).Record(req, obj, incRef)
+	New(true, workload.Builtin()).Refusal(req, inc)
 	if count != 2 {
 		t.Fatalf("authenticated callers: %d of 2 recorded at once", count)
 	}
-	New(false).Refusal(req, inc)
+	New(false, workload.Builtin()).Refusal(req, inc)
 	if count != 2 {
 		t.Fatal("a refusal from a caller nobody authenticated was counted")
 	}
 	dry := req
 	dry.DryRun = ptr.To(true)
-	New(true).Record(dry, obj, incRef)
+	New(true, workload.Builtin()).Record(dry, obj, incRef)
 	if count != 2 {
 		t.Fatal("a dry run was recorded")
 	}
 }
 
 func TestEffectsAreBoundedAndExpire(t *testing.T) {
-	e := New(false)
+	e := New(false, workload.Builtin())
 	now := time.Unix(0, 0)
 	e.now = func() time.Time { return now }
 	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create, Namespace: "shop",
@@ -141,10 +143,54 @@ func TestEffectsOfAWorkloadDecodedSlim(t *testing.T) {
 		observed *appsv1.Deployment
 		want     int
 	}{"the write, whole": {stored, 1}, "another write": {other, 0}} {
-		e := New(false)
+		e := New(false, workload.Builtin())
 		done := 0
 		e.Record(req, slim.(client.Object), func(client.Object) { done++ })
 		e.observe("Deployment", tc.observed, false)
+		if done != tc.want {
+			t.Errorf("%s: recorded %d times, want %d", name, done, tc.want)
+		}
+	}
+}
+
+// The webhook's cache keeps a pod a workload controls without its spec
+// (inventory.WebhookTransforms), only its digest: a write to it (kubectl
+// debug adds an ephemeral container) is still confirmed by the version
+// the cache shows, and a review of a write that stored another spec is not.
+func TestEffectsOfAPodAWorkloadControls(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-7d9f-abcde", UID: "p1", ResourceVersion: "10",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d9f", UID: "rs1", Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1",
+			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "env"}}}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	debugged := pod.DeepCopy()
+	debugged.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger", Image: "busybox"}}}
+	review, err := slimobject.Project(debugged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := func(p *corev1.Pod) *corev1.Pod {
+		p = p.DeepCopy()
+		p.ResourceVersion = "11"
+		out, err := inventory.WebhookTransforms{Registry: workload.Builtin()}.Pod(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.(*corev1.Pod).Spec.Containers) != 0 {
+			t.Fatal("the webhook's cache keeps the spec of a pod a workload controls; this test is about one it drops")
+		}
+		return out.(*corev1.Pod)
+	}
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Update, Namespace: "shop", SubResource: "ephemeralcontainers",
+		Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}}}
+	for name, tc := range map[string]struct {
+		observed *corev1.Pod
+		want     int
+	}{"the write": {cached(debugged), 1}, "a write of another spec": {cached(pod), 0}} {
+		e := New(false, workload.Builtin())
+		done := 0
+		e.Record(req, review.(client.Object), func(client.Object) { done++ })
+		e.observe("Pod", tc.observed, false)
 		if done != tc.want {
 			t.Errorf("%s: recorded %d times, want %d", name, done, tc.want)
 		}

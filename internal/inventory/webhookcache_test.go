@@ -9,10 +9,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/refs"
+	"github.com/configward/configward/internal/reload"
+	"github.com/configward/configward/internal/slimobject"
+	"github.com/configward/configward/internal/workload"
 )
+
+// webhook is the webhook cache's transforms with the built-in kinds.
+var webhook = WebhookTransforms{Registry: workload.Builtin()}
 
 // The webhook's cache keeps of a workload what its readers read (the
 // template's annotations and config references, owners, labels, the
@@ -39,7 +47,7 @@ func TestWebhookWorkloadKeepsWhatAdmissionReads(t *testing.T) {
 			}}},
 		Status: appsv1.DeploymentStatus{Replicas: 3, Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}},
 	}
-	out, err := TransformWebhookWorkload(d.DeepCopy())
+	out, err := webhook.Workload(d.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +68,7 @@ func TestWebhookWorkloadKeepsWhatAdmissionReads(t *testing.T) {
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "shop"},
 		Status: batchv1.JobStatus{Succeeded: 1, Conditions: []batchv1.JobCondition{
 			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue}, {Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Message: "m"}}}}
-	out, err = TransformWebhookWorkload(job)
+	out, err = webhook.Workload(job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +78,7 @@ func TestWebhookWorkloadKeepsWhatAdmissionReads(t *testing.T) {
 
 	// Any other kind passes to TransformWorkload.
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}}
-	if out, err := TransformWebhookWorkload(ns); err != nil || out.(*corev1.Namespace).ManagedFields != nil {
+	if out, err := webhook.Workload(ns); err != nil || out.(*corev1.Namespace).ManagedFields != nil {
 		t.Errorf("a Namespace: %+v, %v", out, err)
 	}
 }
@@ -86,12 +94,150 @@ func TestWebhookPodKeepsReloadConditions(t *testing.T) {
 		Status: corev1.PodStatus{Phase: corev1.PodRunning,
 			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}, reload},
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", RestartCount: 2}}}}
-	out, err := TransformWebhookPod(p)
+	out, err := webhook.Pod(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{reload}}
 	if got := out.(*corev1.Pod).Status; !reflect.DeepEqual(got, want) {
 		t.Errorf("the cached Pod's status: %+v, want %+v", got, want)
+	}
+}
+
+// controlledBy is a controller owner reference to a workload of kind.
+func controlledBy(apiVersion, kind, name string) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: name, UID: types.UID(name + "-uid"), Controller: ptr.To(true)}}
+}
+
+// fullPod is a pod of a Deployment's ReplicaSet as the API server has it:
+// config references, an unrelated env var and volume, resources.
+func fullPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-7d9f-abcde", Namespace: "shop", UID: "p1", ResourceVersion: "10",
+			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{v1alpha1.ConfigHashAnnotation: "h"},
+			OwnerReferences: controlledBy("apps/v1", "ReplicaSet", "web-7d9f")},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: "registry/app:1",
+				EnvFrom:      []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "env"}}}},
+				Env:          []corev1.EnvVar{{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/app"}, {Name: "scratch", MountPath: "/tmp"}},
+				Resources:    corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}},
+			Volumes: []corev1.Volume{
+				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "config"}}}},
+				{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}
+}
+
+// A pod a workload controls is cached by the webhook without its spec (the
+// workload answers for it), with the spec's digest, its metadata and its
+// phase; transformed again, it stays as it is.
+func TestWebhookCacheDropsTheSpecOfAControlledPod(t *testing.T) {
+	p := fullPod()
+	out, err := webhook.Pod(p.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.Pod)
+	if !reflect.DeepEqual(got.Spec, corev1.PodSpec{}) || got.Annotations[cachedSpecKey] == "" {
+		t.Fatalf("a controlled pod kept its spec, or no digest of it: %+v", got)
+	}
+	if got.Status.Phase != corev1.PodRunning || !reflect.DeepEqual(got.OwnerReferences, p.OwnerReferences) ||
+		!reflect.DeepEqual(got.Labels, p.Labels) || got.Annotations[v1alpha1.ConfigHashAnnotation] != "h" || got.UID != p.UID {
+		t.Errorf("a controlled pod lost its metadata or phase: %+v", got)
+	}
+	again, err := webhook.Pod(got)
+	if err != nil || !reflect.DeepEqual(again, got) {
+		t.Errorf("transformed again, the cached pod changed: %+v", again)
+	}
+	other := p.DeepCopy()
+	other.Spec.Containers[0].EnvFrom[0].ConfigMapRef.Name = "other"
+	if o, _ := webhook.Pod(other); o.(*corev1.Pod).Annotations[cachedSpecKey] == got.Annotations[cachedSpecKey] {
+		t.Error("two pods that read other config have the same spec digest")
+	}
+	// A review's pod is decoded slim: its digest is the same.
+	slim, err := slimobject.Project(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := webhook.Pod(slim); o.(*corev1.Pod).Annotations[cachedSpecKey] != got.Annotations[cachedSpecKey] {
+		t.Error("the pod decoded slim has another spec digest than the pod whole")
+	}
+}
+
+// A pod keeps its spec where a reader needs it: no workload controls it
+// (config-in-use-delete counts it), or it carries the reload agent (its
+// reports are checked against what it reads) or a volume with a token of
+// the agent's audience (the agent-token check reads who mounts it).
+func TestWebhookCacheKeepsTheSpecWhereAReaderNeedsIt(t *testing.T) {
+	bare := fullPod()
+	bare.OwnerReferences = nil
+	foreign := fullPod()
+	foreign.OwnerReferences = controlledBy("example.com/v1", "Thing", "t")
+	agent := fullPod()
+	agent.Spec.InitContainers = []corev1.Container{{Name: reload.AgentContainer, RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}
+	token := fullPod()
+	token.Spec.Volumes = append(token.Spec.Volumes, corev1.Volume{Name: "stolen", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: reload.Audience, Path: "token"}}}}}})
+	token.Spec.Containers[0].VolumeMounts = append(token.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "stolen", MountPath: "/t"})
+	for name, p := range map[string]*corev1.Pod{"no owner": bare, "an owner of no workload kind": foreign, "the reload agent": agent, "the agent's token": token} {
+		out, err := webhook.Pod(p.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := out.(*corev1.Pod)
+		want, _ := TransformPod(p.DeepCopy())
+		if !reflect.DeepEqual(got.Spec, want.(*corev1.Pod).Spec) || hasKey(got.Annotations, cachedSpecKey) {
+			t.Errorf("%s: the cached spec is %+v, want it kept", name, got.Spec)
+		}
+	}
+	if c := reload.AgentTokenMountedElsewhere(&token.Spec); c != "app" {
+		t.Fatalf("the agent-token check no longer names the container: %q", c)
+	}
+}
+
+// A ReplicaSet or Job a workload controls keeps its template's metadata
+// (History reads its configward annotations) and loses its spec; one no
+// workload controls keeps it.
+func TestWebhookCacheDropsTheSpecOfAControlledReplicaSetOrJob(t *testing.T) {
+	template := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"},
+			Annotations: map[string]string{v1alpha1.ConfigHashAnnotation: "h", v1alpha1.ConfigSnapshotsAnnotation: "s"}},
+		Spec: fullPod().Spec,
+	}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-7d9f", Namespace: "shop", OwnerReferences: controlledBy("apps/v1", "Deployment", "web")},
+		Spec:   appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Template: template},
+		Status: appsv1.ReplicaSetStatus{Replicas: 3}}
+	out, err := webhook.Workload(rs.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*appsv1.ReplicaSet)
+	want := appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: template.ObjectMeta}}
+	if !reflect.DeepEqual(got.Spec, want) || got.Annotations[cachedSpecKey] == "" || !reflect.DeepEqual(got.OwnerReferences, rs.OwnerReferences) {
+		t.Errorf("a controlled ReplicaSet is cached as %+v", got)
+	}
+	if again, _ := webhook.Workload(got); !reflect.DeepEqual(again, got) {
+		t.Errorf("transformed again, the cached ReplicaSet changed: %+v", again)
+	}
+	bare := rs.DeepCopy()
+	bare.OwnerReferences = nil
+	if out, _ := webhook.Workload(bare); out.(*appsv1.ReplicaSet).Spec.Template.Spec.Containers == nil {
+		t.Error("a ReplicaSet no workload controls lost its spec")
+	}
+
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "nightly-1", Namespace: "shop", OwnerReferences: controlledBy("batch/v1", "CronJob", "nightly")},
+		Spec:   batchv1.JobSpec{Template: template},
+		Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}}
+	out, err = webhook.Workload(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotJob := out.(*batchv1.Job)
+	if gotJob.Spec.Template.Spec.Containers != nil || gotJob.Spec.Template.Annotations[v1alpha1.ConfigHashAnnotation] != "h" ||
+		len(gotJob.Status.Conditions) != 1 || gotJob.Annotations[cachedSpecKey] == "" {
+		t.Errorf("a Job of a CronJob is cached as %+v", gotJob)
 	}
 }

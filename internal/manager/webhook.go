@@ -29,6 +29,7 @@ import (
 	"github.com/configward/configward/internal/reload"
 	"github.com/configward/configward/internal/reloadreports"
 	"github.com/configward/configward/internal/webhookserver"
+	"github.com/configward/configward/internal/workload"
 )
 
 // WebhookProcess is `configward webhook`: a manager with the hardened
@@ -76,14 +77,20 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := managerOptions(o.Common, inventory.WebhookCacheOptions())
+	// The cache's transforms read the workload kinds: what a workload
+	// controls is cached without its spec.
+	kinds, err := o.Kinds()
+	if err != nil {
+		return nil, err
+	}
+	opts := managerOptions(o.Common, inventory.WebhookCacheOptions(kinds))
 	opts.Cache.NewInformer = views.NewInformer(kindOf(opts.Scheme))
 	opts.WebhookServer = srv
 	mgr, err := ctrl.NewManager(wipingWatchFrames(cfg), opts)
 	if err != nil {
 		return nil, fmt.Errorf("creating webhook manager: %w", err)
 	}
-	ready, agents, err := registerWebhooks(mgr, srv, o)
+	ready, agents, err := registerWebhooks(mgr, srv, o, kinds)
 	if err != nil {
 		return nil, err
 	}
@@ -110,15 +117,11 @@ func NewWebhook(cfg *rest.Config, o Webhook) (*WebhookProcess, error) {
 // registerWebhooks builds the facts the handlers read (inventory, policies,
 // schemas, the hash key) on the manager's cache and registers every
 // handler. It returns the readiness checks of what must load first.
-func registerWebhooks(mgr ctrlmanager.Manager, srv *webhookserver.Server, o Webhook) ([]namedCheck, *reloadreports.Server, error) {
+func registerWebhooks(mgr ctrlmanager.Manager, srv *webhookserver.Server, o Webhook, kinds *workload.Registry) ([]namedCheck, *reloadreports.Server, error) {
 	// Every workload kind, Pods included, is cached (without managed
 	// fields) so that a delete of config still in use is refused from
 	// memory; Namespaces (watchPolicies) for their labels and whether they
 	// are terminating.
-	kinds, err := o.Kinds()
-	if err != nil {
-		return nil, nil, err
-	}
 	inv, err := inventory.Start(context.Background(), mgr.GetCache(), kinds, kinds.Kinds())
 	if err != nil {
 		return nil, nil, err
@@ -206,7 +209,7 @@ func registerWebhooks(mgr ctrlmanager.Manager, srv *webhookserver.Server, o Webh
 // kind sharing its Kind with a built-in one shares its key space; the
 // content fingerprint still tells their objects apart.
 func confirmedEffects(mgr ctrlmanager.Manager, trusted bool, inv *inventory.Inventory) (*effects.Ledger, error) {
-	ledger := effects.New(trusted)
+	ledger := effects.New(trusted, inv.Registry())
 	type watched struct {
 		kind string
 		obj  client.Object

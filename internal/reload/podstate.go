@@ -230,17 +230,7 @@ func (t Tally) Stale() int { return t.Pods[StateOlder] + t.Pods[StateRejected] }
 // agent's Audience ("" for none): only the agent may hold that token,
 // which speaks for the pod's program to configward's delivery gate.
 func AgentTokenMountedElsewhere(spec *corev1.PodSpec) string {
-	agentTokens := map[string]bool{}
-	for _, v := range spec.Volumes {
-		if v.Projected == nil {
-			continue
-		}
-		for _, src := range v.Projected.Sources {
-			if t := src.ServiceAccountToken; t != nil && t.Audience == Audience {
-				agentTokens[v.Name] = true
-			}
-		}
-	}
+	agentTokens := agentTokenVolumes(spec)
 	if len(agentTokens) == 0 {
 		return ""
 	}
@@ -261,4 +251,31 @@ func AgentTokenMountedElsewhere(spec *corev1.PodSpec) string {
 		}
 	}
 	return ""
+}
+
+// agentTokenVolumes names the volumes of spec that project a
+// service-account token of the agent's Audience, whatever they are called.
+func agentTokenVolumes(spec *corev1.PodSpec) map[string]bool {
+	out := map[string]bool{}
+	for _, v := range spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if t := src.ServiceAccountToken; t != nil && t.Audience == Audience {
+				out[v.Name] = true
+			}
+		}
+	}
+	return out
+}
+
+// CarriesAgent says whether configward must know pod's spec to answer for
+// its reload agent: the agent runs in it (HasAgent: its reports are
+// checked against what the pod consumes), or a volume projects a token of
+// the agent's Audience (AgentTokenMountedElsewhere decides who may hold
+// it). Both are fixed when the pod is created: volumes and init containers
+// never change.
+func CarriesAgent(pod *corev1.Pod) bool {
+	return HasAgent(pod) || len(agentTokenVolumes(&pod.Spec)) > 0
 }

@@ -128,7 +128,7 @@ func newHandlerFixture(tb testing.TB) *handlerFixture {
 	admission.Register(srv, admission.Facts{
 		Scheme: scheme.Scheme(), Inventory: inv, Kinds: workload.Builtin(), Cache: cache, Live: f.c,
 		Keys: hashkey.Fixed(benchKey), Policies: policies, Schemas: configschema.New(cache), ChangeControl: governed,
-		Recorder: admission.Recorder{Events: recorder, Effects: effects.New(true)},
+		Recorder: admission.Recorder{Events: recorder, Effects: effects.New(true, workload.Builtin())},
 	})
 	f.mux = srv.WebhookMux()
 	return f

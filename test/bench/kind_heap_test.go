@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -78,7 +79,7 @@ func BenchmarkCacheHeapByKind(b *testing.B) {
 			for _, process := range []struct {
 				name string
 				opts func() cache.Options
-			}{{"controller", inventory.CacheOptions}, {"webhook", inventory.WebhookCacheOptions}} {
+			}{{"controller", inventory.CacheOptions}, {"webhook", func() cache.Options { return inventory.WebhookCacheOptions(workload.Builtin()) }}} {
 				b.Run(process.name, func(b *testing.B) {
 					var total uint64
 					n := 0
@@ -181,9 +182,12 @@ func heapReplicaSet(ns string, i int) client.Object {
 	name := fmt.Sprintf("svc-%05d", i/2)
 	hash := fmt.Sprintf("%x", 0x7d9f8b6c5+i)
 	labels := map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "shop", "pod-template-hash": hash}
+	// Owned by its Deployment, as nearly every ReplicaSet is.
+	isController := true
 	return &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + hash, Namespace: ns, Labels: labels,
-			Annotations: map[string]string{"deployment.kubernetes.io/revision": "2"}},
+			Annotations:     map[string]string{"deployment.kubernetes.io/revision": "2"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: types.UID(fmt.Sprintf("0c9a1f5e-2b7d-4c3e-9f8a-%012d", i/2)), Controller: &isController}}},
 		Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: heapTemplate(name, labels)},
 	}
 }

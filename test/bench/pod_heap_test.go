@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configward/configward/internal/inventory"
+	"github.com/configward/configward/internal/workload"
 )
 
 const (
@@ -38,7 +39,7 @@ func BenchmarkWebhookPodCache(b *testing.B) {
 	var total uint64
 	n := 0
 	for b.Loop() {
-		total += kindHeap(b, inventory.WebhookCacheOptions(), &corev1.Pod{}, &corev1.PodList{}, podHeapNamespace, podHeapObjects)
+		total += kindHeap(b, inventory.WebhookCacheOptions(workload.Builtin()), &corev1.Pod{}, &corev1.PodList{}, podHeapNamespace, podHeapObjects)
 		n++
 	}
 	mean := float64(total) / float64(n)

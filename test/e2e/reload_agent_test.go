@@ -321,6 +321,53 @@ var _ = Describe("the reload agent", func() {
 		}, 30*time.Second, time.Second).Should(Or(Equal(http.StatusForbidden), Equal(http.StatusUnauthorized)), "the token of a pod that is gone")
 		Expect(counter("configward_reload_reports_total", nil)).To(BeNumerically(">", 0))
 	})
+
+	// The webhook caches a pod a workload controls without its spec, but
+	// for a pod that carries the agent or a volume of the agent's token:
+	// the token check needs to see who mounts it in such a pod too.
+	It("gives a kubelet no agent token for a pod a ReplicaSet controls that mounts it outside the agent", func() {
+		ns := newNamespace("agent-owned", nil)
+		c := env.Client
+		Expect(c.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}, Data: map[string]string{"k": "v"}})).To(Succeed())
+		labels := map[string]string{"app": "thief"}
+		thief := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "thief", Labels: labels}, Spec: corev1.PodSpec{ServiceAccountName: "default",
+			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1", VolumeMounts: []corev1.VolumeMount{{Name: "t", MountPath: "/t"}},
+				EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "probe"}}}}}},
+			Volumes: []corev1.Volume{{Name: "t", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: reload.Audience, Path: "token"}}}}}}}}}
+		Expect(c.Create(context.Background(), &thief)).To(Succeed())
+		deleteProbe := func() int {
+			return env.Kubectl("", "-n", ns, "delete", "configmap", "probe", "--dry-run=server").ExitCode
+		}
+		Eventually(deleteProbe, 10*time.Second, 200*time.Millisecond).Should(Equal(1), "the webhook counts the bare pod as the ConfigMap's consumer")
+
+		By("a ReplicaSet adopts the pod, and the webhook's cache has it as the ReplicaSet's")
+		rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keeper"}, Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}}}}}
+		Expect(c.Create(context.Background(), rs)).To(Succeed())
+		Eventually(func() bool {
+			var p corev1.Pod
+			return c.Get(context.Background(), client.ObjectKeyFromObject(&thief), &p) == nil && metav1.IsControlledBy(&p, rs)
+		}, 30*time.Second, 200*time.Millisecond).Should(BeTrue(), "the ReplicaSet controller adopts the pod")
+		// A pod a workload controls is no consumer of its own: the dry-run
+		// delete passing shows the webhook's cache has the adopted version.
+		Eventually(deleteProbe, 10*time.Second, 200*time.Millisecond).Should(Equal(0))
+
+		By("the kubelet asks for the agent's token for it")
+		node := "system:node:e2e-node-" + ns
+		Expect(c.Create(context.Background(), &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-node-" + ns},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: node}}})).To(Succeed())
+		DeferCleanup(func() {
+			Expect(c.Delete(context.Background(), &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-node-" + ns}})).To(Succeed())
+		})
+		Expect(c.Get(context.Background(), client.ObjectKeyFromObject(&thief), &thief)).To(Succeed())
+		res := env.Kubectl("", "--as="+node, "--as-group=system:nodes", "-n", ns, "create", "token", "default", "--audience", reload.Audience,
+			"--bound-object-kind", "Pod", "--bound-object-name", thief.Name, "--bound-object-uid", string(thief.UID))
+		Expect(res.ExitCode).NotTo(Equal(0), "a token was minted (%d bytes, not shown)", len(res.Stdout))
+		Expect(res.Stderr).To(ContainSubstring("[agent-token] Pod %s/thief mounts a token of audience %s in container app", ns, reload.Audience))
+	})
 })
 
 // reloadStatus is what `configward status -o json` says of the hot config
