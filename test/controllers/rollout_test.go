@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -55,6 +56,33 @@ var _ = Describe("the rollout controller", func() {
 		Eventually(templateHash(d), 10*time.Second).Should(Equal(hashOf(cm)))
 		Eventually(events(ns, "web", "ConfigChanged"), 5*time.Second).Should(ConsistOf(
 			"ConfigMap/cfg changed: updated configward.dev/config-hash to " + hashOf(cm) + ", which rolls the pods through the workload's own update strategy"))
+	})
+
+	// A workload configward never stamped rolls only for a change the log
+	// has (installing configward restarts nothing). The log and the
+	// controller's own watch of the ConfigMap are two handlers of one
+	// informer; with no batch window the look can come before the log.
+	It("rolls every workload it never stamped on the first change, with no batch window", func() {
+		Expect(stopController()).To(Succeed())
+		DeferCleanup(startSuiteController)
+		stop, err := env.StartController(manager.Controller{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(stop)
+		ns := namespace(nil)
+		cm := configMap(ns, "cfg", "port: 80")
+		create(cm)
+		afterCreationSecond(cm)
+		var ds []*appsv1.Deployment
+		for i := range 20 {
+			d := deployment(ns, fmt.Sprintf("web-%02d", i), "cfg")
+			create(d)
+			ds = append(ds, d)
+		}
+		Consistently(templateHash(ds[len(ds)-1]), time.Second).Should(BeEmpty(), "installing configward restarts nothing")
+		setValue(cm, "port: 81")
+		for _, d := range ds {
+			Eventually(templateHash(d), 10*time.Second).Should(Equal(hashOf(cm)), "Deployment %s", d.Name)
+		}
 	})
 
 	It("names a change made while it waited to lead: the standby that takes over logged it", func() {

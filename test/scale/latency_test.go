@@ -135,10 +135,10 @@ func stampLatency(ctx context.Context, env *framework.Env, c client.Client, fact
 }
 
 // stampFirst has the webhook stamp each consumer, created before it was
-// installed, by writing an annotation on it: the controller rolls a
-// workload configward never stamped only for a change it has logged (an
-// install restarts nothing), and whether its log or its rollout sees a
-// change first is a race at a zero batch window.
+// installed, by writing an annotation on it, so that every change measured
+// is the re-stamp of a stamped workload: one configward never stamped
+// rolls only for a change it has logged (an install restarts nothing),
+// which is another path.
 func stampFirst(ctx context.Context, c client.Client, ns string) error {
 	var list appsv1.DeploymentList
 	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {

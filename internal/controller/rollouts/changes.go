@@ -27,7 +27,8 @@ import (
 // SecretProviderClass whose reload mode changed. Deletions are
 // ignored on purpose: rolling a workload onto config that no longer exists
 // would replace running pods with pods that cannot start. What changed is
-// logged apart from this, by logCauses.
+// logged apart from this, by logCauses, which then tells the rollout of
+// the change again (GenericFunc, through loggedChanges).
 func (r *rollout) configChanged(kind refs.Kind) handler.EventHandler {
 	enqueue := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		if r.deliveredInWaves(ctx, kind, obj) {
@@ -50,6 +51,47 @@ func (r *rollout) configChanged(kind refs.Kind) handler.EventHandler {
 				enqueue(ctx, e.ObjectNew, q)
 			}
 		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+	}
+}
+
+// loggedChanges tells each rollout controller (by its kind) of a changed
+// ConfigMap, Secret or SecretProviderClass (by its kind) once the change
+// is in the log. The controller's own watch of the object and logCauses
+// are two handlers of one informer, called in no set order: a workload
+// configward never stamped rolls only for a logged change (stamp.Early:
+// installing configward restarts nothing), so when the watch's enqueue
+// is looked at first (a zero batch window) the look finds no change and
+// the workload would keep its old config. The look this enqueues comes
+// after the log, and finds it.
+type loggedChanges map[*workload.Type]map[refs.Kind]chan event.GenericEvent
+
+// loggedChangesBuffer bounds what waits for a controller that does not run:
+// a standby replica's controllers start only when it leads.
+const loggedChangesBuffer = 1024
+
+func newLoggedChanges(rolled []*workload.Type, kinds map[refs.Kind]client.Object) loggedChanges {
+	out := loggedChanges{}
+	for _, t := range rolled {
+		out[t] = map[refs.Kind]chan event.GenericEvent{}
+		for k := range kinds {
+			out[t][k] = make(chan event.GenericEvent, loggedChangesBuffer)
+		}
+	}
+	return out
+}
+
+// notify tells every rollout controller that obj, of kind, changed and is
+// logged. It never blocks the informer: when a controller's buffer is full
+// (a standby's, or a burst), its own watch still enqueues the consumers.
+func (l loggedChanges) notify(kind refs.Kind, obj client.Object) {
+	for _, byKind := range l {
+		select {
+		case byKind[kind] <- event.GenericEvent{Object: obj}:
+		default:
+		}
 	}
 }
 
@@ -60,7 +102,8 @@ func (r *rollout) configChanged(kind refs.Kind) handler.EventHandler {
 // once the informers have synced (the process reports ready) is then named
 // in the rollout's Event even when the controllers' own watches start after
 // it, which would see the changed object only as part of their initial list.
-func logCauses(ctx context.Context, c cache.Cache, inv *inventory.Inventory, rolled []workload.Kind, causes *drift.Causes) error {
+// Once an object's change is logged for some workload, logged is told.
+func logCauses(ctx context.Context, c cache.Cache, inv *inventory.Inventory, rolled []workload.Kind, causes *drift.Causes, logged func(refs.Kind, client.Object)) error {
 	for kind, obj := range inv.ConfigKinds() {
 		informer, err := c.GetInformer(ctx, obj)
 		if err != nil {
@@ -71,7 +114,8 @@ func logCauses(ctx context.Context, c cache.Cache, inv *inventory.Inventory, rol
 			if !ok {
 				return
 			}
-			for _, key := range rolledConsumers(ctx, inv, rolled, kind, obj) {
+			consumers := rolledConsumers(ctx, inv, rolled, kind, obj)
+			for _, key := range consumers {
 				if created && !key.startedWithout(obj) {
 					// Informers deliver in their own order: under load a
 					// ConfigMap created before its consumer may reach this
@@ -80,6 +124,9 @@ func logCauses(ctx context.Context, c cache.Cache, inv *inventory.Inventory, rol
 					continue
 				}
 				causes.Add(key.Key, inventory.IndexValue(kind, obj.GetName()), time.Now())
+			}
+			if len(consumers) > 0 {
+				logged(kind, obj)
 			}
 		}
 		_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{

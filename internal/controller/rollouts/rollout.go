@@ -115,7 +115,8 @@ func Setup(mgr ctrl.Manager, inv *inventory.Inventory, opts Options) error {
 			rolled, rolledKinds = append(rolled, t), append(rolledKinds, k)
 		}
 	}
-	if err := logCauses(context.Background(), mgr.GetCache(), inv, rolledKinds, opts.Causes); err != nil {
+	logged := newLoggedChanges(rolled, inv.ConfigKinds())
+	if err := logCauses(context.Background(), mgr.GetCache(), inv, rolledKinds, opts.Causes, logged.notify); err != nil {
 		return err
 	}
 	for _, t := range rolled {
@@ -142,6 +143,9 @@ func Setup(mgr ctrl.Manager, inv *inventory.Inventory, opts Options) error {
 			}
 		})
 		b := ctrl.NewControllerManagedBy(mgr)
+		for kind, ch := range logged[t] {
+			b = b.WatchesRawSource(source.Channel(ch, r.configChanged(kind)))
+		}
 		if inv.CSIClasses() {
 			// The versions the Secrets Store CSI driver reports per pod: a
 			// rotation rolls the pods' workload once.
