@@ -86,10 +86,13 @@ func newLoggedChanges(rolled []*workload.Type, kinds map[refs.Kind]client.Object
 // notify tells every rollout controller that obj, of kind, changed and is
 // logged. It never blocks the informer: when a controller's buffer is full
 // (a standby's, or a burst), its own watch still enqueues the consumers.
+// What waits is the object's name, never the cached object: the enqueue
+// reads the rest from the cache when it runs.
 func (l loggedChanges) notify(kind refs.Kind, obj client.Object) {
+	name := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
 	for _, byKind := range l {
 		select {
-		case byKind[kind] <- event.GenericEvent{Object: obj}:
+		case byKind[kind] <- event.GenericEvent{Object: name}:
 		default:
 		}
 	}
