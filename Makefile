@@ -355,10 +355,14 @@ $(ASSETS)/kwok:
 	mv $(ASSETS)/kwok.tmp $@
 
 # A real node for test/node: the kubelet of the control plane's Kubernetes
-# version, containerd, runc and the CNI plugins, all from the pinned module
-# test/tools/node (Debian's containerd is 1.6, which lacks CRI calls the 1.37 kubelet
-# makes). Cached by the pins: a cold build takes about 10 minutes.
-NODE_DIR := $(BIN)/node-$(K8S_VERSION)-containerd-$(call modversion,node,github.com/containerd/containerd/v2)-$(call TOOLS_SUM,node)
+# version, containerd, runc and the CNI plugins (Debian's containerd is 1.6,
+# which lacks CRI calls the 1.37 kubelet makes). The kubelet is a tool of
+# test/tools/controlplane, beside kube-apiserver: one module for everything
+# built from k8s.io/kubernetes, so the packages they share (client-go,
+# apiserver, component-base, ...) compile once, at one set of versions. The
+# rest comes from the pinned module test/tools/node. Cached by both modules'
+# pins: cold, about 5 minutes once the control plane is built.
+NODE_DIR := $(BIN)/node-$(K8S_VERSION)-containerd-$(call modversion,node,github.com/containerd/containerd/v2)-$(call TOOLS_SUM,node)$(call TOOLS_SUM,controlplane)
 export CONFIGWARD_NODE_DIR ?= $(NODE_DIR)
 
 # The images the node's pods run, assembled by the image tool: no registry,
@@ -386,12 +390,12 @@ NODE_CADDY_IMAGE := $(CADDY_DIR)/caddy-image.tar
 export CONFIGWARD_NODE_CADDY_IMAGE ?= $(NODE_CADDY_IMAGE)
 
 .PHONY: node
-node: $(NODE_DIR)/.complete $(NODE_IMAGES)/.complete $(NODE_PROMETHEUS_IMAGE) $(NODE_ALERTMANAGER_IMAGE) $(NODE_CADDY_IMAGE) ## Build the real node's kubelet, containerd, runc, CNI plugins (cached; cold about 10 minutes), its test images (cached by their sources) and the Prometheus, Alertmanager and Caddy images (cached by their pins).
+node: $(NODE_DIR)/.complete $(NODE_IMAGES)/.complete $(NODE_PROMETHEUS_IMAGE) $(NODE_ALERTMANAGER_IMAGE) $(NODE_CADDY_IMAGE) ## Build the real node's kubelet, containerd, runc, CNI plugins (cached; cold about 5 minutes after the control plane), its test images (cached by their sources) and the Prometheus, Alertmanager and Caddy images (cached by their pins).
 
 $(NODE_DIR)/.complete:
 	@echo "Building the kubelet $(K8S_VERSION), containerd, runc and the CNI plugins into $(NODE_DIR)"
 	mkdir -p $(NODE_DIR)/cni
-	cd $(TOOLS)/node && $(GO) build -ldflags "$(K8S_LDFLAGS)" -o $(NODE_DIR)/ k8s.io/kubernetes/cmd/kubelet
+	cd $(TOOLS)/controlplane && $(GO) build -ldflags "$(K8S_LDFLAGS)" -o $(NODE_DIR)/ k8s.io/kubernetes/cmd/kubelet
 	cd $(TOOLS)/node && $(GO) build -ldflags "-s -w" -o $(NODE_DIR)/ github.com/containerd/containerd/v2/cmd/containerd \
 		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/ctr
 	# runc's nsenter is C: it is the one binary built with cgo, with
@@ -574,6 +578,14 @@ soak: controlplane ## Run configward for SOAK_DURATION (default 30m) under 100 m
 	CONFIGWARD_SOAK_DURATION=$(SOAK_DURATION) $(GO) test ./test/soak/ -count=1 -timeout $(SOAK_DURATION)15m -v
 
 .PHONY: demo
-demo: controlplane build prometheus ## Walk through configward's rules, schemas and rollouts with the sample manifests in config/samples: runs configward's webhook and controller in-process against a local kube-apiserver, then stays up for your own manifests until Ctrl-C.
+# The demo waits only for what its first step needs. Prometheus, which only
+# step 17 reads (about 8 minutes to build cold), is built in the background
+# at low priority while the steps before it run; the demo waits for it there.
+DEMO_PROMETHEUS_BUILD := $(BIN)/demo-prometheus-build
+demo: controlplane build ## Walk through configward's rules, schemas and rollouts with the sample manifests in config/samples: runs configward's webhook and controller in-process against a local kube-apiserver, then stays up for your own manifests until Ctrl-C.
 	$(GO) build -o $(BIN)/configward-demo ./test/demo
-	$(BIN)/configward-demo
+	rm -f $(DEMO_PROMETHEUS_BUILD).rc
+	if [ ! -x $(PROMETHEUS) ]; then \
+		( nice -n 19 $(MAKE) --no-print-directory prometheus > $(DEMO_PROMETHEUS_BUILD).log 2>&1; echo $$? > $(DEMO_PROMETHEUS_BUILD).rc ) & \
+	fi; \
+	CONFIGWARD_PROMETHEUS=$(PROMETHEUS) CONFIGWARD_DEMO_PROMETHEUS_BUILD=$(DEMO_PROMETHEUS_BUILD) $(BIN)/configward-demo

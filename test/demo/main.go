@@ -112,14 +112,14 @@ func run() int {
 	// Step 17's Prometheus, and the request counters it scrapes (the demo
 	// plays the application kwok does not run), named to the controller as
 	// the chart's analysis.prometheus.address names one.
-	app, prom, err := startPrometheus(env)
+	prom, err := newAnalysisPrometheus(env)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo: starting Prometheus:", err)
 		cleanup()
 		return 1
 	}
-	defer app.Close()
-	if _, err := env.StartController(manager.Controller{RolloutBatchWindow: 2 * time.Second, RolloutRate: manager.DefaultRolloutRate, AnalysisPrometheus: prom.URL,
+	defer prom.app.Close()
+	if _, err := env.StartController(manager.Controller{RolloutBatchWindow: 2 * time.Second, RolloutRate: manager.DefaultRolloutRate, AnalysisPrometheus: prom.url(),
 		CertExpiryWarning: manager.DefaultCertExpiryWarning, StaleCertGrace: demoStaleCertGrace, StaleCertEvictionsPerMinute: manager.DefaultStaleCertEvictionsPerMinute}); err != nil {
 		fmt.Fprintln(os.Stderr, "demo: starting the controller:", err)
 		cleanup()
@@ -127,7 +127,7 @@ func run() int {
 	}
 	fmt.Printf("Up in %s. configward's logs: %s\n", time.Since(start).Round(100*time.Millisecond), logPath)
 
-	w := &walkthrough{env: env, ctx: ctx, app: app}
+	w := &walkthrough{env: env, ctx: ctx, prom: prom}
 	w.steps()
 	if ctx.Err() != nil {
 		return cleanup()
@@ -158,8 +158,8 @@ type walkthrough struct {
 	env           *framework.Env
 	ctx           context.Context
 	total, failed int
-	// app serves the request counters of step 17's pods.
-	app *framework.AppMetrics
+	// prom is step 17's Prometheus and the request counters of its pods.
+	prom *analysisPrometheus
 }
 
 func (w *walkthrough) steps() {
@@ -448,26 +448,101 @@ func (w *walkthrough) setDeliveryAt(stateWave string) bool {
 // analysisNamespace is where step 17 gates a delivery on Prometheus.
 const analysisNamespace = "demo-analysis"
 
-// startPrometheus starts the request counters step 17's pods serve and a
-// Prometheus server scraping them every second.
-func startPrometheus(env *framework.Env) (*framework.AppMetrics, *framework.PrometheusServer, error) {
+// prometheusBuildEnvVar names the background build of Prometheus that
+// `make demo` starts when the binary is missing, so a cold first run reaches
+// step 01 without waiting for it: the build writes PREFIX.log and, when it
+// ends, its exit status to PREFIX.rc.
+const prometheusBuildEnvVar = "CONFIGWARD_DEMO_PROMETHEUS_BUILD"
+
+// analysisPrometheus is step 17's Prometheus and the request counters it
+// scrapes. Its address is fixed before the controller starts (the
+// controller is named it once, as the chart names one); the server itself
+// starts then when it is built, or at step 17 once `make demo`'s
+// background build is done.
+type analysisPrometheus struct {
+	env   *framework.Env
+	app   *framework.AppMetrics
+	addr  string
+	build string
+	srv   *framework.PrometheusServer
+}
+
+func newAnalysisPrometheus(env *framework.Env) (*analysisPrometheus, error) {
 	app, err := framework.StartAppMetrics()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	prom, err := env.StartPrometheus(framework.PrometheusOptions{Targets: []string{app.Address()}})
-	if err != nil {
+	p := &analysisPrometheus{env: env, app: app, build: os.Getenv(prometheusBuildEnvVar)}
+	if _, err := framework.Prometheus(); err != nil && p.build != "" {
+		ports, err := framework.FreePorts(1)
+		if err != nil {
+			_ = app.Close()
+			return nil, err
+		}
+		p.addr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+		fmt.Printf("Prometheus, for step 17, is still being built in the background (log: %s.log).\n", p.build)
+		return p, nil
+	}
+	if err := p.start(); err != nil {
 		_ = app.Close()
-		return nil, nil, fmt.Errorf("%w (make demo builds it: make prometheus)", err)
+		return nil, err
 	}
-	return app, prom, nil
+	return p, nil
+}
+
+func (p *analysisPrometheus) url() string {
+	if p.srv != nil {
+		return p.srv.URL
+	}
+	return "http://" + p.addr
+}
+
+func (p *analysisPrometheus) start() error {
+	srv, err := p.env.StartPrometheus(framework.PrometheusOptions{Targets: []string{p.app.Address()}, Address: p.addr})
+	if err != nil {
+		return fmt.Errorf("%w (make demo builds it: make prometheus)", err)
+	}
+	p.srv = srv
+	return nil
+}
+
+// ready starts Prometheus if it waited for its build, after waiting for
+// the build to end; false (having said why) when the build failed or the
+// demo is stopped.
+func (p *analysisPrometheus) ready(ctx context.Context) bool {
+	if p.srv != nil {
+		return true
+	}
+	fmt.Printf("  waiting for the background build of Prometheus to finish (log: %s.log) ...\n", p.build)
+	waited := time.Now()
+	for {
+		rc, err := os.ReadFile(p.build + ".rc")
+		if err == nil {
+			if strings.TrimSpace(string(rc)) != "0" {
+				fmt.Printf("  ✗ building Prometheus failed (exit status %s); see %s.log\n", strings.TrimSpace(string(rc)), p.build)
+				return false
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+	fmt.Printf("  built after %s more\n", time.Since(waited).Round(time.Second))
+	if err := p.start(); err != nil {
+		fmt.Println("  ✗ starting Prometheus:", err)
+		return false
+	}
+	return true
 }
 
 // analysis walks through step 17: pricing's pods serve requests (the demo
 // plays them), a typo raises the canary's error ratio, the check fails it
 // against the rest and the canary goes back to its old snapshot.
 func (w *walkthrough) analysis() bool {
-	if !w.apply("17-analysis.yaml", 0) {
+	if !w.prom.ready(w.ctx) || !w.apply("17-analysis.yaml", 0) {
 		return false
 	}
 	rolled := func(name string) bool {
@@ -533,11 +608,11 @@ func (w *walkthrough) playPricing() {
 					errorRatio = 0.5
 				}
 				live[p.Name] = true
-				w.app.SetPod(analysisNamespace, p.Name, 20, errorRatio)
+				w.prom.app.SetPod(analysisNamespace, p.Name, 20, errorRatio)
 			}
 			for name := range served {
 				if !live[name] {
-					w.app.RemovePod(analysisNamespace, name)
+					w.prom.app.RemovePod(analysisNamespace, name)
 				}
 			}
 			served = live

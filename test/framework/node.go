@@ -25,8 +25,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-// A real node beside the API server: the kubelet, containerd and runc built
-// by `make node` from test/tools/node, CNI bridge networking on a subnet of
+// A real node beside the API server: the kubelet (from test/tools/controlplane,
+// beside kube-apiserver), containerd and runc (from test/tools/node), built by
+// `make node`, CNI bridge networking on a subnet of
 // its own, and the test images imported into containerd. Everything it
 // changes on the machine (processes, mounts, the bridge, cgroups and the
 // host sysctls the kubelet and the bridge plugin set) is written to a state

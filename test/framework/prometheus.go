@@ -71,6 +71,10 @@ type PrometheusOptions struct {
 	// BasicAuth, when set, is the one user Prometheus lets in: every
 	// request, /-/ready included, must carry it.
 	BasicAuth *BasicAuth
+	// Address is the 127.0.0.1:port to listen on, for a caller that names
+	// Prometheus to others before it starts (the demo's controller, while
+	// the binary is still being built); empty, a free port.
+	Address string
 }
 
 // BasicAuth is a user name and password for HTTP basic authentication.
@@ -110,9 +114,11 @@ func (e *Env) StartPrometheus(opts PrometheusOptions) (*PrometheusServer, error)
 	if err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
+	addr := opts.Address
+	if addr == "" {
+		if addr, err = freeAddr(); err != nil {
+			return nil, err
+		}
 	}
 	for _, t := range opts.Targets {
 		if host, _, err := net.SplitHostPort(t); err != nil || host != "127.0.0.1" {
