@@ -82,7 +82,7 @@ build: ## Build bin/configward, and bin/kubectl-configward, the same binary as a
 # go test starts its packages' runs in the order they are named, two at a
 # time on 2 cores: named first, the longest suites start first and the
 # short ones fill in beside them, instead of the alphabet starting the real
-# node's suite last, alone for its last ten minutes.
+# node's suite (about 12 minutes) last, alone for its last six.
 LONGEST_SUITES := ./test/e2e ./test/faults ./test/node ./test/controllers ./test/demo
 
 .PHONY: test
@@ -367,7 +367,8 @@ $(ASSETS)/kwok:
 # built from k8s.io/kubernetes, so the packages they share (client-go,
 # apiserver, component-base, ...) compile once, at one set of versions. The
 # rest comes from the pinned module test/tools/node. Cached by both modules'
-# pins: cold, about 5 minutes once the control plane is built.
+# pins: cold, about 1½ minutes once the control plane is built (the kubelet
+# alone 20 s).
 NODE_DIR := $(BIN)/node-$(K8S_VERSION)-containerd-$(call modversion,node,github.com/containerd/containerd/v2)-$(call TOOLS_SUM,node)$(call TOOLS_SUM,controlplane)
 export CONFIGWARD_NODE_DIR ?= $(NODE_DIR)
 
@@ -396,7 +397,7 @@ NODE_CADDY_IMAGE := $(CADDY_DIR)/caddy-image.tar
 export CONFIGWARD_NODE_CADDY_IMAGE ?= $(NODE_CADDY_IMAGE)
 
 .PHONY: node
-node: $(NODE_DIR)/.complete $(NODE_IMAGES)/.complete $(NODE_PROMETHEUS_IMAGE) $(NODE_ALERTMANAGER_IMAGE) $(NODE_CADDY_IMAGE) ## Build the real node's kubelet, containerd, runc, CNI plugins (cached; cold about 5 minutes after the control plane), its test images (cached by their sources) and the Prometheus, Alertmanager and Caddy images (cached by their pins).
+node: $(NODE_DIR)/.complete $(NODE_IMAGES)/.complete $(NODE_PROMETHEUS_IMAGE) $(NODE_ALERTMANAGER_IMAGE) $(NODE_CADDY_IMAGE) ## Build the real node's kubelet, containerd, runc, CNI plugins (cached; cold about 1½ minutes after the control plane), its test images (cached by their sources) and the Prometheus, Alertmanager and Caddy images (cached by their pins).
 
 $(NODE_DIR)/.complete:
 	@echo "Building the kubelet $(K8S_VERSION), containerd, runc and the CNI plugins into $(NODE_DIR)"
@@ -585,7 +586,7 @@ soak: controlplane ## Run configward for SOAK_DURATION (default 30m) under 100 m
 
 .PHONY: demo
 # The demo waits only for what its first step needs. Prometheus, which only
-# step 17 reads (about 8 minutes to build cold), is built in the background
+# step 17 reads (1½ to 8 minutes to build cold, by machine), is built in the background
 # at low priority while the steps before it run; the demo waits for it there.
 DEMO_PROMETHEUS_BUILD := $(BIN)/demo-prometheus-build
 demo: controlplane build ## Walk through configward's rules, schemas and rollouts with the sample manifests in config/samples: runs configward's webhook and controller in-process against a local kube-apiserver, then stays up for your own manifests until Ctrl-C.

@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -182,11 +183,22 @@ var _ = Describe("secrets mounted through the Secrets Store CSI driver", func() 
 		// The controller records the catch-up (both pods seen at one
 		// version) on its next look; the replace below must find that
 		// record, not race the controller's write of it.
-		Eventually(func() []string {
+		// Unless the rollout pods[0]'s report started has already replaced
+		// both old pods: then nothing reports any more (the new pods have
+		// not mounted yet) and the record, as the last look left it, stays.
+		Eventually(func() bool {
 			r, err := secretversions.Decode(secretVersionsRecord(ns, "web")())
 			Expect(err).NotTo(HaveOccurred())
-			return r.Classes["db-creds"].Seen
-		}, 15*time.Second).Should(HaveLen(1))
+			if len(r.Classes["db-creds"].Seen) == 1 {
+				return true
+			}
+			for _, p := range pods {
+				if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), &corev1.Pod{}); !apierrors.IsNotFound(err) {
+					return false
+				}
+			}
+			return true
+		}, 15*time.Second).Should(BeTrue(), "the controller recorded the catch-up, or no pod that reported is left")
 		res := env.Kubectl("", "annotate", "deployment/web", "-n", ns, "team=payments")
 		Expect(res.ExitCode).To(Equal(0), res.Stderr)
 		Expect(stateOf("Deployment", ns, "web")()).To(HaveField("Hash", second), "the webhook computes the controller's hash from the record")
