@@ -79,11 +79,16 @@ build: ## Build bin/configward, and bin/kubectl-configward, the same binary as a
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/configward ./cmd/configward
 	ln -f $(BIN)/configward $(BIN)/kubectl-configward
 
-# go test starts its packages' runs in the order they are named, two at a
-# time on 2 cores: named first, the longest suites start first and the
-# short ones fill in beside them, instead of the alphabet starting the real
-# node's suite (about 12 minutes) last, alone for its last six.
+# go test starts its packages' runs in the order they are named, TEST_P at
+# a time: named first, the longest suites start first and the short ones
+# fill in beside them, instead of the alphabet starting the real node's
+# suite (about 12 minutes) last, alone for its last six.
 LONGEST_SUITES := ./test/e2e ./test/faults ./test/node ./test/controllers ./test/demo
+# One suite more than cores: a whole-cluster suite spends much of its time
+# waiting on its control plane (timeouts, watches, kwok's pods), and two
+# side by side left 2 cores half idle (vmstat, 10 s samples while e2e and
+# faults ran together). go test's default is one per core.
+TEST_P ?= $(shell echo $$(( $$(nproc) + 1 )))
 
 .PHONY: test
 test: controlplane node helm argo-crds csi-crds eso prometheus generate manifests test-image image ## Run every test: unit, Rego, the envtest suites, the Helm chart (also installed with its pods on the real node, from the image), the container image and every fuzz target's seeds and kept crashers.
@@ -91,7 +96,7 @@ test: controlplane node helm argo-crds csi-crds eso prometheus generate manifest
 	# fail is followed by ||, or the digest below would never print.
 	rm -rf $(BIN)/failures; status=0; \
 	CONFIGWARD_REQUIRE_CLUSTER=1 CONFIGWARD_HELM=$(HELM) CONFIGWARD_ARGO_CRDS=$(ARGO_CRDS) CONFIGWARD_CSI_CRDS=$(CSI_CRDS) CONFIGWARD_ESO=$(ESO) CONFIGWARD_ESO_CRDS=$(ESO_CRDS) CONFIGWARD_PROMETHEUS=$(PROMETHEUS) CONFIGWARD_IMAGE_TAR=$(abspath $(IMAGE_TAR)) \
-		CONFIGWARD_FAILURE_DIGEST=$(abspath $(BIN)/failures) $(GO) test $(LONGEST_SUITES) ./... -count=1 -timeout 30m || status=$$?; \
+		CONFIGWARD_FAILURE_DIGEST=$(abspath $(BIN)/failures) $(GO) test -p $(TEST_P) $(LONGEST_SUITES) ./... -count=1 -timeout 30m || status=$$?; \
 		$(GO) run ./test/orphans || status=1; \
 		if [ -d $(BIN)/failures ]; then echo; echo "=== The suites' failures again, in full (each suite printed them with its output above):"; cat $(BIN)/failures/*.txt || true; \
 		elif [ $$status -ne 0 ]; then echo; echo "=== No suite wrote a failure digest into $(BIN)/failures: a package without one failed, or a suite was killed before its report (see above)"; fi; \
