@@ -87,8 +87,7 @@ func (t WebhookTransforms) Workload(obj any) (any, error) {
 	case *appsv1.ReplicaSet:
 		out, err := projected(o)
 		if rs, ok := out.(*appsv1.ReplicaSet); ok && err == nil && t.controlled(rs) {
-			setCachedSpec(&rs.ObjectMeta, rs.Spec)
-			rs.Spec = appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: rs.Spec.Template.ObjectMeta}}
+			t.dropSpec(rs, &rs.ObjectMeta)
 		}
 		return out, err
 	case *batchv1.Job:
@@ -103,8 +102,7 @@ func (t WebhookTransforms) Workload(obj any) (any, error) {
 			}
 		}
 		if t.controlled(job) {
-			setCachedSpec(&job.ObjectMeta, job.Spec)
-			job.Spec = batchv1.JobSpec{Template: corev1.PodTemplateSpec{ObjectMeta: job.Spec.Template.ObjectMeta}}
+			t.dropSpec(job, &job.ObjectMeta)
 		}
 		return job, nil
 	}
@@ -150,6 +148,15 @@ func (t WebhookTransforms) Pod(obj any) (any, error) {
 		p.Spec = corev1.PodSpec{}
 	}
 	return p, nil
+}
+
+// dropSpec drops the spec of obj, a ReplicaSet or Job, as the controller's
+// cache does (dropControlledSpec), and keeps its digest on m, obj's
+// metadata, for the effects ledger.
+func (t WebhookTransforms) dropSpec(obj any, m *metav1.ObjectMeta) {
+	if spec, ok := dropControlledSpec(obj); ok {
+		setCachedSpec(m, spec)
+	}
 }
 
 func (t WebhookTransforms) controlled(obj metav1.Object) bool {

@@ -30,11 +30,18 @@ import (
 	"github.com/configward/configward/internal/flapping"
 	"github.com/configward/configward/internal/inventory"
 	"github.com/configward/configward/internal/report"
+	"github.com/configward/configward/internal/workload"
 )
 
 // NewController builds the leader-elected controller process.
 func NewController(cfg *rest.Config, o Controller) (*Process, error) {
-	cacheOpts := inventory.CacheOptions()
+	// The cache's transforms read the workload kinds: a ReplicaSet or Job
+	// that a workload controls is cached without its spec.
+	kinds, err := o.Kinds()
+	if err != nil {
+		return nil, err
+	}
+	cacheOpts := inventory.ControllerCacheOptions(kinds)
 	writeReports, err := reportsServed(cfg, o.Reports)
 	if err != nil {
 		return nil, err
@@ -61,7 +68,7 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating controller manager: %w", err)
 	}
-	if err := setupControllers(mgr, o, writeReports); err != nil {
+	if err := setupControllers(mgr, o, kinds, writeReports); err != nil {
 		return nil, err
 	}
 	if err := addAPIServerProbe(mgr, cfg); err != nil {
@@ -77,11 +84,7 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 // setupControllers registers the rollout and drift controllers and the
 // reconcilers of namespaces, ConfigPolicies and ConfigSchemas, with the
 // informers they read.
-func setupControllers(mgr ctrlmanager.Manager, o Controller, writeReports bool) error {
-	kinds, err := o.Kinds()
-	if err != nil {
-		return err
-	}
+func setupControllers(mgr ctrlmanager.Manager, o Controller, kinds *workload.Registry, writeReports bool) error {
 	inv, err := inventory.Start(context.Background(), mgr.GetCache(), kinds, kinds.RolledKinds())
 	if err != nil {
 		return err

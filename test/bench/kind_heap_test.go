@@ -79,7 +79,10 @@ func BenchmarkCacheHeapByKind(b *testing.B) {
 			for _, process := range []struct {
 				name string
 				opts func() cache.Options
-			}{{"controller", inventory.CacheOptions}, {"webhook", func() cache.Options { return inventory.WebhookCacheOptions(workload.Builtin()) }}} {
+			}{
+				{"controller", func() cache.Options { return inventory.ControllerCacheOptions(workload.Builtin()) }},
+				{"webhook", func() cache.Options { return inventory.WebhookCacheOptions(workload.Builtin()) }},
+			} {
 				b.Run(process.name, func(b *testing.B) {
 					var total uint64
 					n := 0

@@ -1,0 +1,75 @@
+package inventory
+
+import (
+	"reflect"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/configward/configward/internal/api/v1alpha1"
+	"github.com/configward/configward/internal/workload"
+)
+
+// controller is the controller cache's transforms with the built-in kinds.
+var controller = ControllerTransforms{Registry: workload.Builtin()}
+
+// The controller's cache keeps of a ReplicaSet or Job a workload controls
+// what its readers read: owners, status, and the template's annotations
+// (History and the revisions controller read them through the kind's
+// accessors, as below).
+func TestControllerCacheDropsTheSpecOfAControlledReplicaSetOrJob(t *testing.T) {
+	template := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"},
+			Annotations: map[string]string{v1alpha1.ConfigHashAnnotation: "h", v1alpha1.ConfigSnapshotsAnnotation: "s"}},
+		Spec: fullPod().Spec,
+	}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-7d9f", Namespace: "shop", OwnerReferences: controlledBy("apps/v1", "Deployment", "web")},
+		Spec:   appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Template: template},
+		Status: appsv1.ReplicaSetStatus{Replicas: 3, ReadyReplicas: 2}}
+	out, err := controller.Workload(rs.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*appsv1.ReplicaSet)
+	want := appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: template.ObjectMeta}}
+	if !reflect.DeepEqual(got.Spec, want) || !reflect.DeepEqual(got.Status, rs.Status) || !reflect.DeepEqual(got.OwnerReferences, rs.OwnerReferences) {
+		t.Errorf("a controlled ReplicaSet is cached as %+v", got)
+	}
+	if _, ok := got.Annotations[cachedSpecKey]; ok {
+		t.Error("the controller's cache kept the webhook's spec digest, which only the effects ledger reads")
+	}
+	w, _ := workload.Builtin().For(got)
+	if v, _ := w.TemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation); v != "s" {
+		t.Errorf("the cached ReplicaSet's template names snapshots %q, want s", v)
+	}
+	if again, _ := controller.Workload(got.DeepCopy()); !reflect.DeepEqual(again, got) {
+		t.Errorf("transformed again, the cached ReplicaSet changed: %+v", again)
+	}
+	bare := rs.DeepCopy()
+	bare.OwnerReferences = nil
+	if out, _ := controller.Workload(bare); out.(*appsv1.ReplicaSet).Spec.Template.Spec.Containers == nil {
+		t.Error("a ReplicaSet no workload controls lost its spec: its own rollout controller reads it")
+	}
+
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "nightly-1", Namespace: "shop", OwnerReferences: controlledBy("batch/v1", "CronJob", "nightly")},
+		Spec:   batchv1.JobSpec{Template: template},
+		Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}}
+	out, err = controller.Workload(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotJob := out.(*batchv1.Job)
+	if gotJob.Spec.Template.Spec.Containers != nil || gotJob.Spec.Template.Annotations[v1alpha1.ConfigHashAnnotation] != "h" ||
+		!reflect.DeepEqual(gotJob.Status, job.Status) {
+		t.Errorf("a Job of a CronJob is cached as %+v", gotJob)
+	}
+
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"}, Spec: appsv1.DeploymentSpec{Template: template}}
+	if out, _ := controller.Workload(d); out.(*appsv1.Deployment).Spec.Template.Spec.Containers == nil {
+		t.Error("a Deployment lost its template's spec")
+	}
+}
