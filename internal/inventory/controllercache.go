@@ -4,32 +4,34 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/configward/configward/internal/workload"
 )
 
 // ControllerCacheOptions is CacheOptions for `configward controller`: a
-// ReplicaSet or Job that a workload of reg controls (every ReplicaSet of a
-// Deployment, every Job of a CronJob) keeps its metadata, its status and
-// its template's metadata, and loses its spec. What the controller reads
-// of such an object (audited against every reader it runs):
+// ReplicaSet that a workload of reg controls (every ReplicaSet of a
+// Deployment, and there are several per Deployment) keeps its metadata,
+// its status and its template's metadata, and loses its spec. What the
+// controller reads of such a ReplicaSet (audited against every reader it
+// runs):
 //
 //   - the owner walk from a pod to its top-level workload (drift.OwnersOf,
 //     Registry.TopOwnerOf) reads its owners;
 //   - a workload's history (History) and the snapshots that may still
 //     create pods (the revisions controller) read its template's
 //     annotations;
-//   - a Job's Complete and Failed conditions say it ended (status);
 //   - the rollout, delivery and report controllers, the consumers of a
 //     config (rolledConsumers, consumersOf) and a delivery's waves act on
-//     top-level workloads only: a controlled object's owner rolls it, and
-//     the stamp decides nothing for one (stamp.Early).
+//     top-level workloads only; the ReplicaSets' own rollout controller
+//     decides for a controlled one before it reads any fact (stamp.Early:
+//     the Controlled hold).
 //
-// Its template's spec is the same as its owner's was when it was made,
-// and what its pods read the controller reads from the pods. The spec is
-// most of a ReplicaSet, and a Deployment keeps several.
+// What its pods read, the controller reads from the pods. A Job a CronJob
+// controls keeps its spec here (the webhook drops it): the Jobs' rollout
+// controller looks at a new Job's config to say, in an Event, that its
+// template cannot take a newer one (the JobImmutable hold is decided on
+// the facts, not early).
 func ControllerCacheOptions(reg *workload.Registry) cache.Options {
 	t := ControllerTransforms{Registry: reg}
 	opts := CacheOptions()
@@ -42,11 +44,11 @@ func ControllerCacheOptions(reg *workload.Registry) cache.Options {
 type ControllerTransforms struct{ Registry *workload.Registry }
 
 // Workload transforms obj as TransformWorkload does, then drops the spec
-// of a ReplicaSet or Job a workload controls (dropControlledSpec).
+// of a ReplicaSet a workload controls (dropControlledSpec).
 func (t ControllerTransforms) Workload(obj any) (any, error) {
 	out, err := TransformWorkload(obj)
-	if o, ok := out.(metav1.Object); ok && err == nil && t.Registry != nil && t.Registry.ControlledByWorkload(o) {
-		dropControlledSpec(out)
+	if rs, ok := out.(*appsv1.ReplicaSet); ok && err == nil && t.Registry != nil && t.Registry.ControlledByWorkload(rs) {
+		dropControlledSpec(rs)
 	}
 	return out, err
 }
@@ -54,7 +56,8 @@ func (t ControllerTransforms) Workload(obj any) (any, error) {
 // dropControlledSpec empties the spec of a ReplicaSet or Job but for its
 // template's metadata, and returns the spec it dropped; other kinds it
 // leaves as they are (nil, false). Both processes cache what a workload
-// controls this way: the owner answers for the rest. It may be given an
+// controls this way where their readers allow: the owner answers for the
+// rest. It may be given an
 // object it emptied before (a transform may run twice on one object), and
 // empties it again to the same.
 func dropControlledSpec(obj any) (dropped any, ok bool) {
