@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -115,6 +116,23 @@ func CacheOptions() cache.Options {
 		DefaultTransform:            TransformWorkload,
 		ReaderFailOnMissingInformer: true,
 	}
+}
+
+// SetByObject sets the cache's settings for obj's kind, replacing any it
+// had. The ByObject map is keyed by pointer, so a second key of one type
+// is a second entry, and the cache builds each kind's informer from
+// whichever entry it meets last in the map's random order: each process
+// start would pick one of the two transforms by chance.
+func SetByObject(opts *cache.Options, obj client.Object, settings cache.ByObject) {
+	for k := range opts.ByObject {
+		if reflect.TypeOf(k) == reflect.TypeOf(obj) {
+			delete(opts.ByObject, k)
+		}
+	}
+	if opts.ByObject == nil {
+		opts.ByObject = map[client.Object]cache.ByObject{}
+	}
+	opts.ByObject[obj] = settings
 }
 
 // Get returns what is known of one object; Exists is false when it is not

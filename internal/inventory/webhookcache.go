@@ -37,7 +37,7 @@ import (
 func WebhookCacheOptions(reg *workload.Registry) cache.Options {
 	t := WebhookTransforms{Registry: reg}
 	opts := CacheOptions()
-	opts.ByObject[&corev1.Pod{}] = cache.ByObject{Transform: t.Pod}
+	SetByObject(&opts, &corev1.Pod{}, cache.ByObject{Transform: t.Pod})
 	opts.DefaultTransform = t.Workload
 	return opts
 }

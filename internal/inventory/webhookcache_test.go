@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/refs"
@@ -239,5 +240,28 @@ func TestWebhookCacheDropsTheSpecOfAControlledReplicaSetOrJob(t *testing.T) {
 	if gotJob.Spec.Template.Spec.Containers != nil || gotJob.Spec.Template.Annotations[v1alpha1.ConfigHashAnnotation] != "h" ||
 		len(gotJob.Status.Conditions) != 1 || gotJob.Annotations[cachedSpecKey] == "" {
 		t.Errorf("a Job of a CronJob is cached as %+v", gotJob)
+	}
+}
+
+// The webhook's Pod transform replaces CacheOptions' one instead of
+// standing beside it: with two Pod entries the cache took whichever its
+// map gave last, and half the webhook's starts kept every Pod's spec.
+func TestWebhookCacheOptionsHaveOnePodTransform(t *testing.T) {
+	opts := WebhookCacheOptions(workload.Builtin())
+	var transforms []cache.ByObject
+	for obj, settings := range opts.ByObject {
+		if _, ok := obj.(*corev1.Pod); ok {
+			transforms = append(transforms, settings)
+		}
+	}
+	if len(transforms) != 1 {
+		t.Fatalf("the webhook's cache options have %d entries for Pods, want 1", len(transforms))
+	}
+	out, err := transforms[0].Transform(fullPod())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := out.(*corev1.Pod); p.Spec.Containers != nil {
+		t.Errorf("the webhook's cache keeps the spec of a Pod a ReplicaSet controls: %+v", p.Spec)
 	}
 }

@@ -35,8 +35,8 @@ import (
 
 // NewController builds the leader-elected controller process.
 func NewController(cfg *rest.Config, o Controller) (*Process, error) {
-	// The cache's transforms read the workload kinds: a ReplicaSet or Job
-	// that a workload controls is cached without its spec.
+	// The cache's transforms read the workload kinds: a ReplicaSet that a
+	// workload controls is cached without its spec.
 	kinds, err := o.Kinds()
 	if err != nil {
 		return nil, err
@@ -48,9 +48,9 @@ func NewController(cfg *rest.Config, o Controller) (*Process, error) {
 	}
 	if writeReports {
 		// Only configward's own Reports: other tools write many more.
-		cacheOpts.ByObject[&openreports.Report{}] = cache.ByObject{
+		inventory.SetByObject(&cacheOpts, &openreports.Report{}, cache.ByObject{
 			Label: labels.SelectorFromSet(labels.Set{report.ManagedByLabel: report.Source}),
-		}
+		})
 	}
 	opts := managerOptions(o.Common, cacheOpts)
 	opts.LeaderElection = o.LeaderElect
