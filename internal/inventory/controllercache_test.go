@@ -8,7 +8,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/configward/configward/internal/api/v1alpha1"
 	"github.com/configward/configward/internal/workload"
@@ -22,14 +21,7 @@ var controller = ControllerTransforms{Registry: workload.Builtin()}
 // (History and the revisions controller read them through the kind's
 // accessors, as below).
 func TestControllerCacheDropsTheSpecOfAControlledReplicaSet(t *testing.T) {
-	template := corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"},
-			Annotations: map[string]string{v1alpha1.ConfigHashAnnotation: "h", v1alpha1.ConfigSnapshotsAnnotation: "s"}},
-		Spec: fullPod().Spec,
-	}
-	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-7d9f", Namespace: "shop", OwnerReferences: controlledBy("apps/v1", "Deployment", "web")},
-		Spec:   appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Template: template},
-		Status: appsv1.ReplicaSetStatus{Replicas: 3, ReadyReplicas: 2}}
+	rs, template := controlledReplicaSet()
 	out, err := controller.Workload(rs.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
@@ -46,14 +38,7 @@ func TestControllerCacheDropsTheSpecOfAControlledReplicaSet(t *testing.T) {
 	if v, _ := w.TemplateAnnotation(v1alpha1.ConfigSnapshotsAnnotation); v != "s" {
 		t.Errorf("the cached ReplicaSet's template names snapshots %q, want s", v)
 	}
-	if again, _ := controller.Workload(got.DeepCopy()); !reflect.DeepEqual(again, got) {
-		t.Errorf("transformed again, the cached ReplicaSet changed: %+v", again)
-	}
-	bare := rs.DeepCopy()
-	bare.OwnerReferences = nil
-	if out, _ := controller.Workload(bare); out.(*appsv1.ReplicaSet).Spec.Template.Spec.Containers == nil {
-		t.Error("a ReplicaSet no workload controls lost its spec: its own rollout controller reads it")
-	}
+	checkOnlyControlledLoseTheSpec(t, controller.Workload, rs, got)
 
 	// A CronJob's Job keeps its spec: the Jobs' rollout controller reads
 	// its config to tell, in an Event, that a stale template cannot change.

@@ -202,7 +202,9 @@ func TestWebhookCacheKeepsTheSpecWhereAReaderNeedsIt(t *testing.T) {
 // A ReplicaSet or Job a workload controls keeps its template's metadata
 // (History reads its configward annotations) and loses its spec; one no
 // workload controls keeps it.
-func TestWebhookCacheDropsTheSpecOfAControlledReplicaSetOrJob(t *testing.T) {
+// controlledReplicaSet is a Deployment's ReplicaSet with a full template,
+// and that template.
+func controlledReplicaSet() (*appsv1.ReplicaSet, corev1.PodTemplateSpec) {
 	template := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"},
 			Annotations: map[string]string{v1alpha1.ConfigHashAnnotation: "h", v1alpha1.ConfigSnapshotsAnnotation: "s"}},
@@ -210,7 +212,27 @@ func TestWebhookCacheDropsTheSpecOfAControlledReplicaSetOrJob(t *testing.T) {
 	}
 	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-7d9f", Namespace: "shop", OwnerReferences: controlledBy("apps/v1", "Deployment", "web")},
 		Spec:   appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Template: template},
-		Status: appsv1.ReplicaSetStatus{Replicas: 3}}
+		Status: appsv1.ReplicaSetStatus{Replicas: 3, ReadyReplicas: 2}}
+	return rs, template
+}
+
+// checkOnlyControlledLoseTheSpec checks that transform, given again what
+// it cached of rs (got), keeps it as it is, and that it keeps the spec of
+// rs when no workload controls it.
+func checkOnlyControlledLoseTheSpec(t *testing.T, transform func(any) (any, error), rs, got *appsv1.ReplicaSet) {
+	t.Helper()
+	if again, _ := transform(got.DeepCopy()); !reflect.DeepEqual(again, got) {
+		t.Errorf("transformed again, the cached ReplicaSet changed: %+v", again)
+	}
+	bare := rs.DeepCopy()
+	bare.OwnerReferences = nil
+	if out, _ := transform(bare); out.(*appsv1.ReplicaSet).Spec.Template.Spec.Containers == nil {
+		t.Error("a ReplicaSet no workload controls lost its spec: its own rollout controller reads it")
+	}
+}
+
+func TestWebhookCacheDropsTheSpecOfAControlledReplicaSetOrJob(t *testing.T) {
+	rs, template := controlledReplicaSet()
 	out, err := webhook.Workload(rs.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
@@ -220,14 +242,7 @@ func TestWebhookCacheDropsTheSpecOfAControlledReplicaSetOrJob(t *testing.T) {
 	if !reflect.DeepEqual(got.Spec, want) || got.Annotations[cachedSpecKey] == "" || !reflect.DeepEqual(got.OwnerReferences, rs.OwnerReferences) {
 		t.Errorf("a controlled ReplicaSet is cached as %+v", got)
 	}
-	if again, _ := webhook.Workload(got); !reflect.DeepEqual(again, got) {
-		t.Errorf("transformed again, the cached ReplicaSet changed: %+v", again)
-	}
-	bare := rs.DeepCopy()
-	bare.OwnerReferences = nil
-	if out, _ := webhook.Workload(bare); out.(*appsv1.ReplicaSet).Spec.Template.Spec.Containers == nil {
-		t.Error("a ReplicaSet no workload controls lost its spec")
-	}
+	checkOnlyControlledLoseTheSpec(t, webhook.Workload, rs, got)
 
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "nightly-1", Namespace: "shop", OwnerReferences: controlledBy("batch/v1", "CronJob", "nightly")},
 		Spec:   batchv1.JobSpec{Template: template},
