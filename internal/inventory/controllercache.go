@@ -57,9 +57,8 @@ func (t ControllerTransforms) Workload(obj any) (any, error) {
 // template's metadata, and returns the spec it dropped; other kinds it
 // leaves as they are (nil, false). Both processes cache what a workload
 // controls this way where their readers allow: the owner answers for the
-// rest. It may be given an
-// object it emptied before (a transform may run twice on one object), and
-// empties it again to the same.
+// rest. It may be given an object it emptied before (a transform may run
+// twice on one object), and empties it again to the same.
 func dropControlledSpec(obj any) (dropped any, ok bool) {
 	switch o := obj.(type) {
 	case *appsv1.ReplicaSet:

@@ -199,9 +199,6 @@ func TestWebhookCacheKeepsTheSpecWhereAReaderNeedsIt(t *testing.T) {
 	}
 }
 
-// A ReplicaSet or Job a workload controls keeps its template's metadata
-// (History reads its configward annotations) and loses its spec; one no
-// workload controls keeps it.
 // controlledReplicaSet is a Deployment's ReplicaSet with a full template,
 // and that template.
 func controlledReplicaSet() (*appsv1.ReplicaSet, corev1.PodTemplateSpec) {
@@ -231,6 +228,9 @@ func checkOnlyControlledLoseTheSpec(t *testing.T, transform func(any) (any, erro
 	}
 }
 
+// A ReplicaSet or Job a workload controls keeps its template's metadata
+// (History reads its configward annotations) and loses its spec; one no
+// workload controls keeps it.
 func TestWebhookCacheDropsTheSpecOfAControlledReplicaSetOrJob(t *testing.T) {
 	rs, template := controlledReplicaSet()
 	out, err := webhook.Workload(rs.DeepCopy())
