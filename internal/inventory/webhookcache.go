@@ -87,7 +87,7 @@ func (t WebhookTransforms) Workload(obj any) (any, error) {
 	case *appsv1.ReplicaSet:
 		out, err := projected(o)
 		if rs, ok := out.(*appsv1.ReplicaSet); ok && err == nil && t.controlled(rs) {
-			t.dropSpec(rs, &rs.ObjectMeta)
+			dropWithDigest(rs, &rs.ObjectMeta)
 		}
 		return out, err
 	case *batchv1.Job:
@@ -102,7 +102,7 @@ func (t WebhookTransforms) Workload(obj any) (any, error) {
 			}
 		}
 		if t.controlled(job) {
-			t.dropSpec(job, &job.ObjectMeta)
+			dropWithDigest(job, &job.ObjectMeta)
 		}
 		return job, nil
 	}
@@ -150,10 +150,10 @@ func (t WebhookTransforms) Pod(obj any) (any, error) {
 	return p, nil
 }
 
-// dropSpec drops the spec of obj, a ReplicaSet or Job, as the controller's
-// cache does (dropControlledSpec), and keeps its digest on m, obj's
-// metadata, for the effects ledger.
-func (t WebhookTransforms) dropSpec(obj any, m *metav1.ObjectMeta) {
+// dropWithDigest drops the spec of obj, a ReplicaSet or Job, as the
+// controller's cache does (dropControlledSpec), and keeps its digest on m,
+// obj's metadata, for the effects ledger.
+func dropWithDigest(obj any, m *metav1.ObjectMeta) {
 	if spec, ok := dropControlledSpec(obj); ok {
 		setCachedSpec(m, spec)
 	}
